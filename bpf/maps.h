@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The maps. All are pinned by name so a restart reuses them, and all carry
+ * BTF so `bpftool map dump name NAME` prints fields. */
+#ifndef STEADYDNS_MAPS_H
+#define STEADYDNS_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+
+/* Record sets. Hash maps without preallocation: an update allocates a new
+ * element and frees the old one after an RCU grace period, so a query on
+ * another CPU reads either the old set or the new one, never a mix. */
+#define RECORD_MAP(NAME, KEY)                                                  \
+	struct {                                                               \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__uint(max_entries, 1 << 20);                                  \
+		__type(key, struct KEY);                                       \
+		__type(value, struct rrset);                                   \
+		__uint(pinning, LIBBPF_PIN_BY_NAME);                           \
+	} NAME SEC(".maps")
+
+RECORD_MAP(rr32, name_key32);
+RECORD_MAP(rr64, name_key64);
+RECORD_MAP(rr128, name_key128);
+RECORD_MAP(rr256, name_key256);
+
+/* The health table: fixed capacity (set at load time), written whole every
+ * push period through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct health_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} health SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct table_meta);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} health_meta SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OUT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} counters SEC(".maps");
+
+/* Round-robin rotation, per CPU so that no two CPUs contend on it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rr_counter SEC(".maps");
+
+/* Per-CPU working memory: the DNS message is copied here so that the
+ * parser indexes a map value with masked offsets instead of proving packet
+ * bounds byte by byte. buf starts 4 bytes before the message so that the
+ * question name (message offset 12) is 8-byte aligned for word loads. */
+#define MSG_OFF 4
+
+/* What the parser learned about the query. It lives in map memory, not on
+ * the stack, so the verifier does not carry one state per name length
+ * through the rest of the program. */
+struct query {
+	__u32 name_len;  /* wire length, root label included */
+	__u32 q_end;     /* message offset just past the question */
+	__u16 qtype;
+	__u16 udp_size;  /* client's EDNS size; 512 without OPT */
+	__u8 has_opt;
+	__u8 do_bit;
+};
+
+/* Statistics of one candidate set, gathered during the scan. */
+struct set_stats {
+	__u32 mask;      /* members */
+	__u32 low_mask;  /* members with the lowest priority among them */
+	__u32 low_prio;
+	__u32 wsum;      /* sum of weights */
+};
+
+enum action {
+	ACT_ANSWER = 0,
+	ACT_NODATA = 1,
+	ACT_SERVFAIL = 2,
+};
+
+struct pick {
+	__u32 action;        /* enum action */
+	__u32 degraded;      /* a present candidate is down: ttl_degraded applies */
+	__u32 n;             /* answers, in order[0..n) */
+	__u8 order[MAX_CANDIDATES];       /* candidate slots to answer, in answer order */
+};
+
+struct scratch {
+	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
+	 * offset, and the verifier must see room for its whole length. */
+	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
+	__u8 key[256 + 8] __attribute__((aligned(8)));
+	struct query q;
+	struct set_stats sets[3];
+	__u32 down;
+	struct pick pick;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+#endif

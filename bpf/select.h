@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Answer selection (DESIGN §7). One scan over all K candidates computes
+ * every set the decision needs; the choice among them is made at the end,
+ * so a record failing open costs what a healthy one costs.
+ * controlplane/selection mirrors this file line for line in Go. */
+#ifndef STEADYDNS_SELECT_H
+#define STEADYDNS_SELECT_H
+
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+#include "maps.h"
+
+#define K MAX_CANDIDATES
+
+static __always_inline void set_add(volatile struct set_stats *s, __u32 bit,
+				    __u32 prio, __u32 weight)
+{
+	if (!bit)
+		return;
+	s->mask |= bit;
+	s->wsum += weight;
+	if (prio < s->low_prio) {
+		s->low_prio = prio;
+		s->low_mask = bit;
+	} else if (prio == s->low_prio) {
+		s->low_mask |= bit;
+	}
+}
+
+/* The index of the r-th (0-based) member of mask, or 0 if there is none. */
+static __always_inline __u32 nth_member(__u32 mask, __u32 r)
+{
+	__u32 at = 0, seen = 0;
+#pragma unroll
+	for (__u32 i = 0; i < K; i++) {
+		if (mask & (1u << i)) {
+			if (seen == r)
+				at = i;
+			seen++;
+		}
+	}
+	return at;
+}
+
+/* The member of mask that a weighted draw r < wsum lands on. */
+static __always_inline __u32 weighted_member(const struct rrset *rr,
+					     __u32 mask, __u32 r)
+{
+	__u32 at = 0, acc = 0, found = 0;
+#pragma unroll
+	for (__u32 i = 0; i < K; i++) {
+		if (mask & (1u << i)) {
+			acc += rr->cand[i].weight;
+			if (!found && r < acc) {
+				at = i;
+				found = 1;
+			}
+		}
+	}
+	return at;
+}
+
+/* select_answers decides which candidates to answer. open: answer as if
+ * every candidate were healthy (no table yet, or stale with answer_all).
+ * rnd and rr_turn are drawn by the caller on every query.
+ *
+ * It is a global function so the verifier checks it once, on its own,
+ * instead of once for every path of the parser that leads to it. */
+__attribute__((noinline)) int select_answers(struct scratch *s,
+					     const struct rrset *rr, __u32 open,
+					     __u32 rnd, __u32 rr_turn)
+{
+	if (!s || !rr)
+		return -1;
+	/* The sets live in map memory and are read back through volatile:
+	 * the verifier then sees unknown numbers instead of one constant
+	 * per combination of healthy candidates, and its states converge. */
+	volatile struct set_stats *up = &s->sets[0];   /* healthy primaries */
+	volatile struct set_stats *bup = &s->sets[1];  /* healthy backups */
+	volatile struct set_stats *all = &s->sets[2];  /* every primary */
+	volatile __u32 *down = &s->down;
+	struct pick *p = &s->pick;
+
+#pragma unroll
+	for (int i = 0; i < 3; i++) {
+		s->sets[i].mask = 0;
+		s->sets[i].low_mask = 0;
+		s->sets[i].low_prio = ~0u;
+		s->sets[i].wsum = 0;
+	}
+	*down = 0;
+
+#pragma unroll
+	for (__u32 i = 0; i < K; i++) {
+		const struct candidate *c = &rr->cand[i];
+		__u32 idx = c->check;
+		struct health_entry *h = bpf_map_lookup_elem(&health, &idx);
+		__u32 healthy = (h && h->state == HEALTH_UP) || open;
+		__u32 bit = i < rr->n ? 1u << i : 0;
+		__u32 backup = c->flags & CAND_BACKUP;
+
+		*down |= healthy ? 0 : bit;
+		set_add(all, backup ? 0 : bit, c->priority, c->weight);
+		set_add(up, backup || !healthy ? 0 : bit, c->priority, c->weight);
+		set_add(bup, backup && healthy ? bit : 0, c->priority, c->weight);
+	}
+
+	/* Backups are eligible only while no primary is healthy. */
+	volatile struct set_stats *e = up->mask ? up : bup;
+	p->action = ACT_ANSWER;
+	if (__builtin_popcount(up->mask) < rr->min_healthy) {
+		e = all;
+	} else if (!e->mask) {
+		if (rr->when_all_down == WHEN_DOWN_NODATA)
+			p->action = ACT_NODATA;
+		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
+			p->action = ACT_SERVFAIL;
+		e = all;
+	}
+	p->degraded = *down != 0;
+
+	__u32 pc = __builtin_popcount(e->mask);
+	__u32 mask = e->mask, start = 0, limit = rr->max_answers;
+	switch (rr->policy) {
+	case POLICY_FAILOVER:
+		mask = e->low_mask;
+		break;
+	case POLICY_WEIGHTED:
+		limit = 1;
+		if (e->wsum)
+			start = weighted_member(rr, mask, rnd % e->wsum);
+		else if (pc)
+			start = nth_member(mask, rnd % pc);
+		break;
+	case POLICY_ROUND_ROBIN:
+		if (pc)
+			start = nth_member(mask, rr_turn % pc);
+		break;
+	default: /* POLICY_MULTIVALUE */
+		if (pc > limit)
+			start = nth_member(mask, rnd % pc);
+		break;
+	}
+
+	/* The answer order: members of mask from start on, wrapping. */
+	__u32 n = 0;
+#pragma unroll
+	for (__u32 i = 0; i < K; i++) {
+		__u32 j = (start + i) & (K - 1);
+		if ((mask & (1u << j)) && n < limit) {
+			p->order[n & (K - 1)] = j;
+			n++;
+		}
+	}
+	p->n = n;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Every layout shared between the XDP program and the Go control plane.
+ * bpf2go generates the Go side from the BTF of this file (-type), so there
+ * is exactly one definition. Sizes are fixed at build time. */
+#ifndef STEADYDNS_TYPES_H
+#define STEADYDNS_TYPES_H
+
+#include <linux/types.h>
+
+/* K: candidates per record set. Every query visits all K. */
+#ifndef MAX_CANDIDATES
+#define MAX_CANDIDATES 8
+#endif
+
+/* The DNS message is copied into a per-CPU buffer of this size; longer
+ * queries go to the fallback. */
+#define MSG_MAX 1024
+#define MSG_MASK (MSG_MAX - 1)
+
+/* Longest wire-format name (RFC 1035 §3.1), root label included. */
+#define NAME_MAX_WIRE 255
+
+/* Record keys are bucketed by name length so that the kernel hashes a
+ * 32-byte key for ordinary names instead of 256 bytes (DESIGN §4). */
+struct name_key32 {
+	__u8 name[32];
+	__u16 qtype;
+};
+struct name_key64 {
+	__u8 name[64];
+	__u16 qtype;
+};
+struct name_key128 {
+	__u8 name[128];
+	__u16 qtype;
+};
+struct name_key256 {
+	__u8 name[256];
+	__u16 qtype;
+};
+
+enum policy {
+	POLICY_MULTIVALUE = 0,
+	POLICY_FAILOVER = 1,
+	POLICY_WEIGHTED = 2,
+	POLICY_ROUND_ROBIN = 3,
+};
+
+enum when_all_down {
+	WHEN_DOWN_ANSWER_ALL = 0,
+	WHEN_DOWN_NODATA = 1,
+	WHEN_DOWN_SERVFAIL = 2,
+};
+
+enum stale_policy {
+	STALE_KEEP = 0,
+	STALE_ANSWER_ALL = 1,
+};
+
+enum candidate_flags {
+	CAND_BACKUP = 1,
+};
+
+enum rrset_flags {
+	RR_SIGNED = 1,  /* zone is signed: DO=1 queries go to the fallback */
+};
+
+struct candidate {
+	__u8 addr[16];   /* A: first 4 bytes, network order */
+	__u32 check;     /* health table index; 0 is always healthy */
+	__u8 weight;
+	__u8 priority;
+	__u8 flags;      /* enum candidate_flags */
+	__u8 region;
+};
+
+struct rrset {
+	__u32 ttl;
+	__u32 ttl_degraded;  /* 0: unset */
+	__u8 n;              /* candidates in use, 0..K */
+	__u8 policy;         /* enum policy */
+	__u8 when_all_down;  /* enum when_all_down */
+	__u8 max_answers;
+	__u8 min_healthy;    /* healthy non-backup candidates needed to stop failing open */
+	__u8 stale;          /* enum stale_policy */
+	__u8 flags;          /* enum rrset_flags */
+	__u8 _pad0;
+	__u16 zone;          /* index into the zone table, for NODATA's SOA */
+	__u16 _pad1;
+	struct candidate cand[MAX_CANDIDATES];
+};
+
+enum health_state {
+	HEALTH_DOWN = 0,
+	HEALTH_UP = 1,
+};
+
+/* One entry of the fixed-size health table. Written through mmap by the
+ * control plane; a 4-byte entry is read and written whole. */
+struct health_entry {
+	__u8 state;   /* enum health_state */
+	__u8 reason;  /* reason code of the last transition */
+	__u16 _pad;
+};
+
+/* Describes the health table now in the map. The edge stamps arrival with
+ * its own CLOCK_BOOTTIME; other hosts' clocks are never compared. */
+struct table_meta {
+	__u64 version;        /* push slot; 0 = no table yet (fail open) */
+	__u64 config_hash;
+	__u64 arrived_ns;     /* bpf_ktime_get_boot_ns() clock */
+	__u64 stale_after_ns; /* 0 = never stale */
+};
+
+/* Outcome of every packet the program sees, counted per CPU. */
+enum outcome {
+	OUT_ANSWERED = 0,
+	OUT_NOT_DNS,          /* not UDP to a server address on port 53 */
+	OUT_MALFORMED,        /* lengths or header do not add up */
+	OUT_IP_OPTIONS,
+	OUT_FRAGMENT,
+	OUT_IPV6_EXT,
+	OUT_NOT_QUERY,        /* QR set, opcode != 0, or counts out of shape */
+	OUT_COMPRESSION,      /* compression pointer in the question */
+	OUT_QTYPE,            /* not A or AAAA */
+	OUT_QCLASS,           /* not IN */
+	OUT_ADDITIONAL,       /* additional record that is not OPT */
+	OUT_EDNS_VERSION,
+	OUT_OPT_MALFORMED,
+	OUT_NOT_FOUND,        /* no record set in the map */
+	OUT_DNSSEC,           /* DO=1 for a signed zone */
+	OUT_TRUNCATED,        /* reply larger than the client accepts */
+	OUT_NO_ROOM,          /* the packet could not be grown */
+	OUT_TOO_LONG,         /* query longer than MSG_MAX */
+	OUT_ALL_DOWN,         /* when_all_down is nodata/servfail: the fallback answers */
+	OUT_MAX,
+};
+
+/* Names the enums in the BTF so that bpf2go can generate them as Go
+ * constants; the program never reads it. */
+struct enum_anchor {
+	enum policy policy;
+	enum when_all_down when_all_down;
+	enum stale_policy stale;
+	enum candidate_flags candidate_flags;
+	enum rrset_flags rrset_flags;
+	enum health_state health_state;
+	enum outcome outcome;
+};
+
+#endif

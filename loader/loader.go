@@ -1,0 +1,101 @@
+// Package loader loads the steadydns XDP object, sets its load-time
+// constants, pins its maps under bpffs and attaches it through bpf_link.
+//
+// Maps are pinned in a directory named after a hash of their layout, so a
+// restart of the same build reuses the records and health table, while a
+// build whose layout changed gets fresh maps instead of misreading old ones.
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/steadydns/steadydns/bpf"
+)
+
+// DefaultBPFFS is where maps and links are pinned unless configured.
+const DefaultBPFFS = "/sys/fs/bpf/steadydns"
+
+// maxServerAddrs matches MAX_SERVER_ADDRS in bpf/steadydns.c.
+const maxServerAddrs = 8
+
+// Options are the load-time settings of the XDP object.
+type Options struct {
+	BPFFS          string       // base pin directory
+	HealthCapacity uint32       // entries in the health table
+	Servers        []netip.Addr // addresses XDP answers for
+}
+
+// Objects are the loaded program and maps, pinned under Dir.
+type Objects struct {
+	bpf.SteadydnsObjects
+	Dir string
+}
+
+// Load loads the program and reuses or creates the pinned maps.
+func Load(opts Options) (*Objects, error) {
+	if opts.BPFFS == "" {
+		opts.BPFFS = DefaultBPFFS
+	}
+	spec, err := bpf.LoadSteadydns()
+	if err != nil {
+		return nil, fmt.Errorf("reading the bpf object: %w", err)
+	}
+	if opts.HealthCapacity > 0 {
+		spec.Maps["health"].MaxEntries = opts.HealthCapacity
+	}
+	if err := setServers(spec, opts.Servers); err != nil {
+		return nil, err
+	}
+	if err := ensureBPFFS(opts.BPFFS); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(opts.BPFFS, layoutVersion(spec))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
+	}
+	o := &Objects{Dir: dir}
+	err = spec.LoadAndAssign(&o.SteadydnsObjects, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: dir},
+	})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading the xdp program: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading the xdp program: %w", err)
+	}
+	return o, nil
+}
+
+func setServers(spec *ebpf.CollectionSpec, addrs []netip.Addr) error {
+	var v4 [maxServerAddrs]uint32
+	var v6 [maxServerAddrs][16]byte
+	var n4, n6 uint32
+	for _, a := range addrs {
+		a = a.Unmap()
+		switch {
+		case a.Is4() && n4 < maxServerAddrs:
+			b := a.As4()
+			// Network order in memory, as the packet holds it.
+			v4[n4] = uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+			n4++
+		case a.Is6() && n6 < maxServerAddrs:
+			v6[n6] = a.As16()
+			n6++
+		default:
+			return fmt.Errorf("setting server addresses: more than %d of the family of %s", maxServerAddrs, a)
+		}
+	}
+	for name, v := range map[string]any{"server_v4": v4, "nr_server_v4": n4, "server_v6": v6, "nr_server_v6": n6} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package loader
+
+import (
+	"net/netip"
+	"os"
+	"testing"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("loading bpf programs needs root (running as uid %d)", os.Geteuid())
+	}
+}
+
+func TestLoadPinsAndReuses(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t)
+	opts := Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("fd53::2")}}
+	o, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if got := o.Health.MaxEntries(); got != 1024 {
+		t.Fatalf("health capacity %d, want 1024", got)
+	}
+	if err := o.Counters.Update(uint32(0), make([]uint64, mustCPUs(t)), 0); err != nil {
+		t.Fatal(err)
+	}
+}
