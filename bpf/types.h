@@ -95,8 +95,8 @@ enum health_state {
 	HEALTH_UP = 1,
 };
 
-/* One entry of the fixed-size health table. Written through mmap by the
- * control plane; a 4-byte entry is read and written whole. */
+/* One entry of the fixed-size health table, written through mmap by the
+ * control plane. The array map spaces entries 8 bytes apart. */
 struct health_entry {
 	__u8 state;   /* enum health_state */
 	__u8 reason;  /* reason code of the last transition */

@@ -1,0 +1,149 @@
+package bpf_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/loader"
+)
+
+var (
+	server4 = netip.MustParseAddr("198.18.0.2")
+	server6 = netip.MustParseAddr("fd53::2")
+	client4 = netip.MustParseAddr("198.18.0.1")
+	client6 = netip.MustParseAddr("fd53::1")
+	srvMAC  = [6]byte{0x02, 0x53, 0, 0, 0, 2}
+	cliMAC  = [6]byte{0x02, 0x53, 0, 0, 0, 1}
+)
+
+// load loads the program into a private bpffs so tests never touch the
+// pins of a running server.
+func load(t *testing.T) *loader.Objects {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mounting a test bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	o, err := loader.Load(loader.Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{server4, server6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+// wire is the lowercased wire form of a name, as the control plane keys it.
+func wire(t *testing.T, name string) string {
+	t.Helper()
+	buf := make([]byte, 256)
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf, 0, nil, false)
+	if err != nil {
+		t.Fatalf("packing %q: %v", name, err)
+	}
+	return string(buf[:n])
+}
+
+type cand struct {
+	addr   string
+	check  uint32
+	backup bool
+	prio   uint8
+	weight uint8
+}
+
+func rrset(ttl uint32, maxAnswers uint8, cs ...cand) *bpf.SteadydnsRrset {
+	v := &bpf.SteadydnsRrset{Ttl: ttl, N: uint8(len(cs)), MaxAnswers: maxAnswers}
+	for i, c := range cs {
+		a := netip.MustParseAddr(c.addr)
+		if a.Is4() {
+			b := a.As4()
+			copy(v.Cand[i].Addr[:], b[:])
+		} else {
+			v.Cand[i].Addr = a.As16()
+		}
+		v.Cand[i].Check = c.check
+		v.Cand[i].Priority = c.prio
+		v.Cand[i].Weight = c.weight
+		if c.backup {
+			v.Cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+		}
+	}
+	return v
+}
+
+func put(t *testing.T, o *loader.Objects, name string, qtype uint16, v *bpf.SteadydnsRrset) {
+	t.Helper()
+	if err := o.PutRecord(loader.RecordKey{Wire: wire(t, name), Qtype: qtype}, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setHealth writes a table (version 1) in which the listed entries are up.
+func setHealth(t *testing.T, o *loader.Objects, up ...uint32) {
+	t.Helper()
+	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
+	loader.PutHealthEntry(table, 0, true, 0)
+	for _, i := range up {
+		loader.PutHealthEntry(table, i, true, 0)
+	}
+	if err := o.WriteHealth(table, 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// query packs a query; mutate may edit the message before packing.
+func query(name string, qtype uint16, mutate func(*dns.Msg)) []byte {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.Id = 0x1234
+	m.RecursionDesired = true
+	if mutate != nil {
+		mutate(m)
+	}
+	b, err := m.Pack()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func frame(v6 bool, payload []byte, c packet.Checksum) packet.Frame {
+	f := packet.Frame{Src: netip.AddrPortFrom(client4, 40000), Dst: netip.AddrPortFrom(server4, 53), SrcMAC: cliMAC, DstMAC: srvMAC, Payload: payload, Checksum: c}
+	if v6 {
+		f.Src, f.Dst = netip.AddrPortFrom(client6, 40000), netip.AddrPortFrom(server6, 53)
+	}
+	return f
+}
+
+// run feeds one frame through BPF_PROG_RUN with room for the reply to grow.
+func run(t *testing.T, o *loader.Objects, in []byte) (uint32, []byte) {
+	t.Helper()
+	out := make([]byte, 4096)
+	opts := &ebpf.RunOptions{Data: in, DataOut: out}
+	ret, err := o.Steadydns.Run(opts)
+	if err != nil {
+		t.Fatalf("running the program: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+func dumpf(t *testing.T, format string, in, want, got []byte, args ...any) {
+	t.Helper()
+	t.Errorf(format+"\ninput:\n%s\nexpected:\n%s\nactual:\n%s", append(args, hex.Dump(in), hex.Dump(want), hex.Dump(got))...)
+}
+
+func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }

@@ -1,0 +1,216 @@
+package config
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// checkTypes lists the probed types first, so probedTypes can share it.
+var (
+	checkTypes  = []string{"http", "https", "tcp", "udp", "icmp", "dns", "calculated", "external"}
+	probedTypes = checkTypes[:6:6]
+)
+
+// checkKeys maps each check key to the types it applies to; nil means all.
+// A key that does not apply is an error, since it would be silently ignored.
+var checkKeys = map[string][]string{
+	"type": nil, "invert": nil, "admin": nil,
+	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
+	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
+	"port":               {"http", "https", "tcp", "udp", "dns"},
+	"path":               {"http", "https"},
+	"method":             {"http", "https"},
+	"host":               {"http", "https"},
+	"expect_status":      {"http", "https"},
+	"expect_body":        {"http", "https"},
+	"expect_body_regexp": {"http", "https"},
+	"sni":                {"https"},
+	"tls_verify":         {"https"},
+	"payload":            {"udp"},
+	"expect_reply":       {"udp"},
+	"qname":              {"dns"},
+	"qtype":              {"dns"},
+	"expect_rcode":       {"dns"},
+	"expect_answer":      {"dns"},
+	"children":           {"calculated"},
+	"min_healthy":        {"calculated"},
+	"ttl":                {"external"},
+}
+
+var checkKeyNames = slices.Sorted(maps.Keys(checkKeys))
+
+func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
+	c := &Check{ID: id, Admin: "auto"}
+	f := d.mapping(n, path, checkKeyNames)
+	if n != nil && n.Kind != yaml.MappingNode {
+		return c // mapping reported it
+	}
+	tn := f.get("type")
+	if tn == nil {
+		d.missing(f.key("type"), "required, one of %s", strings.Join(checkTypes, ", "))
+		return c
+	}
+	t, ok := d.scalar(tn, f.key("type"), "a check type")
+	if !ok {
+		return c
+	}
+	if !slices.Contains(checkTypes, t) {
+		d.errorf(tn, f.key("type"), "unknown check type %q, want one of %s", t, strings.Join(checkTypes, ", "))
+		return c
+	}
+	c.Type = t
+	for _, k := range slices.Sorted(maps.Keys(f.vals)) {
+		if types := checkKeys[k]; types != nil && !slices.Contains(types, t) {
+			d.errorf(f.vals[k].keyNode, f.key(k), "does not apply to %s checks", t)
+			delete(f.vals, k)
+		}
+	}
+
+	if slices.Contains(probedTypes, t) {
+		c.Interval = 10 * time.Second
+		c.UnhealthyThreshold = 3
+		c.HealthyThreshold = 3
+	}
+	switch t {
+	case "http", "https":
+		c.Port = 80
+		if t == "https" {
+			c.Port = 443
+			c.TLSVerify = true
+		}
+		c.Path = "/"
+		c.Method = "GET"
+		c.ExpectStatus = []StatusRange{{200, 399}}
+	case "dns":
+		c.Port = 53
+		c.QType = dns.TypeA
+	case "external":
+		c.TTL = 30 * time.Second
+	}
+
+	f.str("target", &c.Target)
+	uintField(f, "port", &c.Port)
+	f.str("path", &c.Path)
+	f.str("method", &c.Method)
+	f.str("host", &c.Host)
+	f.str("sni", &c.SNI)
+	f.bool("tls_verify", &c.TLSVerify)
+	if sn := f.get("expect_status"); sn != nil {
+		c.ExpectStatus = d.statusRanges(sn, f.key("expect_status"))
+	}
+	f.str("expect_body", &c.ExpectBody)
+	if rn := f.get("expect_body_regexp"); rn != nil {
+		c.ExpectBodyRegexp = d.regexp(rn, f.key("expect_body_regexp"))
+	}
+	f.str("payload", &c.Payload)
+	f.str("expect_reply", &c.ExpectReply)
+	f.str("qname", &c.QName)
+	if c.QName != "" {
+		c.QName = dns.Fqdn(strings.ToLower(c.QName))
+	}
+	if qn := f.get("qtype"); qn != nil {
+		c.QType = d.qtype(qn, f.key("qtype"))
+	}
+	if rn := f.get("expect_rcode"); rn != nil {
+		c.ExpectRcode = d.rcode(rn, f.key("expect_rcode"))
+	}
+	f.str("expect_answer", &c.ExpectAnswer)
+	f.strs("children", &c.Children)
+	c.MinHealthy = len(c.Children)
+	f.int("min_healthy", &c.MinHealthy)
+	f.duration("ttl", &c.TTL)
+	f.duration("interval", &c.Interval)
+	if slices.Contains(probedTypes, t) {
+		// A default timeout longer than a short interval would turn the
+		// default into an error the user never wrote.
+		c.Timeout = min(2*time.Second, c.Interval)
+	}
+	f.duration("timeout", &c.Timeout)
+	f.int("unhealthy_threshold", &c.UnhealthyThreshold)
+	f.int("healthy_threshold", &c.HealthyThreshold)
+	f.bool("invert", &c.Invert)
+	f.str("admin", &c.Admin)
+	return c
+}
+
+// statusRanges accepts one status or a list, each a code (200) or a
+// range ("200-399").
+func (d *decoder) statusRanges(n *yaml.Node, path string) []StatusRange {
+	if n.Kind != yaml.SequenceNode {
+		return []StatusRange{d.statusRange(n, path)}
+	}
+	var out []StatusRange
+	d.list(n, path, func(p string, item *yaml.Node) {
+		out = append(out, d.statusRange(item, p))
+	})
+	return out
+}
+
+func (d *decoder) statusRange(n *yaml.Node, path string) StatusRange {
+	s, ok := d.scalar(n, path, "a status code or range")
+	if !ok {
+		return StatusRange{}
+	}
+	lo, hi, isRange := strings.Cut(s, "-")
+	if !isRange {
+		hi = lo
+	}
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	switch {
+	case err1 != nil || err2 != nil:
+		d.errorf(n, path, "expected a status code such as 200 or a range such as 200-399, got %q", s)
+	case l < 100 || h > 599 || l > h:
+		d.errorf(n, path, "status range %q must lie within 100-599, low end first", s)
+	}
+	return StatusRange{l, h}
+}
+
+// regexp compiles while loading so that a bad pattern is reported at its
+// line instead of failing every probe.
+func (d *decoder) regexp(n *yaml.Node, path string) *regexp.Regexp {
+	s, ok := d.scalar(n, path, "a regexp")
+	if !ok {
+		return nil
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		d.errorf(n, path, "invalid regexp: %v", err)
+	}
+	return re
+}
+
+func (d *decoder) qtype(n *yaml.Node, path string) uint16 {
+	s, ok := d.scalar(n, path, "a query type")
+	if !ok {
+		return 0
+	}
+	t, ok := dns.StringToType[strings.ToUpper(s)]
+	if !ok {
+		d.errorf(n, path, "unknown query type %q", s)
+	}
+	return t
+}
+
+// rcode accepts a name such as NXDOMAIN or a number.
+func (d *decoder) rcode(n *yaml.Node, path string) int {
+	s, ok := d.scalar(n, path, "an rcode")
+	if !ok {
+		return 0
+	}
+	if r, ok := dns.StringToRcode[strings.ToUpper(s)]; ok {
+		return r
+	}
+	r, err := strconv.Atoi(s)
+	if err != nil || r < 0 || r > 0xfff {
+		d.errorf(n, path, "unknown rcode %q, want a name such as NXDOMAIN or a number from 0 to 4095", s)
+	}
+	return r
+}

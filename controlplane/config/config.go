@@ -1,0 +1,179 @@
+// Package config loads and validates the steadydns YAML config.
+//
+// Every error names the file, line and key path, such as
+// "config.yaml:12: records[0].answers[1].check: unknown health check "web9"",
+// so that `steadydns check` and a rejected reload point at the mistake.
+package config
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// MaxCandidates is K, the number of candidates a record can hold. The XDP
+// program visits all K on every query, so a record with more answers is
+// rejected rather than truncated.
+const MaxCandidates = 8
+
+// Config is a loaded and validated config file.
+type Config struct {
+	File         string // the path as given to Load or Parse
+	Server       Server
+	Zones        []Zone
+	HealthChecks map[string]*Check // by id
+	CheckIDs     []string          // ids in file order
+	Records      []Record
+	Aggregation  Aggregation
+
+	// Hash identifies the health-relevant config: health_checks, records and
+	// aggregation, after defaults. Hosts reject frames and tables whose hash
+	// differs from their own. Formatting and key order do not change it.
+	Hash uint64
+
+	lines map[string]int // key path -> line
+}
+
+// Server is the server section: where this host answers and is managed.
+type Server struct {
+	Interfaces []string         // XDP attaches here; empty means fallback only
+	XDPMode    string           // auto, native or generic
+	Listen     []netip.AddrPort // fallback UDP+TCP addresses; XDP answers for the same ones
+	API        string           // host:port of the HTTP API and metrics
+	BPFFS      string           // where maps and the XDP link are pinned
+}
+
+// Zone is an RFC 1035 zone file served for an origin.
+type Zone struct {
+	Origin string // fully qualified, lowercase
+	File   string // absolute; relative paths in the config resolve against its directory
+}
+
+// Check is one health check. Fields that do not apply to its Type keep their
+// zero value: the loader rejects keys that do not apply, so a zero value
+// never hides a setting.
+type Check struct {
+	ID   string
+	Type string // http, https, tcp, udp, icmp, dns, calculated or external
+
+	// Target is an IP address or hostname. Empty means the address of each
+	// answer that uses the check.
+	Target string
+	Port   uint16 // http 80, https 443 and dns 53 by default; required for tcp and udp
+
+	// http and https
+	Path             string        // default "/"
+	Method           string        // default GET
+	Host             string        // Host header; empty means the target
+	SNI              string        // https only; empty means Host, then the target
+	TLSVerify        bool          // https only; default true
+	ExpectStatus     []StatusRange // default 200-399
+	ExpectBody       string        // substring searched in the first 5,120 bytes
+	ExpectBodyRegexp *regexp.Regexp
+
+	// udp
+	Payload     string // required
+	ExpectReply string // empty accepts any reply
+
+	// dns
+	QName        string // required; fully qualified, lowercase
+	QType        uint16 // default A
+	ExpectRcode  int    // default NOERROR
+	ExpectAnswer string // empty accepts any answer
+
+	// calculated: healthy while at least MinHealthy children are healthy
+	Children   []string
+	MinHealthy int // default len(Children)
+
+	// external: pushed through the API; forgotten TTL after the last push
+	TTL time.Duration // default 30s
+
+	// Probed types (all but calculated and external) run every Interval and
+	// change state after that many consecutive results.
+	Interval           time.Duration // default 10s, at least 100ms
+	Timeout            time.Duration // default 2s or Interval if shorter; at most Interval
+	UnhealthyThreshold int           // default 3, 1-10
+	HealthyThreshold   int           // default 3, 1-10
+
+	Invert bool
+	Admin  string // auto, up or down; default auto
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Lo, Hi int }
+
+// Contains reports whether code lies in the range.
+func (r StatusRange) Contains(code int) bool { return r.Lo <= code && code <= r.Hi }
+
+// Record is a health-checked A or AAAA record set.
+type Record struct {
+	Name        string // fully qualified, lowercase
+	Type        uint16 // dns.TypeA or dns.TypeAAAA
+	TTL         uint32 // default 60
+	Policy      string // multivalue, failover, weighted or round_robin; default multivalue
+	MaxAnswers  int    // default MaxCandidates
+	WhenAllDown string // answer_all, nodata or servfail; default answer_all
+	MinHealthy  MinHealthy
+	TTLDegraded uint32 // TTL while failing open; 0 means TTL
+	Stale       string // stale_policy: keep or answer_all; default keep
+	Answers     []Answer
+}
+
+// MinHealthy keeps a record failing open until enough candidates are
+// healthy. At most one field is set; zero means no minimum.
+type MinHealthy struct {
+	Count   int
+	Percent int // of the record's answers
+}
+
+// Answer is one candidate of a record.
+type Answer struct {
+	Value    netip.Addr // IPv4 for A, IPv6 for AAAA
+	Check    string     // health check id; empty means always healthy
+	Weight   uint8      // default 1
+	Priority uint8      // lower is preferred by failover
+	Backup   bool
+	Region   string
+}
+
+// Aggregation controls how probe results become the health table.
+type Aggregation struct {
+	PushInterval time.Duration // default 1s, at least 50ms
+	Quorum       float64       // healthy when more than this share of checkers agree; default 0.18
+	StaleAfter   time.Duration // default 10s; 0 means tables never go stale
+	TableSize    int           // entries; a power of two from 16 to 1<<22, default 65536
+	Hysteresis   *Hysteresis   // nil means the quorum alone decides
+}
+
+// Hysteresis replaces the single quorum with two thresholds, so a check
+// near the quorum does not flap.
+type Hysteresis struct {
+	Down float64 // unhealthy when the healthy share falls below this
+	Up   float64 // healthy again only when it reaches this
+}
+
+// Line returns the line of a key path such as "health_checks.web1.port" or
+// "records[0].answers[1]", or 0 if the file has no such key.
+func (c *Config) Line(key string) int { return c.lines[key] }
+
+// Errorf builds an Error for a key path. A key missing from the file is
+// reported at the line of its nearest enclosing key, which is where the
+// reader has to add it.
+func (c *Config) Errorf(key, format string, args ...any) *Error {
+	return newError(c.File, c.lines, key, format, args...)
+}
+
+// nearestLine finds the line of key or, failing that, of its closest ancestor.
+func nearestLine(lines map[string]int, key string) int {
+	for {
+		if l, ok := lines[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return lines[""]
+		}
+		key = key[:i]
+	}
+}

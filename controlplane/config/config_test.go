@@ -1,0 +1,437 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// base is a valid config prefix of five lines; rows that append to it
+// start at line 6.
+const base = `server:
+  listen: ["198.18.0.2:53"]
+zones:
+  - origin: example.test.
+    file: example.test.zone
+`
+
+// answers returns n answer lines for a record at the indentation base uses.
+func answers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "      - value: 198.18.1.%d\n", i+1)
+	}
+	return b.String()
+}
+
+// load runs Load on config in a fresh directory that also holds the zone
+// file base refers to, so errors read "config.yaml:N: ...".
+func load(t *testing.T, config string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("example.test.zone", []byte("@ SOA ns hostmaster 1 2 3 4 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("config.yaml", []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load("config.yaml")
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name, config, want string
+	}{
+		// shape
+		{"syntax", "server:\n  listen: [\n", `config.yaml:2: did not find expected node content`},
+		{"not a mapping", "- a\n", `config.yaml:1: expected a mapping, got a list`},
+		{"empty file", "", `config.yaml: server.listen: at least one address is required`},
+		{"unknown top-level key", base + "cluster:\n  peers: []\n", `config.yaml:6: cluster: unknown key`},
+		{"unknown nested key", "server:\n  listn: [\"198.18.0.2:53\"]\n", `config.yaml:2: server.listn: unknown key`},
+		{"duplicate key", base + "aggregation:\n  quorum: 10%\n  quorum: 20%\n", `config.yaml:8: aggregation.quorum: duplicate key, first at line 7`},
+		{"list expected", "server:\n  listen: 198.18.0.2:53\n", `config.yaml:2: server.listen: expected a list, got "198.18.0.2:53"`},
+		{"mapping expected", base + "aggregation: 1s\n", `config.yaml:6: aggregation: expected a mapping, got "1s"`},
+		{"second document", base + "---\nserver: {}\n", `config.yaml:6: only one YAML document is allowed`},
+		{"merge key", base + "health_checks:\n  a: &a {type: tcp, port: 80}\n  b:\n    type: tcp\n    <<: *a\n", `config.yaml:10: health_checks.b.<<: merge keys are not supported`},
+		{"empty list item", "server:\n  listen:\n    -\n", `config.yaml:3: server.listen[0]: empty list item`},
+
+		// server
+		{"listen missing", "server:\n  api: 127.0.0.1:9153\n", `config.yaml:1: server.listen: at least one address is required`},
+		{"listen invalid", "server:\n  listen: [\"198.18.0.2\"]\n", `config.yaml:2: server.listen[0]: invalid listen address "198.18.0.2", want ip:port such as 198.18.0.2:53 or [fd53::2]:53`},
+		{"listen port 0", "server:\n  listen:\n    - 198.18.0.2:0\n", `config.yaml:3: server.listen[0]: port must not be 0`},
+		{"listen duplicate", "server:\n  listen:\n    - 198.18.0.2:53\n    - 198.18.0.2:53\n", `config.yaml:4: server.listen[1]: duplicate listen address 198.18.0.2:53, first at line 3`},
+		{"xdp_mode", "server:\n  listen: [\"198.18.0.2:53\"]\n  xdp_mode: skb\n", `config.yaml:3: server.xdp_mode: unknown value "skb", want one of auto, native, generic`},
+		{"api", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: localhost\n", `config.yaml:3: server.api: invalid address "localhost", want host:port such as 127.0.0.1:9153`},
+		{"api empty", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: \"\"\n", `config.yaml:3: server.api: invalid address "", want host:port such as 127.0.0.1:9153`},
+		{"bpffs relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  bpffs: bpf\n", `config.yaml:3: server.bpffs: must be an absolute path, got "bpf"`},
+		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
+		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
+
+		// zones
+		{"zone duplicate", base + "  - origin: EXAMPLE.test\n    file: example.test.zone\n", `config.yaml:6: zones[1].origin: duplicate zone "example.test.", first at line 4`},
+		{"zone origin missing", base + "  - file: example.test.zone\n", `config.yaml:6: zones[1].origin: required`},
+		{"zone file key missing", base + "  - origin: other.test.\n", `config.yaml:6: zones[1].file: required`},
+		{"zone origin invalid", base + "  - origin: a..b\n    file: example.test.zone\n", `config.yaml:6: zones[1].origin: invalid domain name "a..b."`},
+		{"string expected", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: {host: x}\n", `config.yaml:3: server.api: expected a string, got a mapping`},
+		{"zone file missing", base + "  - origin: other.test.\n    file: zones/other.zone\n", `config.yaml:7: zones[1].file: open ` + "DIR" + `/zones/other.zone: no such file or directory`},
+		{"zone file is a directory", base + "  - origin: other.test.\n    file: .\n", `config.yaml:7: zones[1].file: DIR is a directory`},
+
+		// health checks: shape
+		{"check id", base + "health_checks:\n  web.1:\n    type: tcp\n    port: 80\n", `config.yaml:7: health_checks.web.1: check id "web.1" may contain only letters, digits, '_' and '-'`},
+		{"check type missing", base + "health_checks:\n  web1:\n    port: 80\n", `config.yaml:7: health_checks.web1.type: required, one of http, https, tcp, udp, icmp, dns, calculated, external`},
+		{"check type unknown", base + "health_checks:\n  web1:\n    type: smtp\n", `config.yaml:8: health_checks.web1.type: unknown check type "smtp", want one of http, https, tcp, udp, icmp, dns, calculated, external`},
+		{"check key does not apply", base + "health_checks:\n  web1:\n    type: tcp\n    port: 80\n    path: /healthz\n", `config.yaml:10: health_checks.web1.path: does not apply to tcp checks`},
+		{"check unknown key", base + "health_checks:\n  web1:\n    type: tcp\n    port: 80\n    retries: 3\n", `config.yaml:10: health_checks.web1.retries: unknown key`},
+		{"port out of range", base + "health_checks:\n  web1:\n    type: http\n    port: 70000\n", `config.yaml:9: health_checks.web1.port: 70000 out of range 0-65535`},
+		{"port required", base + "health_checks:\n  db:\n    type: tcp\n", `config.yaml:7: health_checks.db.port: required for tcp checks`},
+		{"port zero", base + "health_checks:\n  web1:\n    type: http\n    port: 0\n", `config.yaml:9: health_checks.web1.port: must not be 0`},
+		{"bool", base + "health_checks:\n  web1:\n    type: http\n    invert: yes\n", `config.yaml:9: health_checks.web1.invert: expected true or false, got "yes"`},
+		{"integer", base + "health_checks:\n  web1:\n    type: http\n    healthy_threshold: two\n", `config.yaml:9: health_checks.web1.healthy_threshold: expected an integer, got "two"`},
+		{"duration", base + "health_checks:\n  web1:\n    type: http\n    interval: 10\n", `config.yaml:9: health_checks.web1.interval: expected a duration such as 500ms or 10s, got "10"`},
+
+		// health checks: values
+		{"target with port", base + "health_checks:\n  web1:\n    type: http\n    target: 198.18.1.1:80\n", `config.yaml:9: health_checks.web1.target: invalid target "198.18.1.1:80", want an IP address or hostname without a port`},
+		{"timeout over interval", base + "health_checks:\n  web1:\n    type: http\n    interval: 1s\n    timeout: 1500ms\n", `config.yaml:10: health_checks.web1.timeout: 1.5s exceeds interval 1s`},
+		{"interval too short", base + "health_checks:\n  web1:\n    type: http\n    interval: 50ms\n", `config.yaml:9: health_checks.web1.interval: 50ms is below the minimum of 100ms`},
+		{"threshold range", base + "health_checks:\n  web1:\n    type: http\n    unhealthy_threshold: 11\n", `config.yaml:9: health_checks.web1.unhealthy_threshold: 11 out of range 1-10`},
+		{"path", base + "health_checks:\n  web1:\n    type: http\n    path: healthz\n", `config.yaml:9: health_checks.web1.path: must start with /, got "healthz"`},
+		{"method", base + "health_checks:\n  web1:\n    type: http\n    method: get\n", `config.yaml:9: health_checks.web1.method: invalid HTTP method "get"`},
+		{"expect_status", base + "health_checks:\n  web1:\n    type: http\n    expect_status: [200, \"2xx\"]\n", `config.yaml:9: health_checks.web1.expect_status[1]: expected a status code such as 200 or a range such as 200-399, got "2xx"`},
+		{"expect_status range", base + "health_checks:\n  web1:\n    type: http\n    expect_status: 399-200\n", `config.yaml:9: health_checks.web1.expect_status: status range "399-200" must lie within 100-599, low end first`},
+		{"expect_status empty", base + "health_checks:\n  web1:\n    type: http\n    expect_status: []\n", `config.yaml:9: health_checks.web1.expect_status: at least one status is required`},
+		{"regexp", base + "health_checks:\n  web1:\n    type: http\n    expect_body_regexp: \"(ok\"\n", "config.yaml:9: health_checks.web1.expect_body_regexp: invalid regexp: error parsing regexp: missing closing ): `(ok`"},
+		{"body and regexp", base + "health_checks:\n  web1:\n    type: http\n    expect_body: ok\n    expect_body_regexp: ok\n", `config.yaml:10: health_checks.web1.expect_body_regexp: set expect_body or expect_body_regexp, not both`},
+		{"sni", base + "health_checks:\n  web1:\n    type: https\n    sni: a/b\n", `config.yaml:9: health_checks.web1.sni: invalid hostname "a/b"`},
+		{"udp payload", base + "health_checks:\n  syslog:\n    type: udp\n    port: 514\n", `config.yaml:7: health_checks.syslog.payload: required for udp checks`},
+		{"dns qname", base + "health_checks:\n  ns:\n    type: dns\n", `config.yaml:7: health_checks.ns.qname: a domain name is required for dns checks, got ""`},
+		{"dns qtype", base + "health_checks:\n  ns:\n    type: dns\n    qname: example.test\n    qtype: BOGUS\n", `config.yaml:10: health_checks.ns.qtype: unknown query type "BOGUS"`},
+		{"dns rcode", base + "health_checks:\n  ns:\n    type: dns\n    qname: example.test\n    expect_rcode: NOPE\n", `config.yaml:10: health_checks.ns.expect_rcode: unknown rcode "NOPE", want a name such as NXDOMAIN or a number from 0 to 4095`},
+		{"external ttl", base + "health_checks:\n  deploy:\n    type: external\n    ttl: 0s\n", `config.yaml:9: health_checks.deploy.ttl: must be positive, got 0s`},
+		{"admin", base + "health_checks:\n  web1:\n    type: http\n    admin: off\n", `config.yaml:9: health_checks.web1.admin: unknown value "off", want one of auto, up, down`},
+
+		// calculated checks
+		{"children missing", base + "health_checks:\n  all:\n    type: calculated\n", `config.yaml:7: health_checks.all.children: at least one child is required`},
+		{"child unknown", base + "health_checks:\n  all:\n    type: calculated\n    children:\n      - web9\n", `config.yaml:10: health_checks.all.children[0]: unknown health check "web9"`},
+		{"child duplicate", base + "health_checks:\n  a:\n    type: icmp\n  all:\n    type: calculated\n    children: [a, a]\n    min_healthy: 1\n", `config.yaml:11: health_checks.all.children[1]: duplicate child "a"`},
+		{"min_healthy range", base + "health_checks:\n  a:\n    type: icmp\n  all:\n    type: calculated\n    children: [a]\n    min_healthy: 2\n", `config.yaml:12: health_checks.all.min_healthy: 2 out of range 1-1 (the number of children)`},
+		{"cycle", base + "health_checks:\n  a:\n    type: calculated\n    children: [b]\n  b:\n    type: calculated\n    children:\n      - c\n  c:\n    type: calculated\n    children:\n      - a\n", `config.yaml:17: health_checks.c.children[0]: cycle a -> b -> c -> a`},
+		{"self cycle", base + "health_checks:\n  a:\n    type: calculated\n    children:\n      - a\n", `config.yaml:10: health_checks.a.children[0]: cycle a -> a`},
+
+		// records
+		{"unknown check", base + `health_checks:
+  web1:
+    type: http
+records:
+  - name: www.example.test.
+    type: A
+    answers:
+      - { value: 198.18.1.1, check: web1 }
+      - { value: 198.18.1.2, check: web9 }
+`, `config.yaml:14: records[0].answers[1].check: unknown health check "web9"`},
+		{"name outside zones", base + "records:\n  - name: www.other.test\n    type: A\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:7: records[0].name: www.other.test. is not inside any zone in zones`},
+		{"name missing", base + "records:\n  - type: A\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:7: records[0].name: required`},
+		{"type missing", base + "records:\n  - name: www.example.test.\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:7: records[0].type: required, A or AAAA`},
+		{"type unsupported", base + "records:\n  - name: www.example.test.\n    type: MX\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:8: records[0].type: unsupported type "MX", want A or AAAA`},
+		{"duplicate record", base + "records:\n  - name: www.example.test.\n    type: A\n    answers: [{value: 198.18.1.1}]\n  - name: WWW.example.test\n    type: a\n    answers: [{value: 198.18.1.2}]\n", `config.yaml:10: records[1].name: duplicate record www.example.test. A, first at line 7`},
+		{"answers missing", base + "records:\n  - name: www.example.test.\n    type: A\n", `config.yaml:7: records[0].answers: at least one answer is required`},
+		{"too many answers", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n" + answers(9), `config.yaml:9: records[0].answers: record has 9 answers, at most 8 are allowed`},
+		{"duplicate answer", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1.1\n      - value: 198.18.1.1\n", `config.yaml:11: records[0].answers[1].value: duplicate answer 198.18.1.1, first at line 10`},
+		{"answer value missing", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - weight: 2\n", `config.yaml:10: records[0].answers[0].value: required`},
+		{"answer value invalid", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1\n", `config.yaml:10: records[0].answers[0].value: invalid IP address "198.18.1"`},
+		{"answer family", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: fd53::1\n", `config.yaml:10: records[0].answers[0].value: fd53::1 is not an IPv4 address, as type A needs`},
+		{"answer family v6", base + "records:\n  - name: www.example.test.\n    type: AAAA\n    answers:\n      - value: 198.18.1.1\n", `config.yaml:10: records[0].answers[0].value: 198.18.1.1 is not an IPv6 address, as type AAAA needs`},
+		{"weight", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, weight: 256 }\n", `config.yaml:10: records[0].answers[0].weight: 256 out of range 0-255`},
+		{"weight negative", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, weight: -1 }\n", `config.yaml:10: records[0].answers[0].weight: -1 out of range 0-255`},
+		{"policy", base + "records:\n  - name: www.example.test.\n    type: A\n    policy: random\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].policy: unknown value "random", want one of multivalue, failover, weighted, round_robin`},
+		{"when_all_down", base + "records:\n  - name: www.example.test.\n    type: A\n    when_all_down: drop\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].when_all_down: unknown value "drop", want one of answer_all, nodata, servfail`},
+		{"stale_policy", base + "records:\n  - name: www.example.test.\n    type: A\n    stale_policy: drop\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].stale_policy: unknown value "drop", want one of keep, answer_all`},
+		{"max_answers", base + "records:\n  - name: www.example.test.\n    type: A\n    max_answers: 9\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].max_answers: 9 out of range 1-8`},
+		{"min_healthy count", base + "records:\n  - name: www.example.test.\n    type: A\n    min_healthy: \"2\"\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].min_healthy: 2 out of range 0-1 (the number of answers)`},
+		{"min_healthy percent", base + "records:\n  - name: www.example.test.\n    type: A\n    min_healthy: 150%\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].min_healthy: 150% out of range 0-100%`},
+		{"min_healthy syntax", base + "records:\n  - name: www.example.test.\n    type: A\n    min_healthy: half\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].min_healthy: expected a count such as 2 or a percentage such as 50%, got "half"`},
+		{"ttl", base + "records:\n  - name: www.example.test.\n    type: A\n    ttl: 4294967295\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:9: records[0].ttl: 4294967295 exceeds 2147483647`},
+		{"ttl_degraded", base + "records:\n  - name: www.example.test.\n    type: A\n    ttl: 30\n    ttl_degraded: 60\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:10: records[0].ttl_degraded: 60 exceeds ttl 30`},
+
+		// aggregation
+		{"push_interval", base + "aggregation:\n  push_interval: 10ms\n", `config.yaml:7: aggregation.push_interval: 10ms is below the minimum of 50ms`},
+		{"quorum range", base + "aggregation:\n  quorum: 100%\n", `config.yaml:7: aggregation.quorum: 100% out of range 0-99.99%`},
+		{"quorum syntax", base + "aggregation:\n  quorum: 0.18\n", `config.yaml:7: aggregation.quorum: expected a percentage such as 18%, got "0.18"`},
+		{"stale_after", base + "aggregation:\n  push_interval: 2s\n  stale_after: 2s\n", `config.yaml:8: aggregation.stale_after: 2s must be longer than push_interval 2s (or 0 for never)`},
+		{"stale_after negative", base + "aggregation:\n  stale_after: -1s\n", `config.yaml:7: aggregation.stale_after: must not be negative, got -1s`},
+		{"table_size", base + "aggregation:\n  table_size: 1000\n", `config.yaml:7: aggregation.table_size: 1000 is not a power of two from 16 to 4194304`},
+		{"table_size too small", base + "aggregation:\n  table_size: 8\n", `config.yaml:7: aggregation.table_size: 8 is not a power of two from 16 to 4194304`},
+		{"hysteresis order", base + "aggregation:\n  hysteresis:\n    down: 85%\n    up: 20%\n", `config.yaml:7: aggregation.hysteresis: want 0% <= down < up <= 100%, got down 85% and up 20%`},
+		{"hysteresis missing up", base + "aggregation:\n  hysteresis:\n    down: 20%\n", `config.yaml:7: aggregation.hysteresis.up: required`},
+
+		// several errors come back together, in file order
+		{"joined", base + "health_checks:\n  web1:\n    type: http\n    admin: off\n    path: x\nrecords:\n  - name: www.other.test.\n    type: A\n    answers: [{value: 198.18.1.1, check: web1}]\n",
+			"config.yaml:9: health_checks.web1.admin: unknown value \"off\", want one of auto, up, down\n" +
+				"config.yaml:10: health_checks.web1.path: must start with /, got \"x\"\n" +
+				"config.yaml:12: records[0].name: www.other.test. is not inside any zone in zones"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := load(t, tt.config)
+			if err == nil {
+				t.Fatalf("loaded %+v, want error %q", c, tt.want)
+			}
+			dir, _ := os.Getwd()
+			want := strings.ReplaceAll(tt.want, "DIR", dir)
+			if got := err.Error(); got != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+func TestFull(t *testing.T) {
+	c, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone, err := filepath.Abs("testdata/zones/example.test.zone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	http := func(id string) Check {
+		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []StatusRange{{200, 399}},
+			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+	}
+	web1 := http("web1")
+	web1.Target, web1.Port, web1.Path, web1.Method, web1.Host = "198.18.1.1", 8080, "/healthz", "HEAD", "www.example.test"
+	web1.ExpectStatus = []StatusRange{{200, 200}, {204, 204}, {300, 399}}
+	web1.ExpectBody = "ok"
+	web1.Interval, web1.Timeout, web1.UnhealthyThreshold, web1.HealthyThreshold = time.Second, 500*time.Millisecond, 2, 4
+	web2 := http("web2")
+	web2.Type, web2.Target, web2.Port, web2.SNI = "https", "web2.backend.test", 443, "www.example.test"
+	web2.ExpectStatus = []StatusRange{{200, 200}}
+	probed := func(id, typ string) Check {
+		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+	}
+	db := probed("db", "tcp")
+	db.Port, db.Admin = 5432, "up"
+	syslog := probed("syslog", "udp")
+	syslog.Target, syslog.Port, syslog.Payload, syslog.ExpectReply = "198.18.1.9", 514, "ping", "pong"
+	gw := probed("gw", "icmp")
+	gw.Target, gw.Invert = "fd53::1", true
+	ns := probed("ns", "dns")
+	ns.Target, ns.Port, ns.QName, ns.QType, ns.ExpectRcode, ns.ExpectAnswer = "198.18.0.2", 53, "www.example.test.", dns.TypeAAAA, dns.RcodeNameError, "fd53::10"
+	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
+		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down"},
+		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto"},
+	}
+
+	if got, want := c.HealthChecks["web2"].ExpectBodyRegexp.String(), `"status":\s*"(ok|degraded)"`; got != want {
+		t.Errorf("web2 regexp %q, want %q", got, want)
+	}
+	c.HealthChecks["web2"].ExpectBodyRegexp = nil // compared above; compiled programs are not comparable
+	var ids []string
+	for _, w := range wantChecks {
+		ids = append(ids, w.ID)
+		if got := c.HealthChecks[w.ID]; got == nil || !reflect.DeepEqual(*got, w) {
+			t.Errorf("check %s:\ngot  %+v\nwant %+v", w.ID, got, w)
+		}
+	}
+	same(t, "CheckIDs", c.CheckIDs, ids)
+	same(t, "File", c.File, "testdata/full.yaml")
+	same(t, "Server", c.Server, Server{
+		Interfaces: []string{"eth0", "eth1"},
+		XDPMode:    "native",
+		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
+		API:        "127.0.0.1:9153",
+		BPFFS:      "/sys/fs/bpf/steadydns-test",
+	})
+	same(t, "Zones", c.Zones, []Zone{{Origin: "example.test.", File: zone}})
+	addr := netip.MustParseAddr
+	same(t, "Records", c.Records, []Record{{
+		Name: "www.example.test.", Type: dns.TypeA, TTL: 30, Policy: "failover", MaxAnswers: 2, WhenAllDown: "nodata",
+		MinHealthy: MinHealthy{Percent: 50}, TTLDegraded: 10, Stale: "answer_all",
+		Answers: []Answer{
+			{Value: addr("198.18.1.1"), Check: "web1", Weight: 1, Region: "eu"},
+			{Value: addr("198.18.1.2"), Check: "web2", Weight: 10, Priority: 1, Region: "us"},
+			{Value: addr("198.18.1.3"), Check: "web", Backup: true},
+		},
+	}, {
+		Name: "www.example.test.", Type: dns.TypeAAAA, TTL: 60, Policy: "weighted", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all",
+		MinHealthy: MinHealthy{Count: 1}, Stale: "keep",
+		Answers: []Answer{
+			{Value: addr("fd53::10"), Check: "deploy", Weight: 255},
+			{Value: addr("fd53::11"), Weight: 1},
+		},
+	}})
+	same(t, "Aggregation", c.Aggregation, Aggregation{
+		PushInterval: 500 * time.Millisecond, Quorum: 0.125, StaleAfter: 5 * time.Second, TableSize: 1024,
+		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85},
+	})
+
+	// Lines let other packages report their own errors at the right place.
+	same(t, "Line", c.Line("records[0].answers[1].check"), 76)
+	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
+	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
+		"testdata/full.yaml:84: records[1].answers[1].check: not here")
+}
+
+func same(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\ngot  %+v\nwant %+v", what, got, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, base+`health_checks:
+  h: {type: http}
+  s: {type: https}
+  t: {type: tcp, port: 22}
+  u: {type: udp, port: 53, payload: x}
+  i: {type: icmp}
+  d: {type: dns, qname: example.test}
+  c: {type: calculated, children: [h, s]}
+  e: {type: external}
+  fast: {type: tcp, port: 22, interval: 1s}
+records:
+  - name: www.example.test.
+    type: A
+    answers: [{value: 198.18.1.1}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "Server", c.Server, Server{
+		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
+		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns",
+	})
+	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536})
+	same(t, "Record", c.Records[0], Record{
+		Name: "www.example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: 8, WhenAllDown: "answer_all", Stale: "keep",
+		Answers: []Answer{{Value: netip.MustParseAddr("198.18.1.1"), Weight: 1}},
+	})
+	probed := func(id, typ string, port uint16) Check {
+		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+	}
+	h := probed("h", "http", 80)
+	h.Path, h.Method, h.ExpectStatus = "/", "GET", []StatusRange{{200, 399}}
+	s := h
+	s.ID, s.Type, s.Port, s.TLSVerify = "s", "https", 443, true
+	u := probed("u", "udp", 53)
+	u.Payload = "x"
+	d := probed("d", "dns", 53)
+	d.QName, d.QType = "example.test.", dns.TypeA
+	fast := probed("fast", "tcp", 22)
+	fast.Interval, fast.Timeout = time.Second, time.Second // the timeout default never exceeds the interval
+	for _, want := range []Check{h, s, probed("t", "tcp", 22), u, probed("i", "icmp", 0), d, fast,
+		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto"},
+		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto"},
+	} {
+		same(t, "check "+want.ID, *c.HealthChecks[want.ID], want)
+	}
+}
+
+func TestHash(t *testing.T) {
+	const (
+		web1 = "  web1:\n    type: http\n    interval: 1s\n    expect_status: [\"200-399\"]\n"
+		web2 = "  web2:\n    type: tcp\n    port: 443\n"
+	)
+	const a = base + "health_checks:\n" + web1 + web2 + `records:
+  - name: www.example.test.
+    type: A
+    answers:
+      - value: 198.18.1.1
+        check: web1
+      - value: 198.18.1.2
+        check: web2
+        weight: 2
+aggregation:
+  quorum: 18%
+`
+	// The same config: flow style, keys reordered, defaults spelled out,
+	// other duration spellings, comments, and a different server section,
+	// which other hosts do not share.
+	const reformatted = `# comment
+zones: [{file: example.test.zone, origin: EXAMPLE.TEST}]
+server: {api: "127.0.0.1:9999", listen: ["[fd53::2]:53"]}
+aggregation: {table_size: 65536, quorum: 18.0%, push_interval: 1000ms}
+records:
+  - answers: [{check: web1, value: 198.18.1.1, weight: 1}, {weight: 2, check: web2, value: 198.18.1.2}]
+    type: a
+    ttl: 60
+    name: WWW.Example.Test
+health_checks:
+  web1: {interval: 1000ms, type: http, port: 80, path: /, timeout: 1s, expect_status: 200-399}
+  web2: {port: 443, type: tcp}
+`
+	hash := func(config string) uint64 {
+		t.Helper()
+		c, err := load(t, config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Hash
+	}
+	h := hash(a)
+	if got := hash(reformatted); got != h {
+		t.Errorf("reformatted config hashes to %#x, want %#x", got, h)
+	}
+	changed := map[string]string{
+		"check interval": strings.Replace(a, "interval: 1s", "interval: 2s", 1),
+		"answer weight":  strings.Replace(a, "weight: 2", "weight: 3", 1),
+		"quorum":         strings.Replace(a, "quorum: 18%", "quorum: 19%", 1),
+		// Table indexes may follow check order, so the order is part of the hash.
+		"check order": strings.Replace(a, web1+web2, web2+web1, 1),
+	}
+	for name, config := range changed {
+		if hash(config) == h {
+			t.Errorf("%s: hash unchanged", name)
+		}
+	}
+}
+
+func TestHashFull(t *testing.T) {
+	// full.yaml sets every field, so this also proves the encoder handles
+	// every field's kind.
+	a, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash == 0 || a.Hash != b.Hash {
+		t.Errorf("hashes %#x and %#x, want equal and non-zero", a.Hash, b.Hash)
+	}
+}
+
+func TestErrorValue(t *testing.T) {
+	_, err := load(t, base+"records:\n  - name: www.example.test.\n    type: A\n    answers: [{value: 198.18.1.1, check: nope}]\n")
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v is not a *config.Error", err)
+	}
+	same(t, "Error", *e, Error{File: "config.yaml", Line: 9, Key: "records[0].answers[0].check", Msg: `unknown health check "nope"`})
+	same(t, "without line or key", (&Error{File: "c.yaml", Msg: "m"}).Error(), "c.yaml: m")
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("got %v, want a not-exist error", err)
+	}
+}
+
+func TestStatusRangeContains(t *testing.T) {
+	r := StatusRange{200, 399}
+	for code, want := range map[int]bool{199: false, 200: true, 302: true, 399: true, 400: false} {
+		if got := r.Contains(code); got != want {
+			t.Errorf("Contains(%d) = %v, want %v", code, got, want)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package config
+
+import (
+	"bytes"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Load reads and validates the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err // *fs.PathError already names the file
+	}
+	return Parse(path, data)
+}
+
+// Parse validates config data. file names the data in errors, and zone
+// files with relative paths resolve against its directory.
+func Parse(file string, data []byte) (*Config, error) {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, syntaxError(file, err)
+	}
+	// A second document would otherwise be ignored without a word.
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &Error{File: file, Line: next.Line, Msg: "only one YAML document is allowed"}
+	case err != io.EOF:
+		return nil, syntaxError(file, err)
+	}
+	d := &decoder{file: file, lines: map[string]int{}}
+	c := d.config(&doc)
+	// Validation runs only on a cleanly decoded file: a value that failed to
+	// decode would otherwise be reported a second time as missing.
+	if len(d.errs) > 0 {
+		return nil, joinErrors(d.errs)
+	}
+	if errs := c.validate(); len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	c.Hash = c.hash()
+	return c, nil
+}
+
+var (
+	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs"}
+	zoneKeys        = []string{"origin", "file"}
+	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
+	answerKeys      = []string{"value", "check", "weight", "priority", "backup", "region"}
+	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis"}
+	hysteresisKeys  = []string{"down", "up"}
+)
+
+func (d *decoder) config(doc *yaml.Node) *Config {
+	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, lines: d.lines}
+	root := doc
+	if doc.Kind == yaml.DocumentNode {
+		root = doc.Content[0]
+	}
+	root = value(root)
+	if root != nil {
+		d.lines[""] = root.Line
+	}
+	f := d.mapping(root, "", topKeys)
+	c.Server = d.server(f.mapping("server", serverKeys))
+	f.list("zones", func(path string, n *yaml.Node) {
+		c.Zones = append(c.Zones, d.zone(d.mapping(n, path, zoneKeys)))
+	})
+	for _, e := range d.entries(f.get("health_checks"), "health_checks") {
+		if strings.ContainsFunc(e.key, func(r rune) bool { return !validIDRune(r) }) || e.key == "" {
+			// Ids appear in key paths and API URLs, where '.', '[' or '/' would be ambiguous.
+			d.errorf(e.keyNode, e.path, "check id %q may contain only letters, digits, '_' and '-'", e.key)
+			continue
+		}
+		c.HealthChecks[e.key] = d.check(e.key, e.val, e.path)
+		c.CheckIDs = append(c.CheckIDs, e.key)
+	}
+	f.list("records", func(path string, n *yaml.Node) {
+		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
+	})
+	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
+	return c
+}
+
+func validIDRune(r rune) bool {
+	return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+}
+
+func (d *decoder) server(f fields) Server {
+	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns"}
+	f.strs("interfaces", &s.Interfaces)
+	f.str("xdp_mode", &s.XDPMode)
+	f.list("listen", func(path string, n *yaml.Node) {
+		v, ok := d.scalar(n, path, "an address")
+		if !ok {
+			return
+		}
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			d.errorf(n, path, "invalid listen address %q, want ip:port such as 198.18.0.2:53 or [fd53::2]:53", v)
+			return
+		}
+		s.Listen = append(s.Listen, ap)
+	})
+	f.str("api", &s.API)
+	f.str("bpffs", &s.BPFFS)
+	return s
+}
+
+func (d *decoder) zone(f fields) Zone {
+	var z Zone
+	f.str("origin", &z.Origin)
+	if z.Origin != "" {
+		z.Origin = dns.Fqdn(strings.ToLower(z.Origin))
+	}
+	f.str("file", &z.File)
+	if z.File != "" {
+		if !filepath.IsAbs(z.File) {
+			z.File = filepath.Join(filepath.Dir(d.file), z.File)
+		}
+		abs, err := filepath.Abs(z.File)
+		if err != nil {
+			d.errorf(f.get("file"), f.key("file"), "resolving zone file path: %v", err)
+		}
+		z.File = abs
+	}
+	return z
+}
+
+func (d *decoder) record(f fields) Record {
+	r := Record{TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep"}
+	f.str("name", &r.Name)
+	if r.Name != "" {
+		r.Name = dns.Fqdn(strings.ToLower(r.Name))
+	}
+	if n := f.get("type"); n != nil {
+		if s, ok := d.scalar(n, f.key("type"), "A or AAAA"); ok {
+			switch strings.ToUpper(s) {
+			case "A":
+				r.Type = dns.TypeA
+			case "AAAA":
+				r.Type = dns.TypeAAAA
+			default:
+				d.errorf(n, f.key("type"), "unsupported type %q, want A or AAAA", s)
+			}
+		}
+	}
+	uintField(f, "ttl", &r.TTL)
+	f.str("policy", &r.Policy)
+	f.int("max_answers", &r.MaxAnswers)
+	f.str("when_all_down", &r.WhenAllDown)
+	if n := f.get("min_healthy"); n != nil {
+		r.MinHealthy = d.minHealthy(n, f.key("min_healthy"))
+	}
+	uintField(f, "ttl_degraded", &r.TTLDegraded)
+	f.str("stale_policy", &r.Stale)
+	f.list("answers", func(path string, n *yaml.Node) {
+		r.Answers = append(r.Answers, d.answer(d.mapping(n, path, answerKeys)))
+	})
+	return r
+}
+
+// minHealthy accepts a count (2 or "2") or a share of the answers ("50%").
+func (d *decoder) minHealthy(n *yaml.Node, path string) MinHealthy {
+	s, ok := d.scalar(n, path, "a count or percentage")
+	if !ok {
+		return MinHealthy{}
+	}
+	num, isPercent := strings.CutSuffix(s, "%")
+	v, err := strconv.Atoi(num)
+	switch {
+	case err != nil:
+		d.errorf(n, path, "expected a count such as 2 or a percentage such as 50%%, got %q", s)
+		return MinHealthy{}
+	case isPercent:
+		return MinHealthy{Percent: v}
+	}
+	return MinHealthy{Count: v}
+}
+
+func (d *decoder) answer(f fields) Answer {
+	a := Answer{Weight: 1}
+	if n := f.get("value"); n != nil {
+		if s, ok := d.scalar(n, f.key("value"), "an IP address"); ok {
+			addr, err := netip.ParseAddr(s)
+			if err != nil {
+				d.errorf(n, f.key("value"), "invalid IP address %q", s)
+			}
+			a.Value = addr
+		}
+	}
+	f.str("check", &a.Check)
+	uintField(f, "weight", &a.Weight)
+	uintField(f, "priority", &a.Priority)
+	f.bool("backup", &a.Backup)
+	f.str("region", &a.Region)
+	return a
+}
+
+func (d *decoder) aggregation(f fields) Aggregation {
+	a := Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536}
+	f.duration("push_interval", &a.PushInterval)
+	f.percent("quorum", &a.Quorum)
+	f.duration("stale_after", &a.StaleAfter)
+	f.int("table_size", &a.TableSize)
+	if f.has("hysteresis") {
+		h := f.mapping("hysteresis", hysteresisKeys)
+		a.Hysteresis = &Hysteresis{}
+		h.percent("down", &a.Hysteresis.Down)
+		h.percent("up", &a.Hysteresis.Up)
+	}
+	return a
+}

@@ -1,0 +1,384 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+type validator struct {
+	c    *Config
+	errs []*Error
+}
+
+func (v *validator) errorf(key, format string, args ...any) {
+	v.errs = append(v.errs, v.c.Errorf(key, format, args...))
+}
+
+// oneOf reports val unless it is one of the allowed values.
+func (v *validator) oneOf(key, val string, allowed ...string) {
+	if !slices.Contains(allowed, val) {
+		v.errorf(key, "unknown value %q, want one of %s", val, strings.Join(allowed, ", "))
+	}
+}
+
+// validate checks what decoding cannot: ranges, references between
+// sections and the files the config points at.
+func (c *Config) validate() []*Error {
+	v := &validator{c: c}
+	v.server()
+	v.zones()
+	for _, id := range c.CheckIDs {
+		v.check(c.HealthChecks[id])
+	}
+	v.checkCycles()
+	v.records()
+	v.aggregation()
+	return v.errs
+}
+
+func (v *validator) server() {
+	s := v.c.Server
+	seen := map[string]int{}
+	for i, name := range s.Interfaces {
+		key := fmt.Sprintf("server.interfaces[%d]", i)
+		// The kernel limits interface names to IFNAMSIZ-1 bytes.
+		if name == "" || len(name) > 15 || strings.ContainsAny(name, "/ ") {
+			v.errorf(key, "invalid interface name %q", name)
+		}
+		if j, dup := seen[name]; dup {
+			v.errorf(key, "duplicate interface %q, first at line %d", name, v.c.Line(fmt.Sprintf("server.interfaces[%d]", j)))
+		}
+		seen[name] = i
+	}
+	v.oneOf("server.xdp_mode", s.XDPMode, "auto", "native", "generic")
+	if len(s.Listen) == 0 {
+		v.errorf("server.listen", "at least one address is required")
+	}
+	for i, ap := range s.Listen {
+		key := fmt.Sprintf("server.listen[%d]", i)
+		if ap.Port() == 0 {
+			v.errorf(key, "port must not be 0")
+		}
+		if j := slices.Index(s.Listen, ap); j < i {
+			v.errorf(key, "duplicate listen address %s, first at line %d", ap, v.c.Line(fmt.Sprintf("server.listen[%d]", j)))
+		}
+	}
+	if _, port, err := net.SplitHostPort(s.API); err != nil || !validPort(port) {
+		v.errorf("server.api", "invalid address %q, want host:port such as 127.0.0.1:9153", s.API)
+	}
+	if !filepath.IsAbs(s.BPFFS) {
+		v.errorf("server.bpffs", "must be an absolute path, got %q", s.BPFFS)
+	}
+}
+
+func validPort(s string) bool {
+	p, err := strconv.ParseUint(s, 10, 16)
+	return err == nil && p > 0
+}
+
+func (v *validator) zones() {
+	seen := map[string]int{}
+	for i, z := range v.c.Zones {
+		key := fmt.Sprintf("zones[%d]", i)
+		switch _, ok := dns.IsDomainName(z.Origin); {
+		case z.Origin == "":
+			v.errorf(key+".origin", "required")
+		case !ok:
+			v.errorf(key+".origin", "invalid domain name %q", z.Origin)
+		default:
+			if j, dup := seen[z.Origin]; dup {
+				v.errorf(key+".origin", "duplicate zone %q, first at line %d", z.Origin, v.c.Line(fmt.Sprintf("zones[%d].origin", j)))
+			}
+			seen[z.Origin] = i
+		}
+		if z.File == "" {
+			v.errorf(key+".file", "required")
+		} else if err := readable(z.File); err != nil {
+			v.errorf(key+".file", "%v", err)
+		}
+	}
+}
+
+// readable checks a zone file up front, so a typo in its path is reported
+// with the config's line instead of later by the zone parser.
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
+}
+
+var httpMethod = regexp.MustCompile(`^[A-Z]+$`)
+
+func (v *validator) check(c *Check) {
+	key := func(k string) string { return "health_checks." + c.ID + "." + k }
+	if c.Target != "" && !validHost(c.Target) {
+		v.errorf(key("target"), "invalid target %q, want an IP address or hostname without a port", c.Target)
+	}
+	switch c.Type {
+	case "tcp", "udp":
+		if c.Port == 0 && v.c.Line(key("port")) == 0 {
+			v.errorf(key("port"), "required for %s checks", c.Type)
+			break
+		}
+		fallthrough
+	case "http", "https", "dns":
+		if c.Port == 0 {
+			v.errorf(key("port"), "must not be 0")
+		}
+	}
+	switch c.Type {
+	case "http", "https":
+		if !strings.HasPrefix(c.Path, "/") {
+			v.errorf(key("path"), "must start with /, got %q", c.Path)
+		}
+		if !httpMethod.MatchString(c.Method) {
+			v.errorf(key("method"), "invalid HTTP method %q", c.Method)
+		}
+		if c.SNI != "" && !validHost(c.SNI) {
+			v.errorf(key("sni"), "invalid hostname %q", c.SNI)
+		}
+		if len(c.ExpectStatus) == 0 {
+			v.errorf(key("expect_status"), "at least one status is required")
+		}
+		if c.ExpectBody != "" && c.ExpectBodyRegexp != nil {
+			v.errorf(key("expect_body_regexp"), "set expect_body or expect_body_regexp, not both")
+		}
+	case "udp":
+		if c.Payload == "" {
+			v.errorf(key("payload"), "required for udp checks")
+		}
+	case "dns":
+		if _, ok := dns.IsDomainName(c.QName); !ok || c.QName == "" {
+			v.errorf(key("qname"), "a domain name is required for dns checks, got %q", c.QName)
+		}
+	case "calculated":
+		v.children(c, key)
+	case "external":
+		if c.TTL <= 0 {
+			v.errorf(key("ttl"), "must be positive, got %s", c.TTL)
+		}
+	}
+	if slices.Contains(probedTypes, c.Type) {
+		switch {
+		case c.Interval < 100*time.Millisecond:
+			v.errorf(key("interval"), "%s is below the minimum of 100ms", c.Interval)
+		case c.Timeout <= 0:
+			v.errorf(key("timeout"), "must be positive, got %s", c.Timeout)
+		case c.Timeout > c.Interval:
+			v.errorf(key("timeout"), "%s exceeds interval %s", c.Timeout, c.Interval)
+		}
+		v.threshold(key("unhealthy_threshold"), c.UnhealthyThreshold)
+		v.threshold(key("healthy_threshold"), c.HealthyThreshold)
+	}
+	v.oneOf(key("admin"), c.Admin, "auto", "up", "down")
+}
+
+func (v *validator) threshold(key string, n int) {
+	if n < 1 || n > 10 {
+		v.errorf(key, "%d out of range 1-10", n)
+	}
+}
+
+// validHost accepts an IP address or a hostname. miekg/dns accepts nearly
+// any text as a name, so ports and URLs are ruled out explicitly.
+func validHost(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	_, ok := dns.IsDomainName(s)
+	return ok && !strings.ContainsAny(s, ":/@ ")
+}
+
+func (v *validator) children(c *Check, key func(string) string) {
+	if len(c.Children) == 0 {
+		v.errorf(key("children"), "at least one child is required")
+		return
+	}
+	for i, child := range c.Children {
+		k := fmt.Sprintf("%s[%d]", key("children"), i)
+		if _, ok := v.c.HealthChecks[child]; !ok {
+			v.errorf(k, "unknown health check %q", child)
+		}
+		if j := slices.Index(c.Children, child); j < i {
+			v.errorf(k, "duplicate child %q", child)
+		}
+	}
+	if c.MinHealthy < 1 || c.MinHealthy > len(c.Children) {
+		v.errorf(key("min_healthy"), "%d out of range 1-%d (the number of children)", c.MinHealthy, len(c.Children))
+	}
+}
+
+// checkCycles rejects calculated checks that depend on themselves, which
+// would never settle. Each cycle is reported once, at the reference that
+// closes it.
+func (v *validator) checkCycles() {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var visit func(id string)
+	visit = func(id string) {
+		state[id] = visiting
+		stack = append(stack, id)
+		for i, child := range v.c.HealthChecks[id].Children {
+			switch state[child] {
+			case visiting:
+				cycle := append(slices.Clone(stack[slices.Index(stack, child):]), child)
+				v.errorf(fmt.Sprintf("health_checks.%s.children[%d]", id, i), "cycle %s", strings.Join(cycle, " -> "))
+			case unvisited:
+				if _, ok := v.c.HealthChecks[child]; ok {
+					visit(child)
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[id] = done
+	}
+	for _, id := range v.c.CheckIDs {
+		if state[id] == unvisited {
+			visit(id)
+		}
+	}
+}
+
+func (v *validator) records() {
+	type nameType struct {
+		name string
+		typ  uint16
+	}
+	seen := map[nameType]int{}
+	for i, r := range v.c.Records {
+		key := func(k string) string { return fmt.Sprintf("records[%d].%s", i, k) }
+		switch _, ok := dns.IsDomainName(r.Name); {
+		case r.Name == "":
+			v.errorf(key("name"), "required")
+		case !ok:
+			v.errorf(key("name"), "invalid domain name %q", r.Name)
+		case !v.inZone(r.Name):
+			v.errorf(key("name"), "%s is not inside any zone in zones", r.Name)
+		}
+		if r.Type == 0 {
+			v.errorf(key("type"), "required, A or AAAA")
+		} else if r.Name != "" {
+			nt := nameType{r.Name, r.Type}
+			if j, dup := seen[nt]; dup {
+				v.errorf(key("name"), "duplicate record %s %s, first at line %d", r.Name, dns.TypeToString[r.Type], v.c.Line(fmt.Sprintf("records[%d].name", j)))
+			} else {
+				seen[nt] = i
+			}
+		}
+		// RFC 2181 §8: resolvers treat TTLs with the top bit set as 0.
+		if r.TTL > math.MaxInt32 {
+			v.errorf(key("ttl"), "%d exceeds %d", r.TTL, math.MaxInt32)
+		}
+		if r.TTLDegraded > r.TTL {
+			v.errorf(key("ttl_degraded"), "%d exceeds ttl %d", r.TTLDegraded, r.TTL)
+		}
+		v.oneOf(key("policy"), r.Policy, "multivalue", "failover", "weighted", "round_robin")
+		v.oneOf(key("when_all_down"), r.WhenAllDown, "answer_all", "nodata", "servfail")
+		v.oneOf(key("stale_policy"), r.Stale, "keep", "answer_all")
+		if r.MaxAnswers < 1 || r.MaxAnswers > MaxCandidates {
+			v.errorf(key("max_answers"), "%d out of range 1-%d", r.MaxAnswers, MaxCandidates)
+		}
+		v.answers(r, key)
+	}
+}
+
+func (v *validator) inZone(name string) bool {
+	return slices.ContainsFunc(v.c.Zones, func(z Zone) bool { return dns.IsSubDomain(z.Origin, name) })
+}
+
+func (v *validator) answers(r Record, key func(string) string) {
+	switch n := len(r.Answers); {
+	case n == 0:
+		v.errorf(key("answers"), "at least one answer is required")
+	case n > MaxCandidates:
+		v.errorf(key("answers"), "record has %d answers, at most %d are allowed", n, MaxCandidates)
+	}
+	switch mh := r.MinHealthy; {
+	case mh.Count < 0 || mh.Count > len(r.Answers):
+		v.errorf(key("min_healthy"), "%d out of range 0-%d (the number of answers)", mh.Count, len(r.Answers))
+	case mh.Percent < 0 || mh.Percent > 100:
+		v.errorf(key("min_healthy"), "%d%% out of range 0-100%%", mh.Percent)
+	}
+	for j, a := range r.Answers {
+		ak := func(k string) string { return fmt.Sprintf("%s[%d].%s", key("answers"), j, k) }
+		switch {
+		case !a.Value.IsValid():
+			v.errorf(ak("value"), "required")
+		case a.Value.Zone() != "":
+			v.errorf(ak("value"), "address %s must not have a zone", a.Value)
+		case r.Type == dns.TypeA && !a.Value.Is4():
+			v.errorf(ak("value"), "%s is not an IPv4 address, as type A needs", a.Value)
+		case r.Type == dns.TypeAAAA && !a.Value.Is6():
+			v.errorf(ak("value"), "%s is not an IPv6 address, as type AAAA needs", a.Value)
+		default:
+			if k := slices.IndexFunc(r.Answers, func(b Answer) bool { return b.Value == a.Value }); k < j {
+				v.errorf(ak("value"), "duplicate answer %s, first at line %d", a.Value, v.c.Line(fmt.Sprintf("%s[%d].value", key("answers"), k)))
+			}
+		}
+		if _, ok := v.c.HealthChecks[a.Check]; a.Check != "" && !ok {
+			v.errorf(ak("check"), "unknown health check %q", a.Check)
+		}
+	}
+}
+
+func (v *validator) aggregation() {
+	a := v.c.Aggregation
+	if a.PushInterval < 50*time.Millisecond {
+		v.errorf("aggregation.push_interval", "%s is below the minimum of 50ms", a.PushInterval)
+	}
+	if a.Quorum < 0 || a.Quorum >= 1 {
+		v.errorf("aggregation.quorum", "%g%% out of range 0-99.99%%", a.Quorum*100)
+	}
+	switch {
+	case a.StaleAfter < 0:
+		v.errorf("aggregation.stale_after", "must not be negative, got %s", a.StaleAfter)
+	case a.StaleAfter > 0 && a.StaleAfter <= a.PushInterval:
+		// Tables arrive once per push interval, so anything shorter would
+		// call every table stale just before the next one arrives.
+		v.errorf("aggregation.stale_after", "%s must be longer than push_interval %s (or 0 for never)", a.StaleAfter, a.PushInterval)
+	}
+	if a.TableSize < 16 || a.TableSize > 1<<22 || a.TableSize&(a.TableSize-1) != 0 {
+		v.errorf("aggregation.table_size", "%d is not a power of two from 16 to %d", a.TableSize, 1<<22)
+	} else if n := len(v.c.CheckIDs); n > a.TableSize {
+		v.errorf("aggregation.table_size", "%d health checks do not fit in %d entries", n, a.TableSize)
+	}
+	if h := a.Hysteresis; h != nil {
+		const key = "aggregation.hysteresis"
+		missing := false
+		for _, k := range []string{"down", "up"} {
+			if v.c.Line(key+"."+k) == 0 {
+				v.errorf(key+"."+k, "required")
+				missing = true
+			}
+		}
+		if !missing && (h.Down < 0 || h.Up > 1 || h.Down >= h.Up) {
+			v.errorf(key, "want 0%% <= down < up <= 100%%, got down %g%% and up %g%%", h.Down*100, h.Up*100)
+		}
+	}
+}
