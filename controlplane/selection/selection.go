@@ -1,0 +1,156 @@
+// Package selection decides which candidates of a record set to answer.
+// It mirrors bpf/select.h step for step, so the fallback answers as the XDP
+// program does; the differential tests hold the two together.
+package selection
+
+import (
+	"math/bits"
+
+	"github.com/steadydns/steadydns/bpf"
+)
+
+// K is the number of candidate slots in a record set.
+const K = uint32(len(bpf.SteadydnsRrset{}.Cand))
+
+// Action is what to answer.
+type Action uint8
+
+const (
+	Answer   Action = iota // the candidates in Pick.Order
+	NoData                 // when_all_down: nodata
+	ServFail               // when_all_down: servfail
+)
+
+// Pick is the outcome of a selection.
+type Pick struct {
+	Action   Action
+	Degraded bool  // a present candidate is down: ttl_degraded applies
+	Order    []int // candidate slots to answer, in answer order
+}
+
+// setStats are the statistics of one candidate set, gathered in the scan.
+type setStats struct {
+	mask, lowMask, lowPrio, wsum uint32
+}
+
+func (s *setStats) add(bit, prio, weight uint32) {
+	if bit == 0 {
+		return
+	}
+	s.mask |= bit
+	s.wsum += weight
+	switch {
+	case prio < s.lowPrio:
+		s.lowPrio, s.lowMask = prio, bit
+	case prio == s.lowPrio:
+		s.lowMask |= bit
+	}
+}
+
+// nthMember is the index of the r-th (0-based) member of mask.
+func nthMember(mask, r uint32) uint32 {
+	var at, seen uint32
+	for i := uint32(0); i < K; i++ {
+		if mask&(1<<i) != 0 {
+			if seen == r {
+				at = i
+			}
+			seen++
+		}
+	}
+	return at
+}
+
+// weightedMember is the member of mask that a draw r < wsum lands on.
+func weightedMember(rr *bpf.SteadydnsRrset, mask, r uint32) uint32 {
+	var at, acc uint32
+	found := false
+	for i := uint32(0); i < K; i++ {
+		if mask&(1<<i) != 0 {
+			acc += uint32(rr.Cand[i].Weight)
+			if !found && r < acc {
+				at, found = i, true
+			}
+		}
+	}
+	return at
+}
+
+// Select decides the answers of rr. up reports the health-table state of
+// an index; open answers as if every candidate were healthy. rnd and turn
+// are the random draw and the round-robin turn of this query.
+func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, turn uint32) Pick {
+	var healthy, backups, all setStats
+	healthy.lowPrio, backups.lowPrio, all.lowPrio = ^uint32(0), ^uint32(0), ^uint32(0)
+	var down uint32
+	for i := uint32(0); i < K; i++ {
+		c := &rr.Cand[i]
+		ok := open || up(c.Check)
+		var bit uint32
+		if i < uint32(rr.N) {
+			bit = 1 << i
+		}
+		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
+		prio, weight := uint32(c.Priority), uint32(c.Weight)
+		if !ok {
+			down |= bit
+		}
+		if !backup {
+			all.add(bit, prio, weight)
+		}
+		if !backup && ok {
+			healthy.add(bit, prio, weight)
+		}
+		if backup && ok {
+			backups.add(bit, prio, weight)
+		}
+	}
+
+	// Backups are eligible only while no primary is healthy.
+	e := &backups
+	if healthy.mask != 0 {
+		e = &healthy
+	}
+	p := Pick{Action: Answer, Degraded: down != 0}
+	if bits.OnesCount32(healthy.mask) < int(rr.MinHealthy) {
+		e = &all
+	} else if e.mask == 0 {
+		switch bpf.SteadydnsWhenAllDown(rr.WhenAllDown) {
+		case bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA:
+			p.Action = NoData
+		case bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL:
+			p.Action = ServFail
+		}
+		e = &all
+	}
+
+	pc := uint32(bits.OnesCount32(e.mask))
+	mask, start, limit := e.mask, uint32(0), uint32(rr.MaxAnswers)
+	switch bpf.SteadydnsPolicy(rr.Policy) {
+	case bpf.SteadydnsPolicyPOLICY_FAILOVER:
+		mask = e.lowMask
+	case bpf.SteadydnsPolicyPOLICY_WEIGHTED:
+		limit = 1
+		if e.wsum != 0 {
+			start = weightedMember(rr, mask, rnd%e.wsum)
+		} else if pc != 0 {
+			start = nthMember(mask, rnd%pc)
+		}
+	case bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN:
+		if pc != 0 {
+			start = nthMember(mask, turn%pc)
+		}
+	default: // multivalue
+		if pc > limit {
+			start = nthMember(mask, rnd%pc)
+		}
+	}
+
+	for i := uint32(0); i < K; i++ {
+		j := (start + i) & (K - 1)
+		if mask&(1<<j) != 0 && uint32(len(p.Order)) < limit {
+			p.Order = append(p.Order, int(j))
+		}
+	}
+	return p
+}
