@@ -117,6 +117,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct scratch);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } scratch SEC(".maps");
 
 #endif

@@ -37,6 +37,7 @@ type SteadydnsEnumAnchor struct {
 	CandidateFlags uint32
 	RrsetFlags     uint32
 	HealthState    uint32
+	HealthReason   uint32
 	Outcome        uint32
 }
 
@@ -46,6 +47,16 @@ type SteadydnsHealthEntry struct {
 	Reason uint8
 	Pad    uint16
 }
+
+type SteadydnsHealthReason uint32
+
+const (
+	SteadydnsHealthReasonREASON_NONE       SteadydnsHealthReason = 0
+	SteadydnsHealthReasonREASON_STATIC     SteadydnsHealthReason = 1
+	SteadydnsHealthReasonREASON_ADMIN_UP   SteadydnsHealthReason = 2
+	SteadydnsHealthReasonREASON_ADMIN_DOWN SteadydnsHealthReason = 3
+	SteadydnsHealthReasonREASON_UNPROBED   SteadydnsHealthReason = 4
+)
 
 type SteadydnsHealthState uint32
 

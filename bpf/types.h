@@ -95,6 +95,16 @@ enum health_state {
 	HEALTH_UP = 1,
 };
 
+/* Why an entry has its state. The program reads only the state; the
+ * reason is for people (bpftool, the API). */
+enum health_reason {
+	REASON_NONE = 0,        /* unused entry */
+	REASON_STATIC = 1,      /* entry 0: candidates without a check */
+	REASON_ADMIN_UP = 2,    /* forced up by the admin override */
+	REASON_ADMIN_DOWN = 3,  /* forced down by the admin override */
+	REASON_UNPROBED = 4,    /* no prober runs this check: assumed up */
+};
+
 /* One entry of the fixed-size health table, written through mmap by the
  * control plane. The array map spaces entries 8 bytes apart. */
 struct health_entry {
@@ -145,6 +155,7 @@ struct enum_anchor {
 	enum candidate_flags candidate_flags;
 	enum rrset_flags rrset_flags;
 	enum health_state health_state;
+	enum health_reason health_reason;
 	enum outcome outcome;
 };
 

@@ -140,6 +140,7 @@ func TestAnswers(t *testing.T) {
 		})
 	}
 }
+
 // rewrite packs a query and edits its bytes.
 func rewrite(b []byte, edit func([]byte) []byte) []byte { return edit(append([]byte(nil), b...)) }
 
@@ -190,7 +191,11 @@ func TestPassed(t *testing.T) {
 			f.Dst = netip.AddrPortFrom(client4, 53)
 			return f
 		}())},
-		{"other port", packet.Build(func() packet.Frame { f := frame(false, www, packet.Full); f.Dst = netip.AddrPortFrom(server4, 5353); return f }())},
+		{"other port", packet.Build(func() packet.Frame {
+			f := frame(false, www, packet.Full)
+			f.Dst = netip.AddrPortFrom(server4, 5353)
+			return f
+		}())},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -54,6 +54,19 @@ func (o *Objects) ReadHealth(table []byte) (bpf.SteadydnsTableMeta, error) {
 	return meta, nil
 }
 
+// HealthUpAt reads entry i's state from the mapped table: what XDP reads.
+func (o *Objects) HealthUpAt(i uint32) bool {
+	mem, err := o.Health.Memory()
+	if err != nil || int(i) >= o.HealthCapacity() {
+		return false
+	}
+	var b [1]byte
+	if _, err := mem.ReadAt(b[:], int64(i)*int64(healthStride)); err != nil {
+		return false
+	}
+	return b[0] == byte(bpf.SteadydnsHealthStateHEALTH_UP)
+}
+
 // HealthUp reports whether entry i of a table read with ReadHealth is up.
 func HealthUp(table []byte, i uint32) bool {
 	off := int(i) * healthStride

@@ -99,3 +99,17 @@ func setServers(spec *ebpf.CollectionSpec, addrs []netip.Addr) error {
 	}
 	return nil
 }
+
+// Unpin removes the pins of every map, so the maps go away with the last
+// program or process that holds them.
+func (o *Objects) Unpin() error {
+	for name, m := range map[string]interface{ Unpin() error }{
+		"rr32": o.Rr32, "rr64": o.Rr64, "rr128": o.Rr128, "rr256": o.Rr256,
+		"health": o.Health, "health_meta": o.HealthMeta, "counters": o.Counters, "rr_counter": o.RrCounter, "scratch": o.Scratch,
+	} {
+		if err := m.Unpin(); err != nil {
+			return fmt.Errorf("unpinning %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 )
 
@@ -29,7 +28,6 @@ type Env struct {
 	prefix string
 	mu     sync.Mutex
 	closed bool
-	pass   link.Link // the client's XDP_PASS program, see AttachPass
 }
 
 // New builds the topology and returns once every link carries traffic. If it

@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os/exec"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -127,4 +130,24 @@ func (h *Host) close() error {
 		return fmt.Errorf("removing %s: %w", h.Name, err)
 	}
 	return nil
+}
+
+// HTTPClient returns a client whose connections are dialled inside h's
+// namespace, for talking to an API that listens there.
+func (h *Host) HTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				var c net.Conn
+				err := h.Do(func() error {
+					var err error
+					c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+					return err
+				})
+				return c, err
+			},
+			DisableKeepAlives: true,
+		},
+	}
 }

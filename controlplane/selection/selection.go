@@ -24,8 +24,10 @@ const (
 // Pick is the outcome of a selection.
 type Pick struct {
 	Action   Action
-	Degraded bool  // a present candidate is down: ttl_degraded applies
-	Order    []int // candidate slots to answer, in answer order
+	Degraded bool   // a present candidate is down: ttl_degraded applies
+	Order    []int  // candidate slots to answer, in answer order
+	Eligible uint32 // the set the policy chose from, for the API
+	FailOpen bool   // the set is every primary because too few are healthy
 }
 
 // setStats are the statistics of one candidate set, gathered in the scan.
@@ -114,7 +116,9 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, 
 	p := Pick{Action: Answer, Degraded: down != 0}
 	if bits.OnesCount32(healthy.mask) < int(rr.MinHealthy) {
 		e = &all
+		p.FailOpen = true
 	} else if e.mask == 0 {
+		p.FailOpen = true
 		switch bpf.SteadydnsWhenAllDown(rr.WhenAllDown) {
 		case bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA:
 			p.Action = NoData
@@ -124,6 +128,7 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, 
 		e = &all
 	}
 
+	p.Eligible = e.mask
 	pc := uint32(bits.OnesCount32(e.mask))
 	mask, start, limit := e.mask, uint32(0), uint32(rr.MaxAnswers)
 	switch bpf.SteadydnsPolicy(rr.Policy) {

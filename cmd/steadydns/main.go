@@ -1,0 +1,65 @@
+// Command steadydns is the authoritative DNS server that answers only with
+// healthy endpoints. One binary plays every role.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+)
+
+const usage = `usage: steadydns <command> [flags]
+
+commands:
+  serve   --config FILE     run the edge: XDP, fallback, health table, API
+  check   --config FILE     validate a config and its zones; exit 1 with file:line: key: on error
+  status  [--api ADDR | --config FILE]   print records and checks with state and reason
+  detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
+  testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
+  version                   print the version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "serve":
+		err = serve(context.Background(), args)
+	case "check":
+		err = check(args)
+	case "status":
+		err = status(args)
+	case "detach":
+		err = detach(args)
+	case "testenv":
+		err = testenvCmd(args)
+	case "version":
+		fmt.Println(version())
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "steadydns: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "steadydns %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func version() string {
+	v := "steadydns (devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v += " " + s.Value
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/steadydns/steadydns/controlplane/daemon"
+)
+
+func configFlag(name string, args []string) (string, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	path := fs.String("config", "", "config file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return "", fs, err
+	}
+	if *path == "" {
+		return "", fs, errors.New("--config is required")
+	}
+	return *path, fs, nil
+}
+
+func serve(ctx context.Context, args []string) error {
+	path, _, err := configFlag("serve", args)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.Start(path)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+func check(args []string) error {
+	path, _, err := configFlag("check", args)
+	if err != nil {
+		return err
+	}
+	warnings, err := daemon.Check(path)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	fmt.Printf("%s: ok\n", path)
+	return nil
+}
+
+func detach(args []string) error {
+	path, _, err := configFlag("detach", args)
+	if err != nil {
+		return err
+	}
+	return daemon.Detach(path)
+}

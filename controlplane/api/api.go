@@ -1,0 +1,163 @@
+// Package api serves steadydns's HTTP API: the checks and records with
+// their state and the reason for it, the health-check log, the admin
+// override, and Prometheus metrics.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/selection"
+)
+
+// State is the running server as the API sees it.
+type State interface {
+	Source
+	Records() *records.Compiled
+}
+
+// Handler returns the API's routes.
+func Handler(st State, m *Metrics) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) { checks(w, st) })
+	mux.HandleFunc("PUT /api/v1/checks/{id}/admin", func(w http.ResponseWriter, r *http.Request) { setAdmin(w, r, st) })
+	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
+	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"events": st.Table().Events()})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// CheckView is a check in /api/v1/checks.
+type CheckView struct {
+	health.Status
+	Records []string `json:"records"` // "name TYPE" of every record it feeds
+}
+
+func checks(w http.ResponseWriter, st State) {
+	feeds := map[string][]string{}
+	for _, s := range st.Records().Sets {
+		seen := map[string]bool{}
+		for _, c := range s.Checks {
+			if c != "" && !seen[c] {
+				seen[c] = true
+				feeds[c] = append(feeds[c], s.Name+" "+dns.TypeToString[s.Type])
+			}
+		}
+	}
+	var out []CheckView
+	for _, s := range st.Table().Statuses() {
+		out = append(out, CheckView{Status: s, Records: feeds[s.ID]})
+	}
+	writeJSON(w, map[string]any{"table": st.Table().Meta(), "checks": out})
+}
+
+func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	id := r.PathValue("id")
+	err = st.Table().SetAdmin(id, strings.TrimSpace(string(body)))
+	switch {
+	case errors.Is(err, health.ErrUnknownCheck):
+		writeError(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// AnswerView is a candidate in /api/v1/records.
+type AnswerView struct {
+	Value   string `json:"value"`
+	Check   string `json:"check,omitempty"`
+	Healthy bool   `json:"healthy"`
+	In      bool   `json:"in"`     // eligible for answers now
+	Reason  string `json:"reason"` // why it is in or out
+}
+
+// RecordView is a record set in /api/v1/records.
+type RecordView struct {
+	Name    string       `json:"name"`
+	Type    string       `json:"type"`
+	Policy  string       `json:"policy"`
+	Dynamic bool         `json:"dynamic"`
+	Answers []AnswerView `json:"answers"`
+}
+
+func recordList(w http.ResponseWriter, st State) {
+	t := st.Table()
+	var out []RecordView
+	for _, s := range st.Records().Sets {
+		out = append(out, describe(s, t))
+	}
+	writeJSON(w, map[string]any{"table": t.Meta(), "records": out})
+}
+
+// describe explains each candidate with the data plane's own selection.
+func describe(s *records.Set, t *health.Table) RecordView {
+	v := &s.Value
+	open := t.Open(v.Stale)
+	cold := t.Meta().ColdOpen
+	p := selection.Select(v, t.Up, open, 0, 0)
+	reasons := map[string]string{}
+	for _, st := range t.Statuses() {
+		reasons[st.ID] = st.Reason
+	}
+	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
+	for j, a := range s.Addrs {
+		c := &v.Cand[j]
+		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
+		backup := c.Flags&1 != 0
+		switch {
+		case cold:
+			av.Reason = "cold start: no health table yet, every candidate is answered"
+		case open:
+			av.Reason = "stale table under stale_policy answer_all: every candidate is answered"
+		case p.Action != selection.Answer:
+			av.Reason = "every candidate is down: when_all_down answers " + map[selection.Action]string{selection.NoData: "nodata", selection.ServFail: "servfail"}[p.Action]
+		case av.In && p.FailOpen && !av.Healthy:
+			av.Reason = "failing open: too few healthy candidates, answered although " + reasons[s.Checks[j]]
+		case av.In && s.Checks[j] == "":
+			av.Reason = "no check: always healthy"
+		case av.In:
+			av.Reason = "healthy: " + reasons[s.Checks[j]]
+		case backup && av.Healthy:
+			av.Reason = "backup: held back while a primary is healthy"
+		case !av.Healthy:
+			av.Reason = "unhealthy: " + reasons[s.Checks[j]]
+		default:
+			av.Reason = "held back by failing open to the primaries"
+		}
+		rv.Answers = append(rv.Answers, av)
+	}
+	return rv
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadydns/steadydns/controlplane/health"
+)
+
+// Source is what the metrics read at scrape time.
+type Source interface {
+	// XDPOutcomes returns the summed per-CPU counters, by outcome label.
+	XDPOutcomes() (map[string]uint64, error)
+	Table() *health.Table
+}
+
+// Metrics collects steadydns_* metrics. The XDP counters are read from the
+// per-CPU map at scrape time, so the hot path never touches userspace.
+type Metrics struct {
+	src      Source
+	fallback sync.Map // outcome → *atomic.Uint64
+
+	queries    *prometheus.Desc
+	checkUp    *prometheus.Desc
+	tableAge   *prometheus.Desc
+	tableVer   *prometheus.Desc
+	coldStart  *prometheus.Desc
+	scrapeErrs atomic.Uint64
+	errDesc    *prometheus.Desc
+}
+
+// NewMetrics makes the collector.
+func NewMetrics(src Source) *Metrics {
+	return &Metrics{
+		src:       src,
+		queries:   prometheus.NewDesc("steadydns_queries_total", "DNS queries by the path that handled them and their outcome.", []string{"path", "outcome"}, nil),
+		checkUp:   prometheus.NewDesc("steadydns_check_healthy", "1 if the check's health-table entry is healthy.", []string{"check"}, nil),
+		tableAge:  prometheus.NewDesc("steadydns_health_table_age_seconds", "Time since the health table now in the data plane arrived.", nil, nil),
+		tableVer:  prometheus.NewDesc("steadydns_health_table_version", "Version (push slot) of the health table now in the data plane.", nil, nil),
+		coldStart: prometheus.NewDesc("steadydns_health_table_cold", "1 while no health table has arrived and records fail open.", nil, nil),
+		errDesc:   prometheus.NewDesc("steadydns_metrics_errors_total", "Scrapes that could not read the data-plane counters.", nil, nil),
+	}
+}
+
+// ObserveFallback counts one fallback reply; it is fallback.Options.Observe.
+func (m *Metrics) ObserveFallback(outcome string) {
+	v, ok := m.fallback.Load(outcome)
+	if !ok {
+		v, _ = m.fallback.LoadOrStore(outcome, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(1)
+}
+
+// FallbackCount reads one fallback outcome's count.
+func (m *Metrics) FallbackCount(outcome string) uint64 {
+	if v, ok := m.fallback.Load(outcome); ok {
+		return v.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.queries, m.checkUp, m.tableAge, m.tableVer, m.coldStart, m.errDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	if xdp, err := m.src.XDPOutcomes(); err == nil {
+		for outcome, n := range xdp {
+			ch <- prometheus.MustNewConstMetric(m.queries, prometheus.CounterValue, float64(n), "xdp", outcome)
+		}
+	} else {
+		m.scrapeErrs.Add(1)
+	}
+	m.fallback.Range(func(k, v any) bool {
+		ch <- prometheus.MustNewConstMetric(m.queries, prometheus.CounterValue, float64(v.(*atomic.Uint64).Load()), "fallback", k.(string))
+		return true
+	})
+	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
+	t := m.src.Table()
+	for _, s := range t.Statuses() {
+		v := 0.0
+		if s.Up {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.checkUp, prometheus.GaugeValue, v, s.ID)
+	}
+	meta := t.Meta()
+	cold := 0.0
+	if meta.ColdOpen {
+		cold = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.coldStart, prometheus.GaugeValue, cold)
+	ch <- prometheus.MustNewConstMetric(m.tableAge, prometheus.GaugeValue, meta.AgeSec)
+	ch <- prometheus.MustNewConstMetric(m.tableVer, prometheus.GaugeValue, float64(meta.Version))
+}

@@ -1,0 +1,72 @@
+// Package daemon runs a steadydns edge on one host: it loads the config,
+// compiles the records into the data plane, pushes the health table,
+// serves the fallback and the API, and reloads on SIGHUP.
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/zone"
+)
+
+// Plan is everything derived from one config, before any of it is applied.
+type Plan struct {
+	Config   *config.Config
+	Zones    []*zone.Zone
+	Index    map[string]uint32
+	Compiled *records.Compiled
+}
+
+// Build loads the zones and compiles the records of cfg. prev is the
+// current check-to-entry assignment, which it keeps.
+func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
+	p := &Plan{Config: cfg}
+	for i, zc := range cfg.Zones {
+		z, err := zone.Load(zc.Origin, zc.File)
+		if err != nil {
+			return nil, cfg.Errorf(fmt.Sprintf("zones[%d].file", i), "%v", err)
+		}
+		p.Zones = append(p.Zones, z)
+	}
+	index, err := health.Assign(cfg.CheckIDs, prev, cfg.Aggregation.TableSize)
+	if err != nil {
+		return nil, cfg.Errorf("aggregation.table_size", "%v", err)
+	}
+	p.Index = index
+	if p.Compiled, err = records.Compile(cfg, p.Zones, index); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Check validates a config file as serve would, without touching the
+// data plane. It returns the warnings for sets left to the fallback.
+func Check(path string) ([]string, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.Compiled.Warnings, nil
+}
+
+// xdpAddrs are the listen addresses on port 53: XDP answers UDP port 53
+// only, so other ports are left to the fallback alone.
+func xdpAddrs(listen []netip.AddrPort) []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, ap := range listen {
+		if ap.Port() == 53 && !seen[ap.Addr()] {
+			seen[ap.Addr()] = true
+			out = append(out, ap.Addr().Unmap())
+		}
+	}
+	return out
+}

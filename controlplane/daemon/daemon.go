@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/api"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/fallback"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/zone"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// Daemon is a running edge.
+type Daemon struct {
+	path     string
+	objs     *loader.Objects
+	table    *health.Table
+	fb       *fallback.Server
+	metrics  *api.Metrics
+	http     *http.Server
+	outcomes []string
+
+	mu   sync.Mutex // serialises reloads
+	plan atomic.Pointer[Plan]
+}
+
+// Start loads the config at path and brings the edge up: records and a
+// first health table into the maps, the fallback listening, then XDP
+// attached, so nothing XDP passes goes unanswered.
+func Start(path string) (*Daemon, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range p.Compiled.Warnings {
+		slog.Warn(w)
+	}
+	d := &Daemon{path: path}
+	if d.outcomes, err = loader.OutcomeNames(); err != nil {
+		return nil, err
+	}
+	d.objs, err = loader.Load(loader.Options{
+		BPFFS:          cfg.Server.BPFFS,
+		HealthCapacity: uint32(cfg.Aggregation.TableSize),
+		Servers:        xdpAddrs(cfg.Server.Listen),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.table, err = health.New(d.objs, cfg, p.Index); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if err := d.apply(p); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	d.metrics = api.NewMetrics(d)
+	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
+	if err := d.fb.Start(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	for _, ifname := range cfg.Server.Interfaces {
+		mode, err := d.objs.Attach(ifname, loader.Mode(cfg.Server.XDPMode))
+		if err != nil {
+			d.fb.Shutdown(context.Background())
+			d.objs.Close()
+			return nil, err
+		}
+		slog.Info("xdp attached", "interface", ifname, "mode", mode)
+	}
+	ln, err := net.Listen("tcp", cfg.Server.API)
+	if err != nil {
+		d.fb.Shutdown(context.Background())
+		d.objs.Close()
+		return nil, fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
+	}
+	d.http = &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
+	go d.http.Serve(ln)
+	slog.Info("serving", "config", path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
+	return d, nil
+}
+
+// apply makes a plan current: the table learns the new indexes and is
+// pushed before any record that refers to them enters the maps.
+func (d *Daemon) apply(p *Plan) error {
+	d.table.Reconfigure(p.Config, p.Index)
+	if err := d.table.Push(time.Now()); err != nil {
+		return err
+	}
+	if err := d.objs.SyncRecords(p.Compiled.Entries()); err != nil {
+		return err
+	}
+	d.plan.Store(p)
+	return nil
+}
+
+func (d *Daemon) view(p *Plan) *fallback.View {
+	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table)}
+}
+
+// Reload rereads the config. A config that does not load, or that changes
+// what only a restart can change, is rejected and the running one stays.
+func (d *Daemon) Reload() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg, err := config.Load(d.path)
+	if err != nil {
+		return err
+	}
+	cur := d.plan.Load().Config
+	if !reflect.DeepEqual(cur.Server, cfg.Server) {
+		return cfg.Errorf("server", "the server section changed: restart to apply it")
+	}
+	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
+		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
+	}
+	p, err := Build(cfg, d.table.Index())
+	if err != nil {
+		return err
+	}
+	if err := d.apply(p); err != nil {
+		return err
+	}
+	d.fb.SetView(d.view(p))
+	slog.Info("reloaded", "config", d.path, "records", len(p.Compiled.Sets))
+	return nil
+}
+
+// Run pushes the health table until ctx ends or a signal stops the
+// daemon; SIGHUP reloads.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go d.table.Run(ctx)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-ctx.Done():
+			return d.Close()
+		case s := <-sig:
+			if s != syscall.SIGHUP {
+				return d.Close()
+			}
+			if err := d.Reload(); err != nil {
+				slog.Error("reload rejected, the running config stays", "error", err)
+			}
+		}
+	}
+}
+
+// Close stops the fallback and the API. XDP stays attached through its
+// pinned link and keeps answering from the pinned maps, so a restart does
+// not interrupt it; `steadydns detach` removes it.
+func (d *Daemon) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := errors.Join(d.fb.Shutdown(ctx), d.http.Shutdown(ctx))
+	d.objs.Close()
+	return err
+}
+
+// XDPOutcomes implements api.Source.
+func (d *Daemon) XDPOutcomes() (map[string]uint64, error) {
+	counts, err := d.objs.Outcomes()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64, len(counts))
+	for i, n := range counts {
+		out[d.outcomes[i]] = n
+	}
+	return out, nil
+}
+
+// Table implements api.Source.
+func (d *Daemon) Table() *health.Table { return d.table }
+
+// Records implements api.State.
+func (d *Daemon) Records() *records.Compiled { return d.plan.Load().Compiled }
+
+// Metrics is the daemon's collector.
+func (d *Daemon) Metrics() *api.Metrics { return d.metrics }

@@ -1,0 +1,36 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// Detach removes XDP from the configured interfaces and deletes the pinned
+// maps and links of the current layout: what a stopped server leaves
+// behind on purpose so that a restart does not interrupt answers.
+func Detach(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	objs, err := loader.Load(loader.Options{BPFFS: cfg.Server.BPFFS, HealthCapacity: uint32(cfg.Aggregation.TableSize), Servers: xdpAddrs(cfg.Server.Listen)})
+	if err != nil {
+		return err
+	}
+	defer objs.Close()
+	for _, ifname := range cfg.Server.Interfaces {
+		if err := objs.Detach(ifname); err != nil {
+			return err
+		}
+	}
+	if err := objs.Unpin(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(objs.Dir); err != nil {
+		return fmt.Errorf("removing %s: %w", objs.Dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,21 @@
+// Package fallback is the userspace DNS server behind the XDP program. It
+// answers every query the kernel passes: other types, names the kernel
+// does not hold, referrals, DNSSEC, malformed and oversized messages.
+// For A and AAAA sets it builds the same bytes as XDP: the answer owner is
+// the question's own spelling, compressed to a pointer at offset 12, the
+// header keeps only ID, opcode, RD and CD, and the OPT is version 0, UDP
+// size 1232, DO copied, with no options.
+//
+// miekg/dns answers some queries itself, copying the request's header,
+// before a handler sees them. Every reply is built here instead:
+//
+//   - The accept function takes every message with a header that is not a
+//     response, so the handler sees bad opcodes and counts.
+//   - A message that does not parse would make miekg/dns echo it as a
+//     FORMERR. A reader decorator parses each message first and hands the
+//     server, in place of a broken one, its bare header with every count
+//     zero. The handler answers that, like any query without a question,
+//     with FORMERR and the header alone (NOTIMP for an opcode other than
+//     QUERY, whose body format it does not know). The price is a second
+//     unpack of every message.
+package fallback

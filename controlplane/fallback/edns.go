@@ -1,0 +1,61 @@
+package fallback
+
+import "github.com/miekg/dns"
+
+// queryOPT returns the query's OPT record, or nil. ok is false when OPT
+// records are present but unusable: more than one, or one outside the
+// additional section (RFC 6891 §6.1.1), which is answered with FORMERR.
+func queryOPT(r *dns.Msg) (opt *dns.OPT, ok bool) {
+	for _, sec := range [][]dns.RR{r.Answer, r.Ns} {
+		for _, rr := range sec {
+			if rr.Header().Rrtype == dns.TypeOPT {
+				return nil, false
+			}
+		}
+	}
+	for _, rr := range r.Extra {
+		if o, is := rr.(*dns.OPT); is {
+			if opt != nil {
+				return nil, false
+			}
+			opt = o
+		}
+	}
+	return opt, true
+}
+
+// replyOPT returns the OPT of a reply to a query that had q: version 0,
+// our UDP size, DO copied, and no options. Unknown options, and COOKIE,
+// which steadydns does not implement, are ignored (RFC 6891 §6.1.2,
+// RFC 7873 §5.2).
+func replyOPT(q *dns.OPT) *dns.OPT {
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(ednsSize)
+	if q.Do() {
+		o.SetDo()
+	}
+	return o
+}
+
+// udpLimit returns the largest UDP reply to r: 512 bytes without EDNS,
+// else the client's size within 512 and 1232 (RFC 6891 §6.2.5).
+func udpLimit(r *dns.Msg) int {
+	opt, _ := queryOPT(r)
+	if opt == nil {
+		return udpSize
+	}
+	return max(udpSize, min(int(opt.UDPSize()), ednsSize))
+}
+
+// subnet returns the query's ECS option (RFC 7871), or nil.
+func subnet(opt *dns.OPT) *dns.EDNS0_SUBNET {
+	if opt == nil {
+		return nil
+	}
+	for _, o := range opt.Option {
+		if e, ok := o.(*dns.EDNS0_SUBNET); ok {
+			return e
+		}
+	}
+	return nil
+}

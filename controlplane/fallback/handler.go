@@ -1,0 +1,193 @@
+package fallback
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/miekg/dns"
+	"github.com/steadydns/steadydns/controlplane/zone"
+)
+
+// Sizes of replies: what UDP carries without EDNS (RFC 1035 §4.2.1), the
+// UDP size steadydns advertises and accepts at most (the DNS flag day 2020
+// value, which avoids fragments), and the TCP limit.
+const (
+	udpSize  = dns.MinMsgSize
+	ednsSize = 1232
+	tcpSize  = dns.MaxMsgSize
+)
+
+func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
+	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
+	limit := tcpSize
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
+		limit = udpLimit(r)
+	}
+	if truncate(m, limit, outcome == OutcomeReferral) {
+		outcome = OutcomeTruncated
+	}
+	// A failed write leaves nothing to do: the client retries or gives up.
+	_ = w.WriteMsg(m)
+	s.opts.Observe(outcome)
+}
+
+// reply builds the reply to r and names its outcome.
+func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
+	m := &dns.Msg{
+		MsgHdr: dns.MsgHdr{
+			Id:               r.Id,
+			Response:         true,
+			Opcode:           r.Opcode,
+			RecursionDesired: r.RecursionDesired,
+			CheckingDisabled: r.CheckingDisabled,
+		},
+		// Compression makes the answer's owner a pointer to the question,
+		// as XDP writes it (0xC00C).
+		Compress: true,
+	}
+	qopt, ok := queryOPT(r)
+	var opt *dns.OPT
+	if ok && qopt != nil {
+		opt = replyOPT(qopt)
+	}
+	done := func(rcode int, outcome string) (*dns.Msg, string) {
+		m.Rcode = rcode
+		if opt != nil {
+			m.Extra = append(m.Extra, opt) // last, as Truncate expects
+		}
+		return m, outcome
+	}
+
+	if len(r.Question) == 1 {
+		m.Question = r.Question
+	}
+	switch {
+	case r.Opcode != dns.OpcodeQuery:
+		return done(dns.RcodeNotImplemented, OutcomeNotImp)
+	case !ok:
+		return done(dns.RcodeFormatError, OutcomeFormErr)
+	case qopt != nil && qopt.Version() != 0:
+		return done(dns.RcodeBadVers, OutcomeBadVers) // RFC 6891 §6.1.3
+	case len(r.Question) != 1:
+		return done(dns.RcodeFormatError, OutcomeFormErr)
+	}
+
+	q := r.Question[0]
+	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
+	}
+	v := s.view.Load()
+	if v == nil {
+		return done(dns.RcodeRefused, OutcomeRefused)
+	}
+	z := findZone(v.Zones, q)
+	if z == nil {
+		return done(dns.RcodeRefused, OutcomeRefused)
+	}
+
+	res := z.Lookup(q.Name, q.Qtype, qopt != nil && qopt.Do())
+	m.Authoritative = res.Authoritative
+	m.Answer, m.Ns, m.Extra = res.Answer, res.Ns, res.Extra
+	switch res.Kind {
+	case zone.Answer:
+		return done(dns.RcodeSuccess, OutcomeNoError)
+	case zone.NoData:
+		return done(dns.RcodeSuccess, OutcomeNoData)
+	case zone.NXDomain:
+		return done(dns.RcodeNameError, OutcomeNXDomain)
+	case zone.Referral:
+		return done(dns.RcodeSuccess, OutcomeReferral)
+	case zone.YXDomain:
+		return done(dns.RcodeYXDomain, OutcomeYXDomain)
+	case zone.Dynamic:
+		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}))
+	}
+	// No kind: the name was not in the zone Find returned. Fail rather
+	// than guess.
+	m.Authoritative = false
+	m.Answer, m.Ns, m.Extra = nil, nil, nil
+	return done(dns.RcodeServerFailure, OutcomeServFail)
+}
+
+// dynamic fills m from the selection for a dynamic set and returns the
+// rcode and outcome.
+func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query) (int, string) {
+	var sel Selection
+	ok := false
+	if recs != nil {
+		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query)
+	}
+	if !ok || sel.Action == ServFail {
+		m.Authoritative = false
+		m.Answer, m.Ns, m.Extra = nil, nil, nil
+		return dns.RcodeServerFailure, OutcomeServFail
+	}
+	if opt != nil && query.ECS != nil && sel.ECSScope != 0 {
+		ecs := *query.ECS
+		ecs.SourceScope = sel.ECSScope
+		opt.Option = []dns.EDNS0{&ecs}
+	}
+	if sel.Action == NoData || len(sel.Addrs) == 0 {
+		return dns.RcodeSuccess, OutcomeNoData
+	}
+	m.Ns = nil
+	owner := chainEnd(q.Name, res.Answer)
+	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
+	for _, a := range sel.Addrs {
+		if res.DynamicType == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.Unmap().AsSlice()})
+		} else {
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+		}
+	}
+	return dns.RcodeSuccess, OutcomeNoError
+}
+
+// chainEnd returns the name a CNAME chain in answer ends at, spelled as
+// its last CNAME has it, or qname when there is no chain.
+func chainEnd(qname string, answer []dns.RR) string {
+	for i := len(answer) - 1; i >= 0; i-- {
+		if c, ok := answer[i].(*dns.CNAME); ok {
+			return c.Target
+		}
+	}
+	return qname
+}
+
+// findZone returns the zone that answers q. DS belongs to the parent side
+// of a cut (RFC 4035 §3.1.4.1): a DS query for a zone's apex goes to its
+// parent when that is served too.
+func findZone(zs *zone.Zones, q dns.Question) *zone.Zone {
+	z := zs.Find(q.Name)
+	if z == nil || q.Qtype != dns.TypeDS || z.Origin() != dns.CanonicalName(q.Name) || z.Origin() == "." {
+		return z
+	}
+	off, _ := dns.NextLabel(q.Name, 0)
+	if p := zs.Find(q.Name[off:]); p != nil {
+		return p
+	}
+	return z
+}
+
+// truncate fits m into limit bytes and reports whether it set TC. Missing
+// additional data does not set TC (RFC 2181 §9), except glue, which a
+// referral needs (RFC 9471).
+func truncate(m *dns.Msg, limit int, referral bool) bool {
+	an, ns := len(m.Answer), len(m.Ns)
+	m.Truncate(limit)
+	m.Compress = true // Truncate clears it when the message fits without
+	if m.Truncated && !referral && len(m.Answer) == an && len(m.Ns) == ns {
+		m.Truncated = false
+	}
+	return m.Truncated
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		return a.AddrPort().Addr().Unmap()
+	case *net.TCPAddr:
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}

@@ -1,0 +1,48 @@
+package fallback
+
+import (
+	"net/netip"
+
+	"github.com/miekg/dns"
+	"github.com/steadydns/steadydns/controlplane/zone"
+)
+
+// Records answers the health-checked A and AAAA sets with the same
+// selection rules as the XDP program.
+type Records interface {
+	// Select returns the answer for the dynamic set name (lowercase fqdn)
+	// and qtype. ok is false if there is no such set.
+	Select(name string, qtype uint16, q Query) (sel Selection, ok bool)
+}
+
+// Query is what selection may depend on.
+type Query struct {
+	Client netip.Addr
+	ECS    *dns.EDNS0_SUBNET // nil if the query had none
+}
+
+// Action is what the reply to a dynamic set does.
+type Action uint8
+
+// Actions of a Selection.
+const (
+	Answer   Action = iota // the addresses
+	NoData                 // NOERROR with the zone's SOA, as when_all_down: nodata
+	ServFail               // SERVFAIL, as when_all_down: servfail
+)
+
+// Selection is the answer chosen for one query.
+type Selection struct {
+	Action Action
+	TTL    uint32
+	Addrs  []netip.Addr // in answer order
+	// ECSScope is echoed as the SCOPE PREFIX-LENGTH when the query had ECS
+	// (RFC 7871 §7.2.1); 0 sends no ECS option, as XDP does.
+	ECSScope uint8
+}
+
+// View is what the server answers from; a reload swaps it whole.
+type View struct {
+	Zones   *zone.Zones
+	Records Records
+}

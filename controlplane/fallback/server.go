@@ -1,0 +1,156 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/miekg/dns"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Listen lists the addresses served over both UDP and TCP. Port 0
+	// picks a free port, the same for both; Addrs reports it.
+	Listen []netip.AddrPort
+	// Observe is called once per reply or dropped message with one of the
+	// Outcome constants. nil observes nothing.
+	Observe func(outcome string)
+}
+
+// Server is the fallback DNS server.
+type Server struct {
+	opts    Options
+	view    atomic.Pointer[View]
+	servers []*dns.Server
+	addrs   []net.Addr
+
+	mu   sync.Mutex
+	errs []error // from listeners that stopped on their own
+}
+
+// New returns a server for v. It does not listen until Start.
+func New(opts Options, v *View) *Server {
+	if opts.Observe == nil {
+		opts.Observe = func(string) {}
+	}
+	s := &Server{opts: opts}
+	s.view.Store(v)
+	return s
+}
+
+// SetView makes the server answer from v, from the next query on.
+func (s *Server) SetView(v *View) { s.view.Store(v) }
+
+// Handler returns the handler that builds every reply, for tests.
+func (s *Server) Handler() dns.Handler { return dns.HandlerFunc(s.serveDNS) }
+
+// Addrs returns the bound addresses, UDP then TCP for each listen address,
+// once Start has returned.
+func (s *Server) Addrs() []net.Addr { return s.addrs }
+
+// Start binds UDP and TCP on every listen address and serves them until
+// Shutdown. It returns once all are bound and serving.
+func (s *Server) Start() error {
+	for _, ap := range s.opts.Listen {
+		pc, l, err := listen(ap)
+		if err != nil {
+			s.closeAll()
+			return err
+		}
+		s.addrs = append(s.addrs, pc.LocalAddr(), l.Addr())
+		s.servers = append(s.servers, s.dnsServer(pc, nil), s.dnsServer(nil, l))
+	}
+	ready := make(chan error, len(s.servers))
+	for _, srv := range s.servers {
+		var once sync.Once
+		srv.NotifyStartedFunc = func() { once.Do(func() { ready <- nil }) }
+		go func() {
+			err := srv.ActivateAndServe()
+			once.Do(func() { ready <- err })
+			if err != nil {
+				s.mu.Lock()
+				s.errs = append(s.errs, err)
+				s.mu.Unlock()
+			}
+		}()
+	}
+	for range s.servers {
+		if err := <-ready; err != nil {
+			s.Shutdown(context.Background())
+			s.closeAll()
+			return fmt.Errorf("serving: %w", err)
+		}
+	}
+	return nil
+}
+
+// Shutdown stops every listener and waits, until ctx is done, for the
+// queries in flight. It also returns the errors of listeners that had
+// stopped on their own.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, srv := range s.servers {
+		if err := srv.ShutdownContext(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.mu.Lock()
+	errs = append(errs, s.errs...)
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (s *Server) dnsServer(pc net.PacketConn, l net.Listener) *dns.Server {
+	return &dns.Server{
+		PacketConn: pc,
+		Listener:   l,
+		Handler:    s.Handler(),
+		// Read whole datagrams: a cut one would not parse.
+		UDPSize:        dns.MaxMsgSize,
+		MsgAcceptFunc:  s.accept,
+		MsgInvalidFunc: s.invalid,
+		DecorateReader: screen,
+	}
+}
+
+// closeAll closes what Start bound before it failed.
+func (s *Server) closeAll() {
+	for _, srv := range s.servers {
+		if srv.PacketConn != nil {
+			srv.PacketConn.Close()
+		}
+		if srv.Listener != nil {
+			srv.Listener.Close()
+		}
+	}
+	s.servers, s.addrs = nil, nil
+}
+
+// portTries bounds the attempts to find a port free for both UDP and TCP.
+const portTries = 8
+
+// listen binds UDP and then TCP on ap. For port 0 the kernel picks the UDP
+// port, and TCP takes the same one, so that one address serves both.
+func listen(ap netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
+	for try := 1; ; try++ {
+		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		if err != nil {
+			return nil, nil, fmt.Errorf("listening on udp %s: %w", ap, err)
+		}
+		tcp := netip.AddrPortFrom(ap.Addr(), uint16(pc.LocalAddr().(*net.UDPAddr).Port))
+		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(tcp))
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("listening on tcp %s: %w", tcp, err)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+// Package records compiles the configured record sets and the zone files'
+// A/AAAA sets into the entries of the data-plane record maps, and answers
+// the fallback's questions about them with the same selection as XDP.
+package records
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/zone"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// Set is one compiled record set.
+type Set struct {
+	Name    string // lowercased fqdn
+	Type    uint16
+	Policy  string
+	Dynamic bool         // from the config's records, not a zone file
+	Addrs   []netip.Addr // per candidate slot
+	Checks  []string     // per slot: the check id, "" when always healthy
+	Value   bpf.SteadydnsRrset
+}
+
+// Key is the set's data-plane key.
+func (s *Set) Key() loader.RecordKey {
+	return loader.RecordKey{Wire: Wire(s.Name), Qtype: s.Type}
+}
+
+// Compiled is every record set of a config.
+type Compiled struct {
+	Sets     []*Set
+	byName   map[nameType]*Set
+	Warnings []string // sets left to the fallback, and why
+}
+
+type nameType struct {
+	name  string
+	qtype uint16
+}
+
+// Lookup finds a set by lowercased fqdn and type.
+func (c *Compiled) Lookup(name string, qtype uint16) *Set {
+	return c.byName[nameType{strings.ToLower(name), qtype}]
+}
+
+// Entries are the record map contents.
+func (c *Compiled) Entries() map[loader.RecordKey]*bpf.SteadydnsRrset {
+	m := make(map[loader.RecordKey]*bpf.SteadydnsRrset, len(c.Sets))
+	for _, s := range c.Sets {
+		m[s.Key()] = &s.Value
+	}
+	return m
+}
+
+// Wire is the lowercased wire form of a fqdn, the data-plane key's name.
+func Wire(name string) string {
+	buf := make([]byte, 256)
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf, 0, nil, false)
+	if err != nil {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// Compile builds the sets. zones are the loaded zones in config order;
+// index maps check ids to health-table indexes. It marks each configured
+// record as dynamic in its zone, which rejects names the zone cannot hold
+// there (below a cut, at a CNAME, already in the file).
+func Compile(cfg *config.Config, zones []*zone.Zone, index map[string]uint32) (*Compiled, error) {
+	c := &Compiled{byName: map[nameType]*Set{}}
+	all := zone.NewZones(zones...)
+	regions := map[string]uint8{}
+	for i, r := range cfg.Records {
+		key := fmt.Sprintf("records[%d].name", i)
+		z := all.Find(r.Name)
+		if z == nil {
+			return nil, cfg.Errorf(key, "%s is in no configured zone", r.Name)
+		}
+		if err := z.MarkDynamic(r.Name, r.Type); err != nil {
+			return nil, cfg.Errorf(key, "%v", err)
+		}
+		s, err := compileRecord(cfg, i, r, index, regions)
+		if err != nil {
+			return nil, err
+		}
+		c.add(s)
+	}
+	for _, z := range zones {
+		for _, zs := range z.DataPlaneSets() {
+			if len(zs.RRs) > int(loader.MaxCandidates) {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s in zone %s has %d records, more than the %d the kernel holds: the fallback answers it",
+					zs.Name, dns.TypeToString[zs.Type], z.Origin(), len(zs.RRs), loader.MaxCandidates))
+				continue
+			}
+			c.add(compileStatic(z, zs))
+		}
+	}
+	return c, nil
+}
+
+func (c *Compiled) add(s *Set) {
+	c.Sets = append(c.Sets, s)
+	c.byName[nameType{s.Name, s.Type}] = s
+}
+
+var policies = map[string]bpf.SteadydnsPolicy{
+	"multivalue":  bpf.SteadydnsPolicyPOLICY_MULTIVALUE,
+	"failover":    bpf.SteadydnsPolicyPOLICY_FAILOVER,
+	"weighted":    bpf.SteadydnsPolicyPOLICY_WEIGHTED,
+	"round_robin": bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN,
+}
+
+var whenDown = map[string]bpf.SteadydnsWhenAllDown{
+	"answer_all": bpf.SteadydnsWhenAllDownWHEN_DOWN_ANSWER_ALL,
+	"nodata":     bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA,
+	"servfail":   bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL,
+}
+
+func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]uint32, regions map[string]uint8) (*Set, error) {
+	s := &Set{Name: r.Name, Type: r.Type, Policy: r.Policy, Dynamic: true}
+	v := &s.Value
+	v.Ttl = r.TTL
+	v.TtlDegraded = r.TTLDegraded
+	v.N = uint8(len(r.Answers))
+	v.Policy = uint8(policies[r.Policy])
+	v.WhenAllDown = uint8(whenDown[r.WhenAllDown])
+	v.MaxAnswers = uint8(r.MaxAnswers)
+	if r.Stale == "answer_all" {
+		v.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL)
+	}
+	primaries := 0
+	for j, a := range r.Answers {
+		c := &v.Cand[j]
+		setAddr(c, a.Value)
+		if a.Check != "" {
+			idx, ok := index[a.Check]
+			if !ok {
+				return nil, cfg.Errorf(fmt.Sprintf("records[%d].answers[%d].check", i, j), "check %q has no health-table index", a.Check)
+			}
+			c.Check = idx
+		}
+		c.Weight = a.Weight
+		c.Priority = a.Priority
+		if a.Backup {
+			c.Flags |= uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+		} else {
+			primaries++
+		}
+		if a.Region != "" {
+			id, ok := regions[a.Region]
+			if !ok {
+				id = uint8(len(regions) + 1)
+				regions[a.Region] = id
+			}
+			c.Region = id
+		}
+		s.Addrs = append(s.Addrs, a.Value)
+		s.Checks = append(s.Checks, a.Check)
+	}
+	v.MinHealthy = uint8(r.MinHealthy.Count)
+	if p := r.MinHealthy.Percent; p > 0 {
+		// Round up: 50% of 3 primaries needs 2 healthy.
+		v.MinHealthy = uint8((p*primaries + 99) / 100)
+	}
+	return s, nil
+}
+
+func compileStatic(z *zone.Zone, zs zone.Set) *Set {
+	s := &Set{Name: zs.Name, Type: zs.Type, Policy: "static"}
+	v := &s.Value
+	v.Ttl = zs.TTL
+	v.N = uint8(len(zs.RRs))
+	v.MaxAnswers = uint8(len(zs.RRs))
+	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)
+	if z.Signed() {
+		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+	}
+	for j, rr := range zs.RRs {
+		var a netip.Addr
+		switch rr := rr.(type) {
+		case *dns.A:
+			a, _ = netip.AddrFromSlice(rr.A.To4())
+		case *dns.AAAA:
+			a, _ = netip.AddrFromSlice(rr.AAAA.To16())
+		}
+		setAddr(&v.Cand[j], a)
+		s.Addrs = append(s.Addrs, a)
+		s.Checks = append(s.Checks, "")
+	}
+	return s
+}
+
+func setAddr(c *bpf.SteadydnsCandidate, a netip.Addr) {
+	if a.Is4() {
+		b := a.As4()
+		copy(c.Addr[:], b[:])
+		return
+	}
+	c.Addr = a.As16()
+}

@@ -1,0 +1,317 @@
+package zone
+
+import (
+	"slices"
+
+	"github.com/miekg/dns"
+)
+
+// Kind says what a lookup found, and with it the reply's rcode and AA bit.
+type Kind int
+
+// The kinds of result. The zero Kind is none of them: Lookup returns it for
+// a name outside the zone.
+const (
+	Answer   Kind = iota + 1 // NOERROR with records; also a chain that leaves the zone
+	NoData                   // NOERROR, no records of the type; SOA in authority
+	NXDomain                 // the (last) name does not exist; SOA in authority
+	Referral                 // at or below a zone cut: AA=0, NS in authority, glue
+	Dynamic                  // the set is served from elsewhere: DynamicName, DynamicType
+	YXDomain                 // a DNAME substitution made too long a name (RFC 6672 §2.2)
+)
+
+// Result is what goes into the reply's sections. Its records may be shared
+// with the zone and must not be modified.
+type Result struct {
+	Kind              Kind
+	Answer, Ns, Extra []dns.RR
+	Authoritative     bool // false for Referral
+
+	// For Dynamic: the lowercase owner and type of the set. Answer holds
+	// any CNAME chain that led there, and Ns the SOA (signed when asked)
+	// for the reply should the set turn out empty.
+	DynamicName string
+	DynamicType uint16
+}
+
+// maxChain bounds the CNAME and DNAME redirections one lookup follows.
+const maxChain = 8
+
+// anyTTL is the TTL of the HINFO that answers ANY (RFC 8482 §4.2). An hour
+// keeps resolvers from asking again soon; the answer never changes.
+const anyTTL = 3600
+
+// Lookup answers qname and qtype from the zone. qname must be at or below
+// the origin (see Zones.Find). Records owned by qname carry qname's own
+// spelling, so that a reply can compress them to the question's name.
+// With do set and a signed zone, the result carries the zone's RRSIG and
+// NSEC or NSEC3 records.
+func (z *Zone) Lookup(qname string, qtype uint16, do bool) Result {
+	if !dns.IsSubDomain(z.origin, lower(qname)) {
+		return Result{}
+	}
+	l := &lookup{z: z, qtype: qtype, do: do && z.Signed(), res: Result{Authoritative: true}}
+	seen := []string{lower(qname)}
+	name := qname
+	for hop := 1; ; hop++ {
+		next, more := l.step(name, hop == 1)
+		if !more {
+			return l.res
+		}
+		// Past here the resolver follows the chain itself: it left the
+		// zone, loops, or is too long.
+		key := lower(next)
+		if hop > maxChain || !dns.IsSubDomain(z.origin, key) || slices.Contains(seen, key) {
+			l.res.Kind = Answer
+			return l.res
+		}
+		seen = append(seen, key)
+		name = next
+	}
+}
+
+type lookup struct {
+	z     *Zone
+	qtype uint16
+	do    bool
+	res   Result
+}
+
+// step looks up one name of a chain. It returns the next name when it
+// ended at a CNAME or DNAME.
+func (l *lookup) step(name string, first bool) (string, bool) {
+	z := l.z
+	key := lower(name)
+	idx := dns.Split(key)
+	depth := len(idx) - z.labels // labels below the apex
+	ce, ceKey := z.apex, z.origin
+	for i := depth; i >= 0; i-- {
+		if i < depth {
+			anc := key[idx[i]:]
+			n := z.nodes[anc]
+			if n == nil {
+				return l.missing(name, ceKey, anc)
+			}
+			// DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1).
+			if n.sets[dns.TypeNS] != nil && (i > 0 || l.qtype != dns.TypeDS) {
+				if first {
+					l.referral(n)
+				} else {
+					l.res.Kind = Answer // the resolver follows the chain to the referral
+				}
+				return "", false
+			}
+			ce, ceKey = n, anc
+		}
+		if i > 0 && ce.sets[dns.TypeDNAME] != nil {
+			return l.dname(name, ce)
+		}
+	}
+	return l.at(name, ce, nil)
+}
+
+// wildcard describes a synthesis: the closest encloser and next closer
+// name of the query, both lowercase (RFC 4592 §3.3.1, RFC 5155 §1.3).
+type wildcard struct{ ce, closer string }
+
+// missing handles a name with no node: closer is its ancestor just below
+// the closest encloser ceKey.
+func (l *lookup) missing(name, ceKey, closer string) (string, bool) {
+	if w := l.z.nodes["*."+ceKey]; w != nil {
+		return l.at(name, w, &wildcard{ce: ceKey, closer: closer})
+	}
+	l.res.Kind = NXDomain
+	l.negative()
+	if l.do {
+		l.res.Ns = append(l.res.Ns, l.z.nxProof(ceKey, closer)...)
+	}
+	return "", false
+}
+
+// at answers from node n, which owns name or, with w set, is the wildcard
+// that synthesises it.
+func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
+	r, t := &l.res, l.qtype
+	switch {
+	case t == dns.TypeANY && (len(n.sets) > 0 || len(n.dynamic) > 0):
+		r.Kind = Answer
+		r.Answer = append(r.Answer, l.any(name, n)...)
+		l.wildcardProof(w)
+	case n.sets[dns.TypeCNAME] != nil && t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC:
+		r.Answer = append(r.Answer, l.rrset(name, n, dns.TypeCNAME)...)
+		l.wildcardProof(w)
+		return n.sets[dns.TypeCNAME][0].(*dns.CNAME).Target, true
+	case n.sets[t] != nil:
+		r.Kind = Answer
+		r.Answer = append(r.Answer, l.rrset(name, n, t)...)
+		l.additional(n.sets[t])
+		l.wildcardProof(w)
+	case n.dynamic[t]:
+		r.Kind = Dynamic
+		r.DynamicName, r.DynamicType = lower(name), t
+		l.negative()
+	default:
+		r.Kind = NoData
+		l.negative()
+		switch {
+		case !l.do:
+		case w != nil:
+			r.Ns = append(r.Ns, l.z.nxProof(w.ce, w.closer)...)
+		default:
+			r.Ns = append(r.Ns, l.z.proof(lower(name))...)
+		}
+	}
+	return "", false
+}
+
+// any answers ANY as RFC 8482 §4.2 suggests, with a synthesised HINFO.
+// An unsigned HINFO would fail validation in a signed zone, so there DO
+// gets one signed RRset of the name instead, the choice of §4.1.
+func (l *lookup) any(name string, n *node) []dns.RR {
+	if l.do {
+		for _, t := range types(n) {
+			if t != dns.TypeRRSIG && t != dns.TypeNSEC {
+				return l.rrset(name, n, t)
+			}
+		}
+	}
+	return []dns.RR{&dns.HINFO{
+		Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: anyTTL},
+		Cpu: "RFC8482",
+	}}
+}
+
+// dname follows the DNAME at n, an ancestor of name (RFC 6672 §3.1).
+func (l *lookup) dname(name string, n *node) (string, bool) {
+	r := &l.res
+	d := n.sets[dns.TypeDNAME][0].(*dns.DNAME)
+	r.Answer = append(r.Answer, d)
+	if l.do {
+		r.Answer = append(r.Answer, n.sigs(dns.TypeDNAME)...)
+	}
+	target := name[:len(name)-len(n.name)] + d.Target
+	if d.Target == "." {
+		target = name[:len(name)-len(n.name)]
+	}
+	if _, ok := dns.IsDomainName(target); !ok {
+		r.Kind = YXDomain
+		return "", false
+	}
+	// The synthesised CNAME is not signed: validators check the DNAME.
+	r.Answer = append(r.Answer, &dns.CNAME{
+		Hdr:    dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: d.Hdr.Ttl},
+		Target: target,
+	})
+	return target, true
+}
+
+// referral answers from above the cut at n (RFC 1034 §4.3.2 step 3b).
+func (l *lookup) referral(n *node) {
+	r := &l.res
+	r.Kind, r.Authoritative = Referral, false
+	r.Ns = append(r.Ns, n.sets[dns.TypeNS]...)
+	if l.do {
+		if ds := n.sets[dns.TypeDS]; ds != nil {
+			r.Ns = append(r.Ns, ds...)
+			r.Ns = append(r.Ns, n.sigs(dns.TypeDS)...)
+		} else {
+			r.Ns = append(r.Ns, l.z.proof(lower(n.name))...) // an unsigned delegation
+		}
+	}
+	for _, rr := range n.sets[dns.TypeNS] {
+		r.Extra = append(r.Extra, l.z.addresses(rr.(*dns.NS).Ns, false)...)
+	}
+}
+
+// additional adds the zone's own addresses of the names MX, SRV and NS
+// records point at (RFC 1034 §4.3.2 step 6).
+func (l *lookup) additional(rrs []dns.RR) {
+	var done []string
+	for _, rr := range rrs {
+		var target string
+		switch rr := rr.(type) {
+		case *dns.MX:
+			target = rr.Mx
+		case *dns.SRV:
+			target = rr.Target
+		case *dns.NS:
+			target = rr.Ns
+		default:
+			return
+		}
+		key := lower(target)
+		if slices.Contains(done, key) || !dns.IsSubDomain(l.z.origin, key) || !l.z.authoritative(key) {
+			continue
+		}
+		done = append(done, key)
+		l.res.Extra = append(l.res.Extra, l.z.addresses(key, l.do)...)
+	}
+}
+
+// addresses returns the A and AAAA records the zone file has for target,
+// with their signatures when signed is set. Dynamic sets are not included:
+// their answer depends on health and on the client.
+func (z *Zone) addresses(target string, signed bool) []dns.RR {
+	n := z.nodes[lower(target)]
+	if n == nil {
+		return nil
+	}
+	var out []dns.RR
+	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		out = append(out, n.sets[t]...)
+		if signed {
+			out = append(out, n.sigs(t)...)
+		}
+	}
+	return out
+}
+
+// wildcardProof adds, for an answer synthesised from a wildcard, the proof
+// that no closer name exists (RFC 4035 §3.1.3.3, RFC 5155 §7.2.6).
+func (l *lookup) wildcardProof(w *wildcard) {
+	if l.do && w != nil {
+		l.res.Ns = append(l.res.Ns, l.z.proof(w.closer)...)
+	}
+}
+
+// negative puts the SOA into authority, as NODATA and NXDOMAIN carry it.
+func (l *lookup) negative() {
+	l.res.Ns = append(l.res.Ns, l.z.negSOA...)
+	if l.do {
+		l.res.Ns = append(l.res.Ns, l.z.negSigs...)
+	}
+}
+
+// rrset returns n's set of type t, and its signatures when asked, owned
+// by name.
+func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
+	out := owned(n.sets[t], name)
+	if l.do {
+		out = append(out, owned(n.sigs(t), name)...)
+	}
+	return out
+}
+
+// owned returns rrs with name as their owner, copying those spelled
+// differently so the zone's records stay as loaded.
+func owned(rrs []dns.RR, name string) []dns.RR {
+	out := make([]dns.RR, len(rrs))
+	for i, rr := range rrs {
+		if rr.Header().Name != name {
+			rr = dns.Copy(rr)
+			rr.Header().Name = name
+		}
+		out[i] = rr
+	}
+	return out
+}
+
+// types returns the types of n's sets in ascending order.
+func types(n *node) []uint16 {
+	ts := make([]uint16, 0, len(n.sets))
+	for t := range n.sets {
+		ts = append(ts, t)
+	}
+	slices.Sort(ts)
+	return ts
+}

@@ -1,0 +1,270 @@
+// Package zone holds the zones steadydns is authoritative for, loaded from
+// RFC 1035 zone files, and answers lookups in them as an authoritative
+// server must (RFC 1034 §4.3.2, RFC 4592 wildcards, RFC 6672 DNAME,
+// RFC 8482 ANY). A zone is immutable once loaded and marked, so any number
+// of goroutines may look up at once.
+package zone
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Zone is one loaded zone.
+type Zone struct {
+	origin string // lowercase fqdn
+	labels int    // labels in origin
+	soa    *dns.SOA
+	apex   *node
+	nodes  map[string]*node // by lowercase owner; empty non-terminals included
+	hashed map[string]*node // NSEC3 owners: not names in the zone (RFC 5155 §7.2.8)
+
+	// Denial of existence: the NSEC chain in canonical order (RFC 4034
+	// §6.1), or the NSEC3 chain in hash order. A zone has one or neither.
+	nsec  []*node
+	nsec3 []*node
+
+	// The SOA and its signatures as NODATA and NXDOMAIN carry them, with
+	// the TTL of RFC 2308 §5.
+	negSOA, negSigs []dns.RR
+}
+
+type node struct {
+	name    string              // owner as first spelled in the zone file
+	sets    map[uint16][]dns.RR // zone-file order; signatures under TypeRRSIG
+	dynamic map[uint16]bool     // A or AAAA sets served from elsewhere
+}
+
+// sigs returns the node's signatures that cover type t.
+func (n *node) sigs(t uint16) []dns.RR {
+	var out []dns.RR
+	for _, rr := range n.sets[dns.TypeRRSIG] {
+		if rr.(*dns.RRSIG).TypeCovered == t {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// Load reads the zone file at path for origin. $INCLUDE is refused, so a
+// zone file cannot pull in files the config does not name.
+func Load(origin, path string) (*Zone, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading zone %s: %w", origin, err)
+	}
+	defer f.Close()
+
+	z := &Zone{
+		origin: lower(dns.Fqdn(origin)),
+		nodes:  make(map[string]*node),
+		hashed: make(map[string]*node),
+	}
+	z.labels = dns.CountLabel(z.origin)
+	z.apex = z.node(z.origin)
+	zp := dns.NewZoneParser(f, z.origin, path)
+	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+		if err := z.add(rr); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := zp.Err(); err != nil {
+		return nil, err // already "path: dns: ... at line: L:C"
+	}
+	if err := z.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	z.index()
+	return z, nil
+}
+
+// Origin returns the zone's origin, lowercase and fully qualified.
+func (z *Zone) Origin() string { return z.origin }
+
+// SOA returns the zone's SOA record as the zone file has it.
+func (z *Zone) SOA() *dns.SOA { return z.soa }
+
+// Signed reports whether the zone has a DNSKEY at its apex.
+func (z *Zone) Signed() bool { return z.apex.sets[dns.TypeDNSKEY] != nil }
+
+func (z *Zone) add(rr dns.RR) error {
+	h := rr.Header()
+	key := lower(h.Name)
+	switch {
+	case h.Class != dns.ClassINET:
+		return fmt.Errorf("%s: class %s: only IN is served", rrName(rr), dns.ClassToString[h.Class])
+	case !dns.IsSubDomain(z.origin, key):
+		return fmt.Errorf("%s: outside the zone %s", rrName(rr), z.origin)
+	case h.Rrtype == dns.TypeSOA && key != z.origin:
+		return fmt.Errorf("%s: SOA below the apex", rrName(rr))
+	case h.Rrtype == dns.TypeSOA && z.soa != nil:
+		return fmt.Errorf("%s: second SOA", rrName(rr))
+	case h.Rrtype == dns.TypeSOA:
+		z.soa = rr.(*dns.SOA)
+	}
+
+	var n *node
+	if h.Rrtype == dns.TypeNSEC3 || h.Rrtype == dns.TypeRRSIG && rr.(*dns.RRSIG).TypeCovered == dns.TypeNSEC3 {
+		if n = z.hashed[key]; n == nil {
+			n = &node{name: h.Name, sets: make(map[uint16][]dns.RR)}
+			z.hashed[key] = n
+		}
+	} else {
+		n = z.node(h.Name)
+	}
+	for _, have := range n.sets[h.Rrtype] {
+		if dns.IsDuplicate(have, rr) {
+			return nil // an RRset is a set (RFC 2181 §5)
+		}
+	}
+	n.sets[h.Rrtype] = append(n.sets[h.Rrtype], rr)
+	return nil
+}
+
+// node returns the node for owner, creating it and its ancestors up to the
+// apex: a name with descendants exists even without records of its own
+// (an empty non-terminal, RFC 4592 §2.2.2).
+func (z *Zone) node(owner string) *node {
+	key := lower(owner)
+	if n := z.nodes[key]; n != nil {
+		return n
+	}
+	n := &node{name: owner, sets: make(map[uint16][]dns.RR)}
+	z.nodes[key] = n
+	if key != z.origin {
+		off, _ := dns.NextLabel(owner, 0)
+		z.node(owner[off:])
+	}
+	return n
+}
+
+func (z *Zone) check() error {
+	if z.soa == nil {
+		return fmt.Errorf("no SOA at the apex %s", z.origin)
+	}
+	if z.apex.sets[dns.TypeNS] == nil {
+		return fmt.Errorf("no NS at the apex %s", z.origin)
+	}
+	for _, key := range z.names() {
+		n := z.nodes[key]
+		if len(n.sets[dns.TypeDNAME]) > 1 {
+			return fmt.Errorf("%s: more than one DNAME", n.name)
+		}
+		cname := n.sets[dns.TypeCNAME]
+		if cname == nil {
+			continue
+		}
+		if len(cname) > 1 {
+			return fmt.Errorf("%s: more than one CNAME", n.name)
+		}
+		for t := range n.sets {
+			if t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC {
+				return fmt.Errorf("%s: CNAME and %s at the same name", n.name, dns.TypeToString[t])
+			}
+		}
+	}
+	return nil
+}
+
+// index normalises TTLs and builds the denial chains and negative SOA.
+func (z *Zone) index() {
+	for _, n := range z.nodes {
+		sameTTL(n)
+		if n.sets[dns.TypeNSEC] != nil {
+			z.nsec = append(z.nsec, n)
+		}
+	}
+	for _, n := range z.hashed {
+		sameTTL(n)
+		if n.sets[dns.TypeNSEC3] != nil {
+			z.nsec3 = append(z.nsec3, n)
+		}
+	}
+	slices.SortFunc(z.nsec, func(a, b *node) int { return canonicalCompare(a.name, b.name) })
+	slices.SortFunc(z.nsec3, func(a, b *node) int { return strings.Compare(hashLabel(a), hashLabel(b)) })
+
+	ttl := min(z.soa.Hdr.Ttl, z.soa.Minttl)
+	z.negSOA = []dns.RR{withTTL(z.soa, ttl)}
+	for _, sig := range z.apex.sigs(dns.TypeSOA) {
+		z.negSigs = append(z.negSigs, withTTL(sig, ttl))
+	}
+}
+
+// sameTTL gives every record of a set the lowest TTL among them, as RFC
+// 2181 §5.2 asks, so that both answer paths send the same TTL. Signatures
+// keep theirs: an RRSIG set covers many types.
+func sameTTL(n *node) {
+	for t, rrs := range n.sets {
+		if t == dns.TypeRRSIG {
+			continue
+		}
+		ttl := rrs[0].Header().Ttl
+		for _, rr := range rrs {
+			ttl = min(ttl, rr.Header().Ttl)
+		}
+		for _, rr := range rrs {
+			rr.Header().Ttl = ttl
+		}
+	}
+}
+
+// names returns the keys of every node, sorted.
+func (z *Zone) names() []string {
+	keys := make([]string, 0, len(z.nodes))
+	for k := range z.nodes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// authoritative reports whether key holds this zone's own data: not at or
+// below a zone cut, and not below a DNAME (RFC 6672 §2.3).
+func (z *Zone) authoritative(key string) bool {
+	for off := 0; ; {
+		anc := key[off:]
+		if n := z.nodes[anc]; n != nil {
+			if anc != z.origin && n.sets[dns.TypeNS] != nil {
+				return false
+			}
+			if off > 0 && n.sets[dns.TypeDNAME] != nil {
+				return false
+			}
+		}
+		var end bool
+		if off, end = dns.NextLabel(key, off); end || anc == z.origin {
+			return true
+		}
+	}
+}
+
+func withTTL(rr dns.RR, ttl uint32) dns.RR {
+	c := dns.Copy(rr)
+	c.Header().Ttl = ttl
+	return c
+}
+
+func rrName(rr dns.RR) string {
+	return rr.Header().Name + " " + dns.TypeToString[rr.Header().Rrtype]
+}
+
+// lower lowercases ASCII letters only, as DNS names compare (RFC 4343), so
+// that a name keeps its length and label offsets.
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
