@@ -106,6 +106,7 @@ struct scratch {
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
 	__u8 key[256 + 8] __attribute__((aligned(8)));
+	__u8 hdr[64];  /* the frame's headers while the frame grows */
 	struct query q;
 	struct set_stats sets[3];
 	__u32 down;

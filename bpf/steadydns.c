@@ -67,6 +67,11 @@ static __always_inline int is_ext_header(__u8 nh)
 	       nh == IPPROTO_AH || nh == IPPROTO_ESP || nh == 135 /* MH */;
 }
 
+/* Ethernet, IP and UDP header lengths: options and extension headers are
+ * passed, so these are the only two. */
+#define L2L4_V4 (14 + 20 + 8)
+#define L2L4_V6 (14 + 40 + 8)
+
 struct frame {
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
@@ -209,6 +214,24 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 	return 0;
 }
 
+/* resize makes the frame delta bytes longer or shorter. Growth goes at the
+ * head: drivers guarantee XDP_PACKET_HEADROOM there, while the tailroom of
+ * a veth frame can be a few dozen bytes. The headers are saved and written
+ * back at the new start; the DNS message is rewritten by the caller. On
+ * failure the frame is unchanged. */
+static __always_inline int resize(struct xdp_md *ctx, struct scratch *s,
+				  const struct frame *f, __s32 delta)
+{
+	if (delta <= 0)
+		return delta ? bpf_xdp_adjust_tail(ctx, delta) : 0;
+	__u32 hlen = f->v6 ? L2L4_V6 : L2L4_V4;
+	if (bpf_xdp_load_bytes(ctx, 0, s->hdr, hlen))
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -delta))
+		return -1;
+	return bpf_xdp_store_bytes(ctx, 0, s->hdr, hlen);
+}
+
 SEC("xdp")
 int steadydns(struct xdp_md *ctx)
 {
@@ -315,12 +338,11 @@ int steadydns(struct xdp_md *ctx)
 	if (psum < 0)
 		return count(OUT_NO_ROOM);
 
-	__s32 delta = (__s32)(f.dns_off + rlen) - (__s32)(data_end - data);
-	if (bpf_xdp_adjust_tail(ctx, delta))
-		return count(OUT_NO_ROOM);
 	__u32 wlen = at(rlen);
 	if (wlen < DNS_HDR)
 		return count(OUT_MALFORMED);
+	if (resize(ctx, s, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
+		return count(OUT_NO_ROOM);
 	if (bpf_xdp_store_bytes(ctx, f.dns_off, m, wlen))
 		return count(OUT_NO_ROOM);
 	if (finish_frame(ctx, &f, rlen, (__u32)psum))

@@ -151,6 +151,7 @@ type SteadydnsScratch struct {
 	Buf [1092]uint8
 	_   [4]byte
 	Key [264]uint8
+	Hdr [64]uint8
 	Q   struct {
 		_       structs.HostLayout
 		NameLen uint32

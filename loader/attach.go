@@ -20,6 +20,8 @@ const (
 	ModeGeneric Mode = "generic" // skb mode only
 )
 
+var pinnedModes = []Mode{ModeNative, ModeGeneric}
+
 // Attach attaches the program to the interface through a pinned bpf_link.
 // A link already pinned for the interface by an earlier run is updated in
 // place, so queries keep being answered across a restart. It returns the
@@ -29,16 +31,18 @@ func (o *Objects) Attach(ifname string, mode Mode) (Mode, error) {
 	if err != nil {
 		return "", fmt.Errorf("attaching xdp to %s: %w", ifname, err)
 	}
-	pin := o.linkPin(ifname)
-	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-		got, ok := pinnedTarget(l, pin, iface.Index)
-		if ok && (mode == ModeAuto || mode == got) {
+	for _, m := range pinnedModes {
+		l, err := link.LoadPinnedLink(o.linkPin(ifname, m), nil)
+		if err != nil {
+			continue
+		}
+		if attachedTo(l, iface.Index) && (mode == ModeAuto || mode == m) {
 			err := l.Update(o.Steadydns)
 			l.Close()
 			if err != nil {
 				return "", fmt.Errorf("updating the xdp link on %s: %w", ifname, err)
 			}
-			return got, nil
+			return m, nil
 		}
 		// The interface was recreated or the mode changed: start over.
 		l.Unpin()
@@ -65,10 +69,7 @@ func (o *Objects) Attach(ifname string, mode Mode) (Mode, error) {
 		return "", fmt.Errorf("attaching xdp to %s: %w", ifname, err)
 	}
 	defer l.Close()
-	if err := os.WriteFile(pin+".mode", []byte(got), 0o600); err != nil {
-		return "", fmt.Errorf("recording the xdp mode of %s: %w", ifname, err)
-	}
-	if err := l.Pin(pin); err != nil {
+	if err := l.Pin(o.linkPin(ifname, got)); err != nil {
 		return "", fmt.Errorf("pinning the xdp link of %s: %w", ifname, err)
 	}
 	return got, nil
@@ -80,41 +81,35 @@ func attach(o *Objects, ifindex int, flags link.XDPAttachFlags) (link.Link, erro
 
 // Detach removes the program from the interface and its pinned link.
 func (o *Objects) Detach(ifname string) error {
-	pin := o.linkPin(ifname)
-	l, err := link.LoadPinnedLink(pin, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("detaching xdp from %s: %w", ifname, err)
-	}
-	defer l.Close()
-	os.Remove(pin + ".mode")
-	if err := l.Unpin(); err != nil {
-		return fmt.Errorf("unpinning the xdp link of %s: %w", ifname, err)
+	for _, m := range pinnedModes {
+		l, err := link.LoadPinnedLink(o.linkPin(ifname, m), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("detaching xdp from %s: %w", ifname, err)
+		}
+		err = l.Unpin()
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("unpinning the xdp link of %s: %w", ifname, err)
+		}
 	}
 	return nil
 }
 
-func (o *Objects) linkPin(ifname string) string {
-	return filepath.Join(o.Dir, "link_"+ifname)
+// linkPin names the pin after the interface and the mode: the kernel does
+// not report an XDP link's mode, and bpffs holds no other files to keep it.
+func (o *Objects) linkPin(ifname string, m Mode) string {
+	return filepath.Join(o.Dir, "link_"+ifname+"_"+string(m))
 }
 
-// pinnedTarget reports the mode of a pinned link if it is still attached to
-// ifindex. The kernel does not report an XDP link's mode, so Attach records
-// it beside the pin.
-func pinnedTarget(l link.Link, pin string, ifindex int) (Mode, bool) {
+// attachedTo reports whether a pinned link is still attached to ifindex.
+func attachedTo(l link.Link, ifindex int) bool {
 	info, err := l.Info()
 	if err != nil {
-		return "", false
+		return false
 	}
 	xdp := info.XDP()
-	if xdp == nil || int(xdp.Ifindex) != ifindex {
-		return "", false
-	}
-	b, err := os.ReadFile(pin + ".mode")
-	if err != nil {
-		return "", false
-	}
-	return Mode(b), true
+	return xdp != nil && int(xdp.Ifindex) == ifindex
 }

@@ -26,9 +26,11 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if truncate(m, limit, outcome == OutcomeReferral) {
 		outcome = OutcomeTruncated
 	}
+	// Counted before the write, so a client that reads the metrics after
+	// its reply always sees its own query counted.
+	s.opts.Observe(outcome)
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
-	s.opts.Observe(outcome)
 }
 
 // reply builds the reply to r and names its outcome.
