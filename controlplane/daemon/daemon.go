@@ -34,8 +34,12 @@ type Daemon struct {
 	http     *http.Server
 	outcomes []string
 
-	mu   sync.Mutex // serialises reloads
-	plan atomic.Pointer[Plan]
+	mu        sync.Mutex // serialises reloads
+	plan      atomic.Pointer[Plan]
+	closeOnce sync.Once
+	closeErr  error
+	stopPush  context.CancelFunc
+	pushDone  chan struct{}
 }
 
 // Start loads the config at path and brings the edge up: records and a
@@ -96,6 +100,13 @@ func Start(path string) (*Daemon, error) {
 	}
 	d.http = &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
 	go d.http.Serve(ln)
+	var ctx context.Context
+	ctx, d.stopPush = context.WithCancel(context.Background())
+	d.pushDone = make(chan struct{})
+	go func() {
+		defer close(d.pushDone)
+		d.table.Run(ctx)
+	}()
 	slog.Info("serving", "config", path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
 	return d, nil
 }
@@ -146,12 +157,8 @@ func (d *Daemon) Reload() error {
 	return nil
 }
 
-// Run pushes the health table until ctx ends or a signal stops the
-// daemon; SIGHUP reloads.
+// Run serves until ctx ends or a signal stops the daemon; SIGHUP reloads.
 func (d *Daemon) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go d.table.Run(ctx)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -174,11 +181,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 // pinned link and keeps answering from the pinned maps, so a restart does
 // not interrupt it; `steadydns detach` removes it.
 func (d *Daemon) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := errors.Join(d.fb.Shutdown(ctx), d.http.Shutdown(ctx))
-	d.objs.Close()
-	return err
+	d.closeOnce.Do(func() {
+		d.stopPush()
+		<-d.pushDone
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d.closeErr = errors.Join(d.fb.Shutdown(ctx), d.http.Shutdown(ctx))
+		d.objs.Close()
+	})
+	return d.closeErr
 }
 
 // XDPOutcomes implements api.Source.

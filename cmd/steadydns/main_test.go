@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "steadydns")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func run(bin string, args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// TestCheck: the examples pass `steadydns check`; a bad config fails with
+// the file, line and key.
+func TestCheck(t *testing.T) {
+	bin := build(t)
+	examples, _ := filepath.Glob("../../examples/*/steadydns.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no examples found")
+	}
+	for _, ex := range examples {
+		if code, out, errOut := run(bin, "check", "--config", ex); code != 0 || !strings.HasSuffix(out, ": ok\n") {
+			t.Errorf("check %s: exit %d\n%s%s", ex, code, out, errOut)
+		}
+	}
+
+	dir := t.TempDir()
+	good, err := os.ReadFile("../../examples/quickstart/steadydns.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone, _ := os.ReadFile("../../examples/quickstart/example.test.zone")
+	os.WriteFile(filepath.Join(dir, "example.test.zone"), zone, 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, bytes.Replace(good, []byte("check: web2 }"), []byte("check: web9 }"), 1), 0o644)
+	code, _, errOut := run(bin, "check", "--config", bad)
+	if code != 1 || !strings.Contains(errOut, bad+":44: records[0].answers[1].check:") || !strings.Contains(errOut, "web9") {
+		t.Errorf("check of a bad config: exit %d, stderr %q; want exit 1 naming %s:44: records[0].answers[1].check", code, errOut, bad)
+	}
+
+	if code, out, _ := run(bin, "version"); code != 0 || !strings.HasPrefix(out, "steadydns") {
+		t.Errorf("version: exit %d %q", code, out)
+	}
+	if code, _, _ := run(bin, "frobnicate"); code != 2 {
+		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}

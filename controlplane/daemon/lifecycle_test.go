@@ -1,0 +1,112 @@
+package daemon_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/controlplane/daemon"
+)
+
+// TestRestartKeepsAnswering stops the daemon and starts another on the same
+// pins while a client queries without pause: XDP, pinned with its maps,
+// answers every query throughout.
+func TestRestartKeepsAnswering(t *testing.T) {
+	e := startEdge(t, "native")
+	stop := make(chan struct{})
+	var sent, failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.env.Client.Do(func() error {
+			c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
+			for {
+				select {
+				case <-stop:
+					return nil
+				default:
+				}
+				r, _, err := c.Exchange(q("www.example.test.", dns.TypeA), "198.18.0.2:53")
+				sent.Add(1)
+				if err != nil || len(r.Answer) != 2 {
+					failed.Add(1)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}()
+
+	time.Sleep(100 * time.Millisecond)
+	x0, _ := e.paths(t)
+	if err := e.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Down: only the pinned XDP program answers.
+	time.Sleep(200 * time.Millisecond)
+	var d2 *daemon.Daemon
+	if err := e.env.Edge.Do(func() (err error) { d2, err = daemon.Start(e.cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	counts, err := d2.XDPOutcomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	<-done
+	if failed.Load() != 0 || sent.Load() < 50 {
+		t.Fatalf("%d of %d queries failed across the restart", failed.Load(), sent.Load())
+	}
+	if counts["answered"] <= x0 {
+		t.Errorf("xdp answered nothing while the daemon was down (%d then %d)", x0, counts["answered"])
+	}
+	t.Logf("%d queries across the restart, none failed", sent.Load())
+}
+
+// TestReload: a bad config is rejected with file, line and key and the
+// running one keeps serving; a good one changes the answers.
+func TestReload(t *testing.T) {
+	e := startEdge(t, "native")
+	orig, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(orig), "ttl: 30", "ttl: thirty", 1)
+	write(t, e.cfg, bad)
+	err = e.d.Reload()
+	if err == nil || !strings.Contains(err.Error(), e.cfg+":16: records[0].ttl:") {
+		t.Fatalf("reload of a bad config: %v, want an error at %s:16: records[0].ttl", err, e.cfg)
+	}
+	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); len(got) != 2 {
+		t.Fatalf("after a rejected reload: %v", got)
+	}
+
+	good := strings.Replace(string(orig), "      - { value: 198.18.1.2, check: web2 }\n", "      - { value: 198.18.1.2, check: web2 }\n      - { value: 198.18.1.3 }\n", 1)
+	write(t, e.cfg, good)
+	if err := e.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"198.18.1.1", "198.18.1.2", "198.18.1.3"}
+	x0, _ := e.paths(t)
+	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); !slices.Equal(got, want) {
+		t.Fatalf("after reload: %v, want %v", got, want)
+	}
+	if x1, _ := e.paths(t); x1 != x0+1 {
+		t.Errorf("the reloaded record was not answered by xdp")
+	}
+	// Removing a record removes it from the kernel too.
+	noAAAA := good[:strings.Index(good, "  - name: www.example.test.\n    type: AAAA")] + good[strings.Index(good, "aggregation:"):]
+	write(t, e.cfg, noAAAA)
+	if err := e.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeAAAA)); len(r.Answer) != 0 || r.Rcode != dns.RcodeSuccess || len(r.Ns) != 1 {
+		t.Errorf("AAAA after its removal: %v, want NODATA", r)
+	}
+}

@@ -1,0 +1,134 @@
+package records
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/zone"
+)
+
+const zoneText = `$ORIGIN example.test.
+$TTL 300
+@      SOA ns1 hostmaster 1 7200 3600 1209600 300
+@      NS  ns1
+ns1    A   198.18.0.2
+big    A   198.18.2.1
+big    A   198.18.2.2
+big    A   198.18.2.3
+big    A   198.18.2.4
+big    A   198.18.2.5
+big    A   198.18.2.6
+big    A   198.18.2.7
+big    A   198.18.2.8
+big    A   198.18.2.9
+alias  CNAME ns1
+sub    NS  ns.sub
+ns.sub A   198.18.5.1
+`
+
+const cfgText = `server:
+  listen: ["198.18.0.2:53"]
+zones:
+  - origin: example.test.
+    file: z.zone
+health_checks:
+  a: { type: tcp, target: 198.18.1.1, port: 80 }
+  b: { type: tcp, target: 198.18.1.2, port: 80 }
+records:
+  - name: WWW.example.test.
+    type: A
+    ttl: 20
+    ttl_degraded: 5
+    policy: failover
+    min_healthy: 50%
+    when_all_down: nodata
+    answers:
+      - { value: 198.18.1.1, check: a, priority: 1 }
+      - { value: 198.18.1.2, check: b, priority: 2 }
+      - { value: 198.18.1.3, check: b, backup: true, region: eu }
+`
+
+func compile(t *testing.T, cfgText string) (*Compiled, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(zoneText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "c.yaml")
+	cfg, err := config.Parse(path, []byte(cfgText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Compile(cfg, []*zone.Zone{z}, map[string]uint32{"a": 7, "b": 9})
+}
+
+func TestCompile(t *testing.T) {
+	c, err := compile(t, cfgText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	www := c.Lookup("www.example.test.", dns.TypeA)
+	if www == nil || !www.Dynamic {
+		t.Fatalf("www A not compiled as dynamic: %+v", www)
+	}
+	v := www.Value
+	if v.N != 3 || v.Ttl != 20 || v.TtlDegraded != 5 || v.Policy != uint8(bpf.SteadydnsPolicyPOLICY_FAILOVER) || v.WhenAllDown != uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) {
+		t.Errorf("www A header %+v", v)
+	}
+	// 50% of 2 primaries.
+	if v.MinHealthy != 1 {
+		t.Errorf("min_healthy 50%% of 2 primaries compiled to %d, want 1", v.MinHealthy)
+	}
+	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region == 0 {
+		t.Errorf("www A candidates %+v", v.Cand[:3])
+	}
+	if got := string(v.Cand[1].Addr[:4]); got != "\xc6\x12\x01\x02" {
+		t.Errorf("candidate 1 address bytes %x", got)
+	}
+	if www.Key().Wire != "\x03www\x07example\x04test\x00" {
+		t.Errorf("key %q", www.Key().Wire)
+	}
+
+	// Static sets: ns1 is in; glue below the cut is not; big has more
+	// than K records and stays with the fallback, with a warning.
+	if s := c.Lookup("ns1.example.test.", dns.TypeA); s == nil || s.Dynamic || s.Value.MaxAnswers != 1 || s.Value.Cand[0].Check != 0 {
+		t.Errorf("ns1 A static set: %+v", s)
+	}
+	if s := c.Lookup("ns.sub.example.test.", dns.TypeA); s != nil {
+		t.Errorf("glue below a cut compiled into the kernel: %+v", s)
+	}
+	if s := c.Lookup("big.example.test.", dns.TypeA); s != nil {
+		t.Errorf("a 9-record set compiled into the kernel")
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "big.example.test.") {
+		t.Errorf("warnings %q", c.Warnings)
+	}
+	if len(c.Entries()) != len(c.Sets) {
+		t.Errorf("%d entries for %d sets", len(c.Entries()), len(c.Sets))
+	}
+}
+
+func TestCompileRejects(t *testing.T) {
+	for _, c := range []struct{ name, owner string }{
+		{"a record at a CNAME", "alias.example.test."},
+		{"a record below a cut", "x.sub.example.test."},
+		{"a name the zone file already has for the type", "ns1.example.test."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := compile(t, strings.Replace(cfgText, "WWW.example.test.", c.owner, 1))
+			if err == nil || !strings.Contains(err.Error(), "c.yaml:10: records[0].name:") {
+				t.Errorf("got %v, want an error at c.yaml:10: records[0].name", err)
+			}
+		})
+	}
+}
