@@ -3,7 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,17 +115,17 @@ func write(t *testing.T, path, s string) {
 }
 
 // ask sends one query from the client host.
-func (e *edge) ask(t *testing.T, net_ string, server string, m *dns.Msg) *dns.Msg {
+func (e *edge) ask(t *testing.T, proto string, server string, m *dns.Msg) *dns.Msg {
 	t.Helper()
 	var r *dns.Msg
 	err := e.env.Client.Do(func() error {
-		c := &dns.Client{Net: net_, Timeout: 2 * time.Second}
+		c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
 		var err error
 		r, _, err = c.Exchange(m, server)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("querying %s %s over %s: %v", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], net_, err)
+		t.Fatalf("querying %s %s over %s: %v", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], proto, err)
 	}
 	return r
 }
@@ -219,9 +219,15 @@ func endToEnd(t *testing.T, mode string) {
 			rcode int
 			check func(*dns.Msg) error
 		}{
-			{"SOA", "udp", q("example.test.", dns.TypeSOA), dns.RcodeSuccess, func(r *dns.Msg) error { return want(len(r.Answer) == 1 && r.Answer[0].Header().Rrtype == dns.TypeSOA, "one SOA") }},
-			{"MX", "udp", q("example.test.", dns.TypeMX), dns.RcodeSuccess, func(r *dns.Msg) error { return want(len(r.Answer) == 1 && r.Answer[0].(*dns.MX).Mx == "mail.example.test.", "MX mail") }},
-			{"NXDOMAIN", "udp", q("nope.example.test.", dns.TypeA), dns.RcodeNameError, func(r *dns.Msg) error { return want(len(r.Ns) == 1 && r.Ns[0].Header().Rrtype == dns.TypeSOA, "SOA in authority") }},
+			{"SOA", "udp", q("example.test.", dns.TypeSOA), dns.RcodeSuccess, func(r *dns.Msg) error {
+				return want(len(r.Answer) == 1 && r.Answer[0].Header().Rrtype == dns.TypeSOA, "one SOA")
+			}},
+			{"MX", "udp", q("example.test.", dns.TypeMX), dns.RcodeSuccess, func(r *dns.Msg) error {
+				return want(len(r.Answer) == 1 && r.Answer[0].(*dns.MX).Mx == "mail.example.test.", "MX mail")
+			}},
+			{"NXDOMAIN", "udp", q("nope.example.test.", dns.TypeA), dns.RcodeNameError, func(r *dns.Msg) error {
+				return want(len(r.Ns) == 1 && r.Ns[0].Header().Rrtype == dns.TypeSOA, "SOA in authority")
+			}},
 			{"NODATA at a dynamic name", "udp", q("www.example.test.", dns.TypeMX), dns.RcodeSuccess, func(r *dns.Msg) error {
 				return want(len(r.Answer) == 0 && len(r.Ns) == 1, "no answer, SOA in authority")
 			}},
@@ -302,28 +308,16 @@ func endToEnd(t *testing.T, mode string) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b := new(strings.Builder)
-		if _, err := fmt.Fprint(b, readAll(t, resp)); err != nil {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range []string{`steadydns_queries_total{outcome="answered",path="xdp"}`, `steadydns_queries_total{outcome="noerror",path="fallback"}`, `steadydns_check_healthy{check="web1"} 1`, "steadydns_health_table_age_seconds"} {
-			if !strings.Contains(b.String(), s) {
+			if !strings.Contains(string(b), s) {
 				t.Errorf("metrics lack %s", s)
 			}
 		}
 	})
-}
-
-func readAll(t *testing.T, resp *http.Response) string {
-	b := new(strings.Builder)
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			return b.String()
-		}
-	}
 }
 
 func want(ok bool, what string) error {
@@ -332,5 +326,3 @@ func want(ok bool, what string) error {
 	}
 	return fmt.Errorf("want %s", what)
 }
-
-var _ net.Conn
