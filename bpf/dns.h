@@ -15,6 +15,7 @@
 #define TYPE_OPT 41
 #define CLASS_IN 1
 #define MAX_OPTIONS 16
+#define OPT_ECS 8
 
 
 /* Mask a message offset for the verifier. The empty asm hides the value
@@ -98,6 +99,7 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 
 	q->has_opt = 0;
 	q->do_bit = 0;
+	q->has_ecs = 0;
 	q->udp_size = 512;
 	if (!m[11])
 		return q->q_end == len ? OUT_ANSWERED : OUT_MALFORMED;
@@ -120,6 +122,8 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 			break;
 		if (o + 4 > end)
 			return OUT_OPT_MALFORMED;
+		if (rd16(m, o) == OPT_ECS)
+			q->has_ecs = 1;
 		o += 4 + rd16(m, o + 2);
 	}
 	if (o != end)

@@ -48,10 +48,45 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, OUT_MAX);
-	__type(key, __u32);
+	__type(key, enum outcome);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } counters SEC(".maps");
+
+/* Geo: client prefix to region, then the region's ranking of regions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 16);
+	__type(key, struct geo_key4);
+	__type(value, struct geo_match);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} geo4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 16);
+	__type(key, struct geo_key6);
+	__type(value, struct geo_match);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} geo6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_REGIONS);
+	__type(key, __u32);
+	__type(value, struct geo_order);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} geo_rank SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_ZONES);
+	__type(key, __u32);
+	__type(value, struct zone_soa);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} zones SEC(".maps");
 
 /* Round-robin rotation, per CPU so that no two CPUs contend on it. */
 struct {
@@ -78,6 +113,7 @@ struct query {
 	__u16 udp_size;  /* client's EDNS size; 512 without OPT */
 	__u8 has_opt;
 	__u8 do_bit;
+	__u8 has_ecs;    /* an EDNS Client Subnet option */
 };
 
 /* Statistics of one candidate set, gathered during the scan. */
@@ -101,6 +137,13 @@ struct pick {
 	__u8 order[MAX_CANDIDATES];       /* candidate slots to answer, in answer order */
 };
 
+/* Per-query inputs of the selection besides the record set. */
+struct draw {
+	__u32 open;
+	__u32 rnd;
+	__u32 turn;
+};
+
 struct scratch {
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
@@ -108,7 +151,8 @@ struct scratch {
 	__u8 key[256 + 8] __attribute__((aligned(8)));
 	__u8 hdr[64];  /* the frame's headers while the frame grows */
 	struct query q;
-	struct set_stats sets[3];
+	struct draw draw;
+	struct set_stats sets[3][GEO_RANKS];  /* healthy, backups, all; by rank */
 	__u32 down;
 	struct pick pick;
 };

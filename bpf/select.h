@@ -2,7 +2,7 @@
 /* Answer selection (DESIGN §7). One scan over all K candidates computes
  * every set the decision needs; the choice among them is made at the end,
  * so a record failing open costs what a healthy one costs.
- * controlplane/selection mirrors this file line for line in Go. */
+ * controlplane/selection mirrors this file step for step in Go. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -60,36 +60,38 @@ static __always_inline __u32 weighted_member(const struct rrset *rr,
 	return at;
 }
 
-/* select_answers decides which candidates to answer. open: answer as if
- * every candidate were healthy (no table yet, or stale with answer_all).
- * rnd and rr_turn are drawn by the caller on every query.
+/* select_answers decides which candidates to answer and leaves the result
+ * in s->pick. order ranks the candidates' regions for this client (NULL:
+ * no geo). s->draw carries the rest of the query's inputs: open (answer as
+ * if every candidate were healthy: no table yet, or stale with answer_all),
+ * the random draw and the round-robin turn, taken on every query.
  *
  * It is a global function so the verifier checks it once, on its own,
  * instead of once for every path of the parser that leads to it. */
 __attribute__((noinline)) int select_answers(struct scratch *s,
-					     const struct rrset *rr, __u32 open,
-					     __u32 rnd, __u32 rr_turn)
+					     const struct rrset *rr,
+					     const struct geo_order *order)
 {
 	if (!s || !rr)
 		return -1;
+	__u32 open = s->draw.open, rnd = s->draw.rnd, rr_turn = s->draw.turn;
 	/* The sets live in map memory and are read back through volatile:
 	 * the verifier then sees unknown numbers instead of one constant
 	 * per combination of healthy candidates, and its states converge. */
-	volatile struct set_stats *up = &s->sets[0];   /* healthy primaries */
-	volatile struct set_stats *bup = &s->sets[1];  /* healthy backups */
-	volatile struct set_stats *all = &s->sets[2];  /* every primary */
+	volatile struct set_stats *sets = &s->sets[0][0];
 	volatile __u32 *down = &s->down;
 	struct pick *p = &s->pick;
 
 #pragma unroll
-	for (int i = 0; i < 3; i++) {
-		s->sets[i].mask = 0;
-		s->sets[i].low_mask = 0;
-		s->sets[i].low_prio = ~0u;
-		s->sets[i].wsum = 0;
+	for (int i = 0; i < 3 * GEO_RANKS; i++) {
+		sets[i].mask = 0;
+		sets[i].low_mask = 0;
+		sets[i].low_prio = ~0u;
+		sets[i].wsum = 0;
 	}
 	*down = 0;
 
+	/* The scan: health, backup and geo rank of every slot, once. */
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		const struct candidate *c = &rr->cand[i];
@@ -98,12 +100,31 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 		__u32 healthy = (h && h->state == HEALTH_UP) || open;
 		__u32 bit = i < rr->n ? 1u << i : 0;
 		__u32 backup = c->flags & CAND_BACKUP;
+		__u32 rank = order ? order->rank[c->region & (MAX_REGIONS - 1)] : 0;
+		if (rank >= GEO_RANKS)
+			rank = GEO_RANKS - 1;
 
 		*down |= healthy ? 0 : bit;
-		set_add(all, backup ? 0 : bit, c->priority, c->weight);
-		set_add(up, backup || !healthy ? 0 : bit, c->priority, c->weight);
-		set_add(bup, backup && healthy ? bit : 0, c->priority, c->weight);
+		set_add(&sets[2 * GEO_RANKS + rank], backup ? 0 : bit, c->priority, c->weight);
+		set_add(&sets[rank], backup || !healthy ? 0 : bit, c->priority, c->weight);
+		set_add(&sets[GEO_RANKS + rank], backup && healthy ? bit : 0, c->priority, c->weight);
 	}
+
+	/* Geo: the nearest rank with a healthy candidate; with none, the
+	 * nearest with any primary, to fail open there. */
+	__u32 rh = GEO_RANKS, ra = GEO_RANKS;
+#pragma unroll
+	for (__u32 r = 0; r < GEO_RANKS; r++) {
+		if (rh == GEO_RANKS && (sets[r].mask | sets[GEO_RANKS + r].mask))
+			rh = r;
+		if (ra == GEO_RANKS && sets[2 * GEO_RANKS + r].mask)
+			ra = r;
+	}
+	__u32 r = rh < GEO_RANKS ? rh : ra < GEO_RANKS ? ra : 0;
+	r &= GEO_RANKS - 1;
+	volatile struct set_stats *up = &sets[r];                 /* healthy primaries */
+	volatile struct set_stats *bup = &sets[GEO_RANKS + r];    /* healthy backups */
+	volatile struct set_stats *all = &sets[2 * GEO_RANKS + r]; /* every primary */
 
 	/* Backups are eligible only while no primary is healthy. */
 	volatile struct set_stats *e = up->mask ? up : bup;

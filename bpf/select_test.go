@@ -196,7 +196,7 @@ func TestDifferential(t *testing.T) {
 
 		possible := map[string]bool{}
 		for rnd := range uint32(k) {
-			p := selection.Select(v, func(c uint32) bool { return upSet[c] }, false, rnd, rnd)
+			p := selection.Select(v, func(c uint32) bool { return upSet[c] }, nil, false, rnd, rnd)
 			var as []string
 			for _, j := range p.Order {
 				as = append(as, netip.AddrFrom4([4]byte(v.Cand[j].Addr[:4])).String())

@@ -36,7 +36,7 @@ static __always_inline int count(enum outcome o)
 	__u64 *c = bpf_map_lookup_elem(&counters, &k);
 	if (c)
 		*c += 1;
-	return o == OUT_ANSWERED ? XDP_TX : XDP_PASS;
+	return o <= OUT_SERVFAIL ? XDP_TX : XDP_PASS;
 }
 
 static __always_inline int is_server_v4(__be32 a)
@@ -76,6 +76,7 @@ struct frame {
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
 	__u8 v6;
+	__u8 src[16];   /* client address: 4 bytes for IPv4 */
 };
 
 /* parse_l3 finds the DNS message of a UDP datagram to a server address on
@@ -99,6 +100,7 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 		if (ip->ihl != 5)
 			return OUT_IP_OPTIONS;
 		udp = (void *)(ip + 1);
+		__builtin_memcpy(f->src, &ip->saddr, 4);
 		l4_len = bpf_ntohs(ip->tot_len);
 		if (l4_len < sizeof(*ip))
 			return OUT_MALFORMED;
@@ -114,6 +116,7 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 			return is_ext_header(ip6->nexthdr) ? OUT_IPV6_EXT
 							   : OUT_NOT_DNS;
 		udp = (void *)(ip6 + 1);
+		__builtin_memcpy(f->src, &ip6->saddr, 16);
 		l4_len = bpf_ntohs(ip6->payload_len);
 		f->v6 = 1;
 	} else {
@@ -151,6 +154,45 @@ static __always_inline void write_rr(__u8 *m, __u32 off, __u16 qtype,
 	 * the message covers the 12 that do not belong. */
 	*(__u64 *)(p + 12) = *(const __u64 *)addr;
 	*(__u64 *)(p + 20) = *(const __u64 *)(addr + 8);
+}
+
+/* write_soa appends the zone's SOA at message offset off and returns the
+ * offset past it. Its owner points into the question name, where the
+ * zone's name is the suffix of the query name. */
+static __always_inline __u32 write_soa(__u8 *m, __u32 off,
+				       const struct query *q,
+				       const struct zone_soa *z)
+{
+	__u8 *p = m + at(off);
+	__u32 rdlen = z->rdlen;
+	*(__u16 *)p = bpf_htons(0xc000 | (DNS_HDR + q->name_len - z->apex_len));
+	*(__u16 *)(p + 2) = bpf_htons(6); /* SOA */
+	*(__u16 *)(p + 4) = bpf_htons(CLASS_IN);
+	*(__u32 *)(p + 6) = bpf_htonl(z->ttl);
+	*(__u16 *)(p + 10) = bpf_htons(rdlen);
+	for (__u32 w = 0; w < SOA_RDATA_MAX / 8; w++) {
+		if (w * 8 >= rdlen)
+			break;
+		*(__u64 *)(m + at(off + 12 + w * 8)) = *(const __u64 *)(z->rdata + w * 8);
+	}
+	return off + 12 + rdlen;
+}
+
+/* client_region maps the source address to its region through the LPM
+ * tries; 0 when no prefix matches. */
+static __always_inline __u32 client_region(const struct frame *f)
+{
+	struct geo_match *g;
+	if (f->v6) {
+		struct geo_key6 k = { .prefixlen = 128 };
+		__builtin_memcpy(k.addr, f->src, 16);
+		g = bpf_map_lookup_elem(&geo6, &k);
+	} else {
+		struct geo_key4 k = { .prefixlen = 32 };
+		__builtin_memcpy(k.addr, f->src, 4);
+		g = bpf_map_lookup_elem(&geo4, &k);
+	}
+	return g ? g->region : 0;
 }
 
 /* finish_frame turns the query frame into the reply: swaps addresses and
@@ -285,35 +327,60 @@ int steadydns(struct xdp_md *ctx)
 		open = stale && rr->stale == STALE_ANSWER_ALL;
 	}
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
-	__u32 rr_turn = 0;
-	if (turn)
-		rr_turn = (*turn)++;
+	s->draw.open = open;
+	s->draw.rnd = bpf_get_prandom_u32();
+	s->draw.turn = turn ? (*turn)++ : 0;
 
-	if (select_answers(s, rr, open, bpf_get_prandom_u32(), rr_turn))
+	/* Geo: steer by the source address. A query with ECS asks to be
+	 * steered by another address, which the fallback does. */
+	const struct geo_order *order = 0;
+	if (rr->flags & RR_GEO) {
+		if (q.has_ecs)
+			return count(OUT_ECS);
+		__u32 region = client_region(&f);
+		order = bpf_map_lookup_elem(&geo_rank, &region);
+	}
+
+	if (select_answers(s, rr, order))
 		return count(OUT_MALFORMED);
 	struct pick p = s->pick;
-	if (p.action != ACT_ANSWER)
-		return count(OUT_ALL_DOWN);
 
-	__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
-	__u32 n = p.n;
-	if (n > K)
-		n = K;
-	__u32 rlen = q.q_end + n * rsize + (q.has_opt ? 11 : 0);
-	if (rlen > (q.has_opt ? q.udp_size : 512))
-		return count(OUT_TRUNCATED);
-	if (rlen > MSG_MAX - 8)
-		return count(OUT_TRUNCATED);
-
-	__u32 ttl = p.degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
-	__u32 off = q.q_end;
-	/* No branch per record but the loop exit, so the verifier sees one
-	 * path per answer count instead of one per subset. */
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
-			break;
-		write_rr(m, off, q.qtype, ttl, rr->cand[p.order[i] & (K - 1)].addr);
-		off += rsize;
+	__u32 opt_len = q.has_opt ? 11 : 0;
+	__u32 limit = q.has_opt ? q.udp_size : 512;
+	__u32 off = q.q_end, an = 0, ns = 0;
+	__u8 flags3 = 0; /* RA, Z, AD, CD, rcode */
+	__u8 aa = 0x04;
+	o = OUT_ANSWERED;
+	if (p.action == ACT_ANSWER) {
+		__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
+		an = p.n > K ? K : p.n;
+		if (q.q_end + an * rsize + opt_len > limit)
+			return count(OUT_TRUNCATED);
+		__u32 ttl = p.degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
+		/* No branch per record but the loop exit, so the verifier sees
+		 * one path per answer count instead of one per subset. */
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= an)
+				break;
+			write_rr(m, off, q.qtype, ttl, rr->cand[p.order[i] & (K - 1)].addr);
+			off += rsize;
+		}
+	} else if (p.action == ACT_NODATA) {
+		/* NODATA: no answer, the zone's SOA in authority (RFC 2308). */
+		__u32 zi = rr->zone;
+		struct zone_soa *z = bpf_map_lookup_elem(&zones, &zi);
+		if (!z || !z->rdlen || z->rdlen > SOA_RDATA_MAX || z->apex_len > q.name_len)
+			return count(OUT_NO_SOA);
+		if (q.q_end + 12 + z->rdlen + opt_len > limit)
+			return count(OUT_TRUNCATED);
+		off = write_soa(m, off, &q, z);
+		ns = 1;
+		o = OUT_NODATA;
+	} else {
+		/* SERVFAIL: not authoritative, nothing but the question. */
+		flags3 = 2;
+		aa = 0;
+		o = OUT_SERVFAIL;
 	}
 	if (q.has_opt) {
 		/* OPT: root, type 41, size 1232, version 0, DO copied. */
@@ -323,13 +390,17 @@ int steadydns(struct xdp_md *ctx)
 		*(__u16 *)(p8 + 3) = bpf_htons(1232);
 		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
 		*(__u16 *)(p8 + 9) = 0;
+		off += 11;
 	}
+	__u32 rlen = off;
+	if (rlen > MSG_MAX - 8)
+		return count(OUT_TRUNCATED);
 
 	/* Header: QR and AA; ID, RD and CD copied; TC, RA, AD, Z cleared. */
-	m[2] = 0x84 | (m[2] & 0x01);
-	m[3] = m[3] & 0x10;
-	*(__u16 *)(m + 6) = bpf_htons(n);
-	*(__u16 *)(m + 8) = 0;
+	m[2] = 0x80 | aa | (m[2] & 0x01);
+	m[3] = (m[3] & 0x10) | flags3;
+	*(__u16 *)(m + 6) = bpf_htons(an);
+	*(__u16 *)(m + 8) = bpf_htons(ns);
 	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
 
 	/* Zero-pad to a multiple of 4 for the checksum helper. */
@@ -347,7 +418,7 @@ int steadydns(struct xdp_md *ctx)
 		return count(OUT_NO_ROOM);
 	if (finish_frame(ctx, &f, rlen, (__u32)psum))
 		return count(OUT_NO_ROOM);
-	return count(OUT_ANSWERED);
+	return count(o);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -41,6 +41,30 @@ type SteadydnsEnumAnchor struct {
 	Outcome        uint32
 }
 
+type SteadydnsGeoKey4 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type SteadydnsGeoKey6 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type SteadydnsGeoMatch struct {
+	_         structs.HostLayout
+	Region    uint8
+	Prefixlen uint8
+	Pad       uint16
+}
+
+type SteadydnsGeoOrder struct {
+	_    structs.HostLayout
+	Rank [64]uint8
+}
+
 type SteadydnsHealthEntry struct {
 	_      structs.HostLayout
 	State  uint8
@@ -93,25 +117,28 @@ type SteadydnsOutcome uint32
 
 const (
 	SteadydnsOutcomeOUT_ANSWERED      SteadydnsOutcome = 0
-	SteadydnsOutcomeOUT_NOT_DNS       SteadydnsOutcome = 1
-	SteadydnsOutcomeOUT_MALFORMED     SteadydnsOutcome = 2
-	SteadydnsOutcomeOUT_IP_OPTIONS    SteadydnsOutcome = 3
-	SteadydnsOutcomeOUT_FRAGMENT      SteadydnsOutcome = 4
-	SteadydnsOutcomeOUT_IPV6EXT       SteadydnsOutcome = 5
-	SteadydnsOutcomeOUT_NOT_QUERY     SteadydnsOutcome = 6
-	SteadydnsOutcomeOUT_COMPRESSION   SteadydnsOutcome = 7
-	SteadydnsOutcomeOUT_QTYPE         SteadydnsOutcome = 8
-	SteadydnsOutcomeOUT_QCLASS        SteadydnsOutcome = 9
-	SteadydnsOutcomeOUT_ADDITIONAL    SteadydnsOutcome = 10
-	SteadydnsOutcomeOUT_EDNS_VERSION  SteadydnsOutcome = 11
-	SteadydnsOutcomeOUT_OPT_MALFORMED SteadydnsOutcome = 12
-	SteadydnsOutcomeOUT_NOT_FOUND     SteadydnsOutcome = 13
-	SteadydnsOutcomeOUT_DNSSEC        SteadydnsOutcome = 14
-	SteadydnsOutcomeOUT_TRUNCATED     SteadydnsOutcome = 15
-	SteadydnsOutcomeOUT_NO_ROOM       SteadydnsOutcome = 16
-	SteadydnsOutcomeOUT_TOO_LONG      SteadydnsOutcome = 17
-	SteadydnsOutcomeOUT_ALL_DOWN      SteadydnsOutcome = 18
-	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 19
+	SteadydnsOutcomeOUT_NODATA        SteadydnsOutcome = 1
+	SteadydnsOutcomeOUT_SERVFAIL      SteadydnsOutcome = 2
+	SteadydnsOutcomeOUT_NOT_DNS       SteadydnsOutcome = 3
+	SteadydnsOutcomeOUT_MALFORMED     SteadydnsOutcome = 4
+	SteadydnsOutcomeOUT_IP_OPTIONS    SteadydnsOutcome = 5
+	SteadydnsOutcomeOUT_FRAGMENT      SteadydnsOutcome = 6
+	SteadydnsOutcomeOUT_IPV6EXT       SteadydnsOutcome = 7
+	SteadydnsOutcomeOUT_NOT_QUERY     SteadydnsOutcome = 8
+	SteadydnsOutcomeOUT_COMPRESSION   SteadydnsOutcome = 9
+	SteadydnsOutcomeOUT_QTYPE         SteadydnsOutcome = 10
+	SteadydnsOutcomeOUT_QCLASS        SteadydnsOutcome = 11
+	SteadydnsOutcomeOUT_ADDITIONAL    SteadydnsOutcome = 12
+	SteadydnsOutcomeOUT_EDNS_VERSION  SteadydnsOutcome = 13
+	SteadydnsOutcomeOUT_OPT_MALFORMED SteadydnsOutcome = 14
+	SteadydnsOutcomeOUT_NOT_FOUND     SteadydnsOutcome = 15
+	SteadydnsOutcomeOUT_DNSSEC        SteadydnsOutcome = 16
+	SteadydnsOutcomeOUT_TRUNCATED     SteadydnsOutcome = 17
+	SteadydnsOutcomeOUT_NO_ROOM       SteadydnsOutcome = 18
+	SteadydnsOutcomeOUT_TOO_LONG      SteadydnsOutcome = 19
+	SteadydnsOutcomeOUT_NO_SOA        SteadydnsOutcome = 20
+	SteadydnsOutcomeOUT_ECS           SteadydnsOutcome = 21
+	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 22
 )
 
 type SteadydnsPolicy uint32
@@ -144,6 +171,7 @@ type SteadydnsRrsetFlags uint32
 
 const (
 	SteadydnsRrsetFlagsRR_SIGNED SteadydnsRrsetFlags = 1
+	SteadydnsRrsetFlagsRR_GEO    SteadydnsRrsetFlags = 2
 )
 
 type SteadydnsScratch struct {
@@ -160,9 +188,16 @@ type SteadydnsScratch struct {
 		UdpSize uint16
 		HasOpt  uint8
 		DoBit   uint8
-		_       [2]byte
+		HasEcs  uint8
+		_       [1]byte
 	}
-	Sets [3]struct {
+	Draw struct {
+		_    structs.HostLayout
+		Open uint32
+		Rnd  uint32
+		Turn uint32
+	}
+	Sets [3][4]struct {
 		_       structs.HostLayout
 		Mask    uint32
 		LowMask uint32
@@ -177,6 +212,7 @@ type SteadydnsScratch struct {
 		N        uint32
 		Order    [8]uint8
 	}
+	_ [4]byte
 }
 
 type SteadydnsStalePolicy uint32
@@ -202,11 +238,23 @@ const (
 	SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL   SteadydnsWhenAllDown = 2
 )
 
+type SteadydnsZoneSoa struct {
+	_       structs.HostLayout
+	Ttl     uint32
+	Rdlen   uint16
+	ApexLen uint8
+	Pad     uint8
+	Rdata   [256]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SteadydnsMapCounters   = "counters"
+	SteadydnsMapGeo4       = "geo4"
+	SteadydnsMapGeo6       = "geo6"
+	SteadydnsMapGeoRank    = "geo_rank"
 	SteadydnsMapHealth     = "health"
 	SteadydnsMapHealthMeta = "health_meta"
 	SteadydnsMapRr128      = "rr128"
@@ -215,6 +263,7 @@ const (
 	SteadydnsMapRr64       = "rr64"
 	SteadydnsMapRrCounter  = "rr_counter"
 	SteadydnsMapScratch    = "scratch"
+	SteadydnsMapZones      = "zones"
 	SteadydnsProgSteadydns = "steadydns"
 	SteadydnsVarEnumAnchor = "enum_anchor"
 	SteadydnsVarNrServerV4 = "nr_server_v4"
@@ -273,6 +322,9 @@ type SteadydnsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsMapSpecs struct {
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Geo4       *ebpf.MapSpec `ebpf:"geo4"`
+	Geo6       *ebpf.MapSpec `ebpf:"geo6"`
+	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Rr128      *ebpf.MapSpec `ebpf:"rr128"`
@@ -281,6 +333,7 @@ type SteadydnsMapSpecs struct {
 	Rr64       *ebpf.MapSpec `ebpf:"rr64"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
 
 // SteadydnsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -315,6 +368,9 @@ func (o *SteadydnsObjects) Close() error {
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsMaps struct {
 	Counters   *ebpf.Map `ebpf:"counters"`
+	Geo4       *ebpf.Map `ebpf:"geo4"`
+	Geo6       *ebpf.Map `ebpf:"geo6"`
+	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Rr128      *ebpf.Map `ebpf:"rr128"`
@@ -323,11 +379,15 @@ type SteadydnsMaps struct {
 	Rr64       *ebpf.Map `ebpf:"rr64"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Zones      *ebpf.Map `ebpf:"zones"`
 }
 
 func (m *SteadydnsMaps) Close() error {
 	return _SteadydnsClose(
 		m.Counters,
+		m.Geo4,
+		m.Geo6,
+		m.GeoRank,
 		m.Health,
 		m.HealthMeta,
 		m.Rr128,
@@ -336,6 +396,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Rr64,
 		m.RrCounter,
 		m.Scratch,
+		m.Zones,
 	)
 }
 

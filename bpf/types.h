@@ -20,6 +20,17 @@
 /* Longest wire-format name (RFC 1035 §3.1), root label included. */
 #define NAME_MAX_WIRE 255
 
+/* Geo: region ids are 1..MAX_REGIONS-1, 0 is none. A client's region
+ * orders candidate regions into GEO_RANKS ranks: its own, the next two it
+ * fails over to, and everything else. */
+#define MAX_REGIONS 64
+#define GEO_RANKS 4
+
+/* Longest SOA RDATA XDP puts in a NODATA reply; longer ones go to the
+ * fallback. */
+#define SOA_RDATA_MAX 256
+#define MAX_ZONES 256
+
 /* Record keys are bucketed by name length so that the kernel hashes a
  * 32-byte key for ordinary names instead of 256 bytes (DESIGN §4). */
 struct name_key32 {
@@ -63,6 +74,7 @@ enum candidate_flags {
 
 enum rrset_flags {
 	RR_SIGNED = 1,  /* zone is signed: DO=1 queries go to the fallback */
+	RR_GEO = 2,     /* candidates have regions: steer by the client's */
 };
 
 struct candidate {
@@ -95,6 +107,36 @@ enum health_state {
 	HEALTH_UP = 1,
 };
 
+/* Client prefixes to regions, longest match first (LPM tries). */
+struct geo_key4 {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+struct geo_key6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+struct geo_match {
+	__u8 region;
+	__u8 prefixlen;  /* of the matching entry, for the ECS scope */
+	__u16 _pad;
+};
+
+/* For one client region, the rank of every candidate region (0 = the
+ * client's own). Region 0, no region, ranks 0 for every client. */
+struct geo_order {
+	__u8 rank[MAX_REGIONS];
+};
+
+/* A zone's SOA, for NODATA replies built in XDP. */
+struct zone_soa {
+	__u32 ttl;        /* min(SOA TTL, SOA MINIMUM), RFC 2308 */
+	__u16 rdlen;
+	__u8 apex_len;    /* wire length of the zone's name */
+	__u8 _pad;
+	__u8 rdata[SOA_RDATA_MAX];
+};
+
 /* Why an entry has its state. The program reads only the state; the
  * reason is for people (bpftool, the API). */
 enum health_reason {
@@ -124,7 +166,9 @@ struct table_meta {
 
 /* Outcome of every packet the program sees, counted per CPU. */
 enum outcome {
-	OUT_ANSWERED = 0,
+	OUT_ANSWERED = 0,     /* the answers */
+	OUT_NODATA,           /* when_all_down: nodata, answered here */
+	OUT_SERVFAIL,         /* when_all_down: servfail, answered here */
 	OUT_NOT_DNS,          /* not UDP to a server address on port 53 */
 	OUT_MALFORMED,        /* lengths or header do not add up */
 	OUT_IP_OPTIONS,
@@ -142,7 +186,8 @@ enum outcome {
 	OUT_TRUNCATED,        /* reply larger than the client accepts */
 	OUT_NO_ROOM,          /* the packet could not be grown */
 	OUT_TOO_LONG,         /* query longer than MSG_MAX */
-	OUT_ALL_DOWN,         /* when_all_down is nodata/servfail: the fallback answers */
+	OUT_NO_SOA,           /* NODATA, but the zone's SOA is not in the map */
+	OUT_ECS,              /* geo record queried with ECS: the fallback steers */
 	OUT_MAX,
 };
 

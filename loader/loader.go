@@ -106,6 +106,7 @@ func (o *Objects) Unpin() error {
 	for name, m := range map[string]interface{ Unpin() error }{
 		"rr32": o.Rr32, "rr64": o.Rr64, "rr128": o.Rr128, "rr256": o.Rr256,
 		"health": o.Health, "health_meta": o.HealthMeta, "counters": o.Counters, "rr_counter": o.RrCounter, "scratch": o.Scratch,
+		"geo4": o.Geo4, "geo6": o.Geo6, "geo_rank": o.GeoRank, "zones": o.Zones,
 	} {
 		if err := m.Unpin(); err != nil {
 			return fmt.Errorf("unpinning %s: %w", name, err)

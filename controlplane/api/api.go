@@ -127,7 +127,7 @@ func describe(s *records.Set, t *health.Table) RecordView {
 	v := &s.Value
 	open := t.Open(v.Stale)
 	cold := t.Meta().ColdOpen
-	p := selection.Select(v, t.Up, open, 0, 0)
+	p := selection.Select(v, t.Up, nil, open, 0, 0)
 	reasons := map[string]string{}
 	for _, st := range t.Statuses() {
 		reasons[st.ID] = st.Reason

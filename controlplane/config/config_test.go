@@ -23,6 +23,17 @@ zones:
     file: example.test.zone
 `
 
+const geoBase = `server:
+  listen: ["198.18.0.2:53"]
+  geo:
+    regions:
+      eu: { prefixes: ["198.18.0.0/24"], next: [us] }
+      us: { prefixes: ["198.18.1.0/24"] }
+zones:
+  - origin: example.test.
+    file: example.test.zone
+`
+
 // answers returns n answer lines for a record at the indentation base uses.
 func answers(n int) string {
 	var b strings.Builder
@@ -55,6 +66,11 @@ func TestErrors(t *testing.T) {
 		{"syntax", "server:\n  listen: [\n", `config.yaml:2: did not find expected node content`},
 		{"not a mapping", "- a\n", `config.yaml:1: expected a mapping, got a list`},
 		{"empty file", "", `config.yaml: server.listen: at least one address is required`},
+		{"geo bad prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/33\"] }\n", `config.yaml:5: server.geo.regions.eu.prefixes[0]: invalid prefix "198.18.0.0/33", want a CIDR such as 198.18.0.0/24`},
+		{"geo unknown next", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/24\"], next: [mars] }\n", `config.yaml:5: server.geo.regions.eu.next[0]: unknown region "mars"`},
+		{"geo prefix in two regions", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/24\"] }\n      us: { prefixes: [\"198.18.0.0/24\"] }\n", `config.yaml:6: server.geo.regions.us: prefix 198.18.0.0/24 is also in region eu`},
+		{"geo unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefix: [\"198.18.0.0/24\"] }\n", `config.yaml:5: server.geo.regions.eu.prefix: unknown key`},
+		{"answer in an unknown region", geoBase + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, region: ap }\n", `config.yaml:14: records[0].answers[0].region: unknown region "ap": define it under server.geo.regions`},
 		{"unknown top-level key", base + "cluster:\n  peers: []\n", `config.yaml:6: cluster: unknown key`},
 		{"unknown nested key", "server:\n  listn: [\"198.18.0.2:53\"]\n", `config.yaml:2: server.listn: unknown key`},
 		{"duplicate key", base + "aggregation:\n  quorum: 10%\n  quorum: 20%\n", `config.yaml:8: aggregation.quorum: duplicate key, first at line 7`},
@@ -249,6 +265,13 @@ func TestFull(t *testing.T) {
 		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
 		API:        "127.0.0.1:9153",
 		BPFFS:      "/sys/fs/bpf/steadydns-test",
+		Geo: &Geo{Regions: []Region{
+			{Name: "eu", Prefixes: []netip.Prefix{
+				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),
+				netip.MustParsePrefix("198.18.2.0/24"), netip.MustParsePrefix("fd53:2::/48"),
+			}, Next: []string{"us"}},
+			{Name: "us", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.128/25")}},
+		}},
 	})
 	same(t, "Zones", c.Zones, []Zone{{Origin: "example.test.", File: zone}})
 	addr := netip.MustParseAddr
@@ -274,10 +297,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 76)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 84)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:84: records[1].answers[1].check: not here")
+		"testdata/full.yaml:92: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {

@@ -54,7 +54,8 @@ func Parse(file string, data []byte) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "geo"}
+	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
 	answerKeys      = []string{"value", "check", "weight", "priority", "backup", "region"}
@@ -115,6 +116,9 @@ func (d *decoder) server(f fields) Server {
 	})
 	f.str("api", &s.API)
 	f.str("bpffs", &s.BPFFS)
+	if f.has("geo") {
+		s.Geo = d.geo(f.mapping("geo", geoKeys))
+	}
 	return s
 }
 

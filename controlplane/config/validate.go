@@ -37,6 +37,7 @@ func (v *validator) oneOf(key, val string, allowed ...string) {
 func (c *Config) validate() []*Error {
 	v := &validator{c: c}
 	v.server()
+	v.geo()
 	v.zones()
 	for _, id := range c.CheckIDs {
 		v.check(c.HealthChecks[id])
@@ -343,6 +344,9 @@ func (v *validator) answers(r Record, key func(string) string) {
 		}
 		if _, ok := v.c.HealthChecks[a.Check]; a.Check != "" && !ok {
 			v.errorf(ak("check"), "unknown health check %q", a.Check)
+		}
+		if a.Region != "" && v.c.Server.Geo.RegionID(a.Region) == 0 {
+			v.errorf(ak("region"), "unknown region %q: define it under server.geo.regions", a.Region)
 		}
 	}
 }

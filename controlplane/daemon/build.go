@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -19,6 +20,7 @@ type Plan struct {
 	Zones    []*zone.Zone
 	Index    map[string]uint32
 	Compiled *records.Compiled
+	Geo      *geo.Table
 }
 
 // Build loads the zones and compiles the records of cfg. prev is the
@@ -40,6 +42,7 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 	if p.Compiled, err = records.Compile(cfg, p.Zones, index); err != nil {
 		return nil, err
 	}
+	p.Geo = geo.New(cfg.Server.Geo)
 	return p, nil
 }
 

@@ -118,6 +118,23 @@ func (d *Daemon) apply(p *Plan) error {
 	if err := d.table.Push(time.Now()); err != nil {
 		return err
 	}
+	v4, v6 := p.Geo.Entries()
+	if err := d.objs.SyncGeo(v4, v6, p.Geo.Orders()); err != nil {
+		return err
+	}
+	for i, z := range p.Zones {
+		if i >= d.objs.MaxZones() {
+			slog.Warn("more zones than the data plane holds SOAs for: their NODATA goes to the fallback", "zone", z.Origin())
+			break
+		}
+		soa, ok := records.SOA(z)
+		if !ok {
+			slog.Warn("SOA too long for the data plane: NODATA goes to the fallback", "zone", z.Origin())
+		}
+		if err := d.objs.PutZoneSOA(i, &soa); err != nil {
+			return err
+		}
+	}
 	if err := d.objs.SyncRecords(p.Compiled.Entries()); err != nil {
 		return err
 	}
@@ -126,7 +143,7 @@ func (d *Daemon) apply(p *Plan) error {
 }
 
 func (d *Daemon) view(p *Plan) *fallback.View {
-	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table)}
+	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table, p.Geo)}
 }
 
 // Reload rereads the config. A config that does not load, or that changes

@@ -5,7 +5,9 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/fallback"
+	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/selection"
 )
 
@@ -23,11 +25,14 @@ type Health interface {
 type Answerer struct {
 	c    *Compiled
 	h    Health
+	g    *geo.Table
 	turn atomic.Uint32 // round-robin turn, as XDP's per-CPU counter
 }
 
-// NewAnswerer answers from c and h.
-func NewAnswerer(c *Compiled, h Health) *Answerer { return &Answerer{c: c, h: h} }
+// NewAnswerer answers from c, h and g.
+func NewAnswerer(c *Compiled, h Health, g *geo.Table) *Answerer {
+	return &Answerer{c: c, h: h, g: g}
+}
 
 // Select implements fallback.Records.
 func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback.Selection, bool) {
@@ -36,8 +41,13 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback
 		return fallback.Selection{}, false
 	}
 	v := &s.Value
-	p := selection.Select(v, a.h.Up, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
-	out := fallback.Selection{TTL: v.Ttl}
+	var ranks selection.Ranks
+	var scope uint8
+	if v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 {
+		ranks, scope = a.steer(q)
+	}
+	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
+	out := fallback.Selection{TTL: v.Ttl, ECSScope: scope}
 	if p.Degraded && v.TtlDegraded != 0 {
 		out.TTL = v.TtlDegraded
 	}
@@ -54,4 +64,24 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback
 		}
 	}
 	return out, true
+}
+
+// steer ranks regions for the client: by its EDNS Client Subnet when the
+// query has one (RFC 7871), else by its address, as XDP does. The scope is
+// the length of the prefix that decided, or the source prefix length when
+// none did.
+func (a *Answerer) steer(q fallback.Query) (selection.Ranks, uint8) {
+	if ecs := q.ECS; ecs != nil {
+		addr, ok := netip.AddrFromSlice(ecs.Address)
+		if ok && ecs.Family == 1 {
+			addr = addr.Unmap()
+		}
+		region, bits, found := a.g.Lookup(addr, int(ecs.SourceNetmask))
+		if !found {
+			bits = int(ecs.SourceNetmask)
+		}
+		return a.g.Ranks(region), uint8(bits)
+	}
+	region, _, _ := a.g.Lookup(q.Client, 128)
+	return a.g.Ranks(region), 0
 }

@@ -6,6 +6,7 @@ package records
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -75,7 +76,6 @@ func Wire(name string) string {
 func Compile(cfg *config.Config, zones []*zone.Zone, index map[string]uint32) (*Compiled, error) {
 	c := &Compiled{byName: map[nameType]*Set{}}
 	all := zone.NewZones(zones...)
-	regions := map[string]uint8{}
 	for i, r := range cfg.Records {
 		key := fmt.Sprintf("records[%d].name", i)
 		z := all.Find(r.Name)
@@ -85,10 +85,11 @@ func Compile(cfg *config.Config, zones []*zone.Zone, index map[string]uint32) (*
 		if err := z.MarkDynamic(r.Name, r.Type); err != nil {
 			return nil, cfg.Errorf(key, "%v", err)
 		}
-		s, err := compileRecord(cfg, i, r, index, regions)
+		s, err := compileRecord(cfg, i, r, index)
 		if err != nil {
 			return nil, err
 		}
+		s.Value.Zone = uint16(slices.Index(zones, z))
 		c.add(s)
 	}
 	for _, z := range zones {
@@ -122,7 +123,7 @@ var whenDown = map[string]bpf.SteadydnsWhenAllDown{
 	"servfail":   bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL,
 }
 
-func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]uint32, regions map[string]uint8) (*Set, error) {
+func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]uint32) (*Set, error) {
 	s := &Set{Name: r.Name, Type: r.Type, Policy: r.Policy, Dynamic: true}
 	v := &s.Value
 	v.Ttl = r.TTL
@@ -153,12 +154,8 @@ func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]
 			primaries++
 		}
 		if a.Region != "" {
-			id, ok := regions[a.Region]
-			if !ok {
-				id = uint8(len(regions) + 1)
-				regions[a.Region] = id
-			}
-			c.Region = id
+			c.Region = cfg.Server.Geo.RegionID(a.Region)
+			v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 		}
 		s.Addrs = append(s.Addrs, a.Value)
 		s.Checks = append(s.Checks, a.Check)
@@ -203,4 +200,27 @@ func setAddr(c *bpf.SteadydnsCandidate, a netip.Addr) {
 		return
 	}
 	c.Addr = a.As16()
+}
+
+// SOA is the zone's SOA as NODATA replies built in XDP carry it: the
+// RDATA uncompressed, the TTL lowered to the SOA minimum (RFC 2308 §3). ok
+// is false when the RDATA is too long for the data plane, which then
+// leaves NODATA to the fallback.
+func SOA(z *zone.Zone) (v bpf.SteadydnsZoneSoa, ok bool) {
+	soa := z.SOA()
+	buf := make([]byte, 1024)
+	end, err := dns.PackRR(soa, buf, 0, nil, false)
+	if err != nil {
+		return v, false
+	}
+	apex := len(Wire(z.Origin()))
+	rdata := buf[apex+10 : end]
+	if len(rdata) > len(v.Rdata) {
+		return v, false
+	}
+	v.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
+	v.Rdlen = uint16(len(rdata))
+	v.ApexLen = uint8(apex)
+	copy(v.Rdata[:], rdata)
+	return v, true
 }

@@ -34,6 +34,9 @@ ns.sub A   198.18.5.1
 
 const cfgText = `server:
   listen: ["198.18.0.2:53"]
+  geo:
+    regions:
+      eu: { prefixes: ["198.18.0.0/24"] }
 zones:
   - origin: example.test.
     file: z.zone
@@ -89,7 +92,7 @@ func TestCompile(t *testing.T) {
 	if v.MinHealthy != 1 {
 		t.Errorf("min_healthy 50%% of 2 primaries compiled to %d, want 1", v.MinHealthy)
 	}
-	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region == 0 {
+	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region != 1 || v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) == 0 || v.Zone != 0 {
 		t.Errorf("www A candidates %+v", v.Cand[:3])
 	}
 	if got := string(v.Cand[1].Addr[:4]); got != "\xc6\x12\x01\x02" {
@@ -126,7 +129,7 @@ func TestCompileRejects(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := compile(t, strings.Replace(cfgText, "WWW.example.test.", c.owner, 1))
-			if err == nil || !strings.Contains(err.Error(), "c.yaml:10: records[0].name:") {
+			if err == nil || !strings.Contains(err.Error(), "c.yaml:13: records[0].name:") {
 				t.Errorf("got %v, want an error at c.yaml:10: records[0].name", err)
 			}
 		})

@@ -78,12 +78,25 @@ func weightedMember(rr *bpf.SteadydnsRrset, mask, r uint32) uint32 {
 	return at
 }
 
+// GeoRanks is the number of geo ranks: the client's region, the next two
+// it fails over to, and everything else.
+const GeoRanks = 4
+
+// Ranks gives the rank of each candidate region for one client; nil means
+// no geo, every candidate rank 0.
+type Ranks func(region uint8) uint8
+
 // Select decides the answers of rr. up reports the health-table state of
-// an index; open answers as if every candidate were healthy. rnd and turn
-// are the random draw and the round-robin turn of this query.
-func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, turn uint32) Pick {
-	var healthy, backups, all setStats
-	healthy.lowPrio, backups.lowPrio, all.lowPrio = ^uint32(0), ^uint32(0), ^uint32(0)
+// an index; ranks orders regions for the client; open answers as if every
+// candidate were healthy. rnd and turn are the random draw and the
+// round-robin turn of this query.
+func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32) Pick {
+	var sets [3][GeoRanks]setStats // healthy primaries, healthy backups, every primary
+	for i := range sets {
+		for r := range sets[i] {
+			sets[i][r].lowPrio = ^uint32(0)
+		}
+	}
 	var down uint32
 	for i := uint32(0); i < K; i++ {
 		c := &rr.Cand[i]
@@ -94,28 +107,52 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, 
 		}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		prio, weight := uint32(c.Priority), uint32(c.Weight)
+		rank := 0
+		if ranks != nil {
+			rank = min(int(ranks(c.Region)), GeoRanks-1)
+		}
 		if !ok {
 			down |= bit
 		}
 		if !backup {
-			all.add(bit, prio, weight)
+			sets[2][rank].add(bit, prio, weight)
 		}
 		if !backup && ok {
-			healthy.add(bit, prio, weight)
+			sets[0][rank].add(bit, prio, weight)
 		}
 		if backup && ok {
-			backups.add(bit, prio, weight)
+			sets[1][rank].add(bit, prio, weight)
 		}
 	}
 
+	// Geo: the nearest rank with a healthy candidate; with none, the
+	// nearest with any primary, to fail open there.
+	rh, ra := GeoRanks, GeoRanks
+	for r := range GeoRanks {
+		if rh == GeoRanks && sets[0][r].mask|sets[1][r].mask != 0 {
+			rh = r
+		}
+		if ra == GeoRanks && sets[2][r].mask != 0 {
+			ra = r
+		}
+	}
+	r := 0
+	switch {
+	case rh < GeoRanks:
+		r = rh
+	case ra < GeoRanks:
+		r = ra
+	}
+	healthy, backups, all := &sets[0][r], &sets[1][r], &sets[2][r]
+
 	// Backups are eligible only while no primary is healthy.
-	e := &backups
+	e := backups
 	if healthy.mask != 0 {
-		e = &healthy
+		e = healthy
 	}
 	p := Pick{Action: Answer, Degraded: down != 0}
 	if bits.OnesCount32(healthy.mask) < int(rr.MinHealthy) {
-		e = &all
+		e = all
 		p.FailOpen = true
 	} else if e.mask == 0 {
 		p.FailOpen = true
@@ -125,7 +162,7 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, open bool, rnd, 
 		case bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL:
 			p.Action = ServFail
 		}
-		e = &all
+		e = all
 	}
 
 	p.Eligible = e.mask
