@@ -12,6 +12,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/selection"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
@@ -168,20 +170,52 @@ func TestColdAndStale(t *testing.T) {
 	}
 }
 
-// TestDifferential: random record sets and health tables get, from XDP, an
-// answer the Go selection can also give.
+// TestDifferential: random record sets (every policy, weights, priorities,
+// backups, regions, when_all_down) and health tables, queried from clients
+// in two regions and none, get from XDP an answer that the Go selection,
+// the fallback's, can also give.
 func TestDifferential(t *testing.T) {
 	o := load(t)
+	g := geo.New(&config.Geo{Regions: []config.Region{
+		{Name: "eu", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/25")}, Next: []string{"us"}},
+		{Name: "us", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.128/25")}},
+	}})
+	v4, v6 := g.Entries()
+	if err := o.SyncGeo(v4, v6, g.Orders()); err != nil {
+		t.Fatal(err)
+	}
+	var soa bpf.SteadydnsZoneSoa
+	soa.Rdlen, soa.ApexLen, soa.Ttl = 22, 1, 60 // "." SOA: two root names and 5 numbers
+	if err := o.PutZoneSOA(0, &soa); err != nil {
+		t.Fatal(err)
+	}
+	clients := []struct {
+		addr   string
+		region uint8
+	}{{"198.18.0.1", 1}, {"198.18.0.200", 2}, {"198.18.9.1", 0}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	k := loader.MaxCandidates
-	for trial := range 300 {
+	for trial := range 400 {
 		n := 1 + rng.IntN(k)
 		var cs []cand
 		for i := range n {
-			cs = append(cs, cand{addr: fmt.Sprintf("198.18.4.%d", i+1), check: uint32(1 + rng.IntN(12)), backup: rng.IntN(4) == 0})
+			w := uint8(rng.IntN(256))
+			if rng.IntN(4) == 0 {
+				w = 0
+			}
+			cs = append(cs, cand{addr: fmt.Sprintf("198.18.4.%d", i+1), check: uint32(1 + rng.IntN(12)), backup: rng.IntN(4) == 0, prio: uint8(rng.IntN(3)), weight: w})
 		}
+		cs[rng.IntN(n)].backup = false // config requires a primary
 		v := rrset(60, uint8(1+rng.IntN(k)), cs...)
+		v.Policy = uint8(rng.IntN(4))
+		v.WhenAllDown = uint8(rng.IntN(3))
 		v.MinHealthy = uint8(rng.IntN(3))
+		if rng.IntN(2) == 0 {
+			v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
+			for i := range n {
+				v.Cand[i].Region = uint8(rng.IntN(3))
+			}
+		}
 		name := fmt.Sprintf("d%d.example.test.", trial)
 		put(t, o, name, dns.TypeA, v)
 		var up []uint32
@@ -194,25 +228,72 @@ func TestDifferential(t *testing.T) {
 		}
 		setHealth(t, o, up...)
 
+		c := clients[trial%len(clients)]
+		var ranks selection.Ranks
+		if v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 {
+			ranks = g.Ranks(c.region)
+		}
 		possible := map[string]bool{}
-		for rnd := range uint32(k) {
-			p := selection.Select(v, func(c uint32) bool { return upSet[c] }, nil, false, rnd, rnd)
-			var as []string
-			for _, j := range p.Order {
-				as = append(as, netip.AddrFrom4([4]byte(v.Cand[j].Addr[:4])).String())
-			}
-			possible[strings.Join(as, ",")] = true
+		for x := range uint32(8 * 256) {
+			p := selection.Select(v, func(c uint32) bool { return upSet[c] }, ranks, false, x, x)
+			possible[pickString(v, p)] = true
 		}
 		for range 5 {
-			got := strings.Join(answers(t, o, name), ",")
+			got := xdpOutcome(t, o, name, c.addr)
 			if !possible[got] {
 				keys := make([]string, 0, len(possible))
 				for p := range possible {
 					keys = append(keys, p)
 				}
 				sort.Strings(keys)
-				t.Fatalf("trial %d: xdp answered %q, go selection allows %q\nset %+v up %v", trial, got, keys, v, up)
+				t.Fatalf("trial %d from %s: xdp answered %q, go selection allows %q\nset %+v up %v", trial, c.addr, got, keys, v, up)
 			}
 		}
 	}
+}
+
+func pickString(v *bpf.SteadydnsRrset, p selection.Pick) string {
+	switch p.Action {
+	case selection.NoData:
+		return "nodata"
+	case selection.ServFail:
+		return "servfail"
+	}
+	var as []string
+	for _, j := range p.Order {
+		as = append(as, addrString(v, j))
+	}
+	return strings.Join(as, ",")
+}
+
+func xdpOutcome(t *testing.T, o *loader.Objects, name, client string) string {
+	f := frame(false, query(name, dns.TypeA, nil), packet.Full)
+	f.Src = netip.AddrPortFrom(netip.MustParseAddr(client), 40000)
+	ret, out := run(t, o, packet.Build(f))
+	if ret != 3 {
+		return fmt.Sprintf("passed(%d)", ret)
+	}
+	r, err := packet.Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m dns.Msg
+	if err := m.Unpack(r.Payload); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case m.Rcode == dns.RcodeServerFailure:
+		return "servfail"
+	case len(m.Answer) == 0 && len(m.Ns) == 1:
+		return "nodata"
+	}
+	var as []string
+	for _, rr := range m.Answer {
+		as = append(as, rr.(*dns.A).A.String())
+	}
+	return strings.Join(as, ",")
+}
+
+func addrString(v *bpf.SteadydnsRrset, j int) string {
+	return netip.AddrFrom4([4]byte(v.Cand[j].Addr[:4])).String()
 }

@@ -160,6 +160,7 @@ records:
 		{"duplicate record", base + "records:\n  - name: www.example.test.\n    type: A\n    answers: [{value: 198.18.1.1}]\n  - name: WWW.example.test\n    type: a\n    answers: [{value: 198.18.1.2}]\n", `config.yaml:10: records[1].name: duplicate record www.example.test. A, first at line 7`},
 		{"answers missing", base + "records:\n  - name: www.example.test.\n    type: A\n", `config.yaml:7: records[0].answers: at least one answer is required`},
 		{"too many answers", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n" + answers(9), `config.yaml:9: records[0].answers: record has 9 answers, at most 8 are allowed`},
+		{"only backups", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, backup: true }\n", `config.yaml:9: records[0].answers: every answer is a backup: at least one must not be`},
 		{"duplicate answer", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1.1\n      - value: 198.18.1.1\n", `config.yaml:11: records[0].answers[1].value: duplicate answer 198.18.1.1, first at line 10`},
 		{"answer value missing", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - weight: 2\n", `config.yaml:10: records[0].answers[0].value: required`},
 		{"answer value invalid", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1\n", `config.yaml:10: records[0].answers[0].value: invalid IP address "198.18.1"`},

@@ -320,6 +320,9 @@ func (v *validator) answers(r Record, key func(string) string) {
 	case n > MaxCandidates:
 		v.errorf(key("answers"), "record has %d answers, at most %d are allowed", n, MaxCandidates)
 	}
+	if len(r.Answers) > 0 && !slices.ContainsFunc(r.Answers, func(a Answer) bool { return !a.Backup }) {
+		v.errorf(key("answers"), "every answer is a backup: at least one must not be")
+	}
 	switch mh := r.MinHealthy; {
 	case mh.Count < 0 || mh.Count > len(r.Answers):
 		v.errorf(key("min_healthy"), "%d out of range 0-%d (the number of answers)", mh.Count, len(r.Answers))
