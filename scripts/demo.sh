@@ -39,7 +39,7 @@ grep -E "xdp attached|serving" "$LOG" | sed 's/^/   /'
 
 counts() {
 	$EDGE curl -sf $API/metrics | awk '
-		/^steadydns_queries_total/ && /path="xdp"/ && /outcome="answered"/ { x += $2 }
+		/^steadydns_queries_total/ && /path="xdp"/ && /outcome="(answered|nodata|servfail)"/ { x += $2 }
 		/^steadydns_queries_total/ && /path="fallback"/ { f += $2 }
 		END { printf "%d %d\n", x, f }'
 }
