@@ -188,7 +188,9 @@ func TestPoliciesOverTheWire(t *testing.T) {
 	expect("backup takes over", eu, "backup.example.test.", nil, true, is("198.18.1.2"))
 	expect("min_healthy met", eu, "minh.example.test.", nil, true, is("198.18.1.2", "198.18.1.3"))
 	expect("geo fails over to us", eu, "geo.example.test.", nil, true, is("198.18.1.2"))
-	expect("ttl_degraded", eu, "degraded.example.test.", nil, true, func(r *dns.Msg) bool { return slices.Equal(addrs(r), []string{"198.18.1.2"}) && r.Answer[0].Header().Ttl == 10 })
+	expect("ttl_degraded", eu, "degraded.example.test.", nil, true, func(r *dns.Msg) bool {
+		return slices.Equal(addrs(r), []string{"198.18.1.2"}) && r.Answer[0].Header().Ttl == 10
+	})
 
 	admin("b", "down")
 	expect("min_healthy fails open", eu, "minh.example.test.", nil, true, is("198.18.1.1", "198.18.1.2", "198.18.1.3"))
