@@ -75,11 +75,13 @@ type SteadydnsHealthEntry struct {
 type SteadydnsHealthReason uint32
 
 const (
-	SteadydnsHealthReasonREASON_NONE       SteadydnsHealthReason = 0
-	SteadydnsHealthReasonREASON_STATIC     SteadydnsHealthReason = 1
-	SteadydnsHealthReasonREASON_ADMIN_UP   SteadydnsHealthReason = 2
-	SteadydnsHealthReasonREASON_ADMIN_DOWN SteadydnsHealthReason = 3
-	SteadydnsHealthReasonREASON_UNPROBED   SteadydnsHealthReason = 4
+	SteadydnsHealthReasonREASON_STATIC     SteadydnsHealthReason = 128
+	SteadydnsHealthReasonREASON_ADMIN_UP   SteadydnsHealthReason = 129
+	SteadydnsHealthReasonREASON_ADMIN_DOWN SteadydnsHealthReason = 130
+	SteadydnsHealthReasonREASON_CALCULATED SteadydnsHealthReason = 131
+	SteadydnsHealthReasonREASON_EXTERNAL   SteadydnsHealthReason = 132
+	SteadydnsHealthReasonREASON_EXPIRED    SteadydnsHealthReason = 133
+	SteadydnsHealthReasonREASON_NO_RESULTS SteadydnsHealthReason = 134
 )
 
 type SteadydnsHealthState uint32

@@ -138,13 +138,17 @@ struct zone_soa {
 };
 
 /* Why an entry has its state. The program reads only the state; the
- * reason is for people (bpftool, the API). */
+ * reason is for people (bpftool, the API). Values below 0x80 are the
+ * prober's result reasons (prober/reason.go: ok, timeout, refused…),
+ * carried through unchanged; the aggregator's own start at 0x80. */
 enum health_reason {
-	REASON_NONE = 0,        /* unused entry */
-	REASON_STATIC = 1,      /* entry 0: candidates without a check */
-	REASON_ADMIN_UP = 2,    /* forced up by the admin override */
-	REASON_ADMIN_DOWN = 3,  /* forced down by the admin override */
-	REASON_UNPROBED = 4,    /* no prober runs this check: assumed up */
+	REASON_STATIC = 0x80,       /* entry 0: candidates without a check */
+	REASON_ADMIN_UP = 0x81,     /* forced up by the admin override */
+	REASON_ADMIN_DOWN = 0x82,   /* forced down by the admin override */
+	REASON_CALCULATED = 0x83,   /* from the states of child checks */
+	REASON_EXTERNAL = 0x84,     /* pushed through the API */
+	REASON_EXPIRED = 0x85,      /* external state not refreshed within its TTL */
+	REASON_NO_RESULTS = 0x86,   /* no checker has reported yet */
 };
 
 /* One entry of the fixed-size health table, written through mmap by the

@@ -73,6 +73,15 @@ func HealthUp(table []byte, i uint32) bool {
 	return off+healthStride <= len(table) && table[off] == byte(bpf.SteadydnsHealthStateHEALTH_UP)
 }
 
+// HealthReason reads entry i's reason from a table read with ReadHealth.
+func HealthReason(table []byte, i uint32) uint8 {
+	off := int(i) * healthStride
+	if off+healthStride > len(table) {
+		return 0
+	}
+	return table[off+1]
+}
+
 // PutHealthEntry encodes one entry into a table buffer.
 func PutHealthEntry(table []byte, i uint32, up bool, reason uint8) {
 	off := int(i) * healthStride

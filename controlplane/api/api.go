@@ -6,9 +6,11 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +35,7 @@ func Handler(st State, m *Metrics) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) { checks(w, st) })
 	mux.HandleFunc("PUT /api/v1/checks/{id}/admin", func(w http.ResponseWriter, r *http.Request) { setAdmin(w, r, st) })
+	mux.HandleFunc("PUT /api/v1/checks/{id}/external", func(w http.ResponseWriter, r *http.Request) { setExternal(w, r, st) })
 	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"events": st.Table().Events()})
@@ -83,8 +86,30 @@ func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
-	id := r.PathValue("id")
-	err = st.Table().SetAdmin(id, strings.TrimSpace(string(body)))
+	reply(w, st.Table().SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+}
+
+// setExternal takes an external check's state, "up" or "down"; it holds
+// for the check's ttl unless pushed again.
+func setExternal(w http.ResponseWriter, r *http.Request, st State) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	var up bool
+	switch s := strings.TrimSpace(string(body)); s {
+	case "up":
+		up = true
+	case "down":
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
+		return
+	}
+	reply(w, st.Table().SetExternal(r.PathValue("id"), up, time.Now()))
+}
+
+func reply(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, health.ErrUnknownCheck):
 		writeError(w, http.StatusNotFound, err.Error())

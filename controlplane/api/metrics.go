@@ -29,6 +29,9 @@ type Metrics struct {
 	coldStart  *prometheus.Desc
 	scrapeErrs atomic.Uint64
 	errDesc    *prometheus.Desc
+	frames     *prometheus.Desc
+	rejected   *prometheus.Desc
+	pushCost   *prometheus.Desc
 }
 
 // NewMetrics makes the collector.
@@ -41,6 +44,9 @@ func NewMetrics(src Source) *Metrics {
 		tableVer:  prometheus.NewDesc("steadydns_health_table_version", "Version (push slot) of the health table now in the data plane.", nil, nil),
 		coldStart: prometheus.NewDesc("steadydns_health_table_cold", "1 while no health table has arrived and records fail open.", nil, nil),
 		errDesc:   prometheus.NewDesc("steadydns_metrics_errors_total", "Scrapes that could not read the data-plane counters.", nil, nil),
+		frames:    prometheus.NewDesc("steadydns_frames_total", "Result frames the aggregator applied.", nil, nil),
+		rejected:  prometheus.NewDesc("steadydns_frames_rejected_total", "Result frames rejected: undecodable or measured under another config hash.", nil, nil),
+		pushCost:  prometheus.NewDesc("steadydns_health_push_seconds", "Duration of the last health-table push: evaluating every check and writing the whole table.", nil, nil),
 	}
 }
 
@@ -63,7 +69,7 @@ func (m *Metrics) FallbackCount(outcome string) uint64 {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queries, m.checkUp, m.tableAge, m.tableVer, m.coldStart, m.errDesc} {
+	for _, d := range []*prometheus.Desc{m.queries, m.checkUp, m.tableAge, m.tableVer, m.coldStart, m.errDesc, m.frames, m.rejected, m.pushCost} {
 		ch <- d
 	}
 }
@@ -98,4 +104,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.coldStart, prometheus.GaugeValue, cold)
 	ch <- prometheus.MustNewConstMetric(m.tableAge, prometheus.GaugeValue, meta.AgeSec)
 	ch <- prometheus.MustNewConstMetric(m.tableVer, prometheus.GaugeValue, float64(meta.Version))
+	ch <- prometheus.MustNewConstMetric(m.frames, prometheus.CounterValue, float64(meta.Frames))
+	ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(meta.FramesRejected))
+	ch <- prometheus.MustNewConstMetric(m.pushCost, prometheus.GaugeValue, meta.PushSeconds)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
+	"github.com/steadydns/steadydns/prober"
 )
 
 // Plan is everything derived from one config, before any of it is applied.
@@ -69,6 +70,30 @@ func xdpAddrs(listen []netip.AddrPort) []netip.Addr {
 		if ap.Port() == 53 && !seen[ap.Addr()] {
 			seen[ap.Addr()] = true
 			out = append(out, ap.Addr().Unmap())
+		}
+	}
+	return out
+}
+
+// probedTypes are the check types a prober runs; calculated and external
+// checks get their state in the aggregator.
+var probedTypes = map[string]bool{"http": true, "https": true, "tcp": true, "udp": true, "icmp": true, "dns": true}
+
+// Probes lists the checks this host's prober runs. A check without a
+// target probes the address of the first answer that uses it.
+func (p *Plan) Probes() map[string]prober.Probe {
+	targets := map[string]netip.Addr{}
+	for _, r := range p.Config.Records {
+		for _, a := range r.Answers {
+			if _, ok := targets[a.Check]; !ok && a.Check != "" {
+				targets[a.Check] = a.Value
+			}
+		}
+	}
+	out := map[string]prober.Probe{}
+	for id, c := range p.Config.HealthChecks {
+		if probedTypes[c.Type] {
+			out[id] = prober.Probe{Check: c, Index: p.Index[id], Target: targets[id]}
 		}
 	}
 	return out

@@ -22,13 +22,25 @@ import (
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
+	"github.com/steadydns/steadydns/prober"
 )
+
+// proberID names this host's prober in its frames.
+func proberID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "local"
+	}
+	return h[:min(len(h), prober.MaxProberID)]
+}
 
 // Daemon is a running edge.
 type Daemon struct {
 	path     string
 	objs     *loader.Objects
 	table    *health.Table
+	sched    *prober.Scheduler
+	framer   *prober.Framer
 	fb       *fallback.Server
 	metrics  *api.Metrics
 	http     *http.Server
@@ -73,6 +85,16 @@ func Start(path string) (*Daemon, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	// One process is prober, aggregator and edge: the prober's frames go
+	// to the table in process, encoded as they would travel.
+	if d.framer, err = prober.NewFramer(proberID(), cfg.Aggregation.TableSize); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	d.sched = prober.NewScheduler(prober.Options{OnResult: func(r prober.Result) {
+		d.framer.Record(r)
+		d.table.Observe(r)
+	}})
 	if err := d.apply(p); err != nil {
 		d.objs.Close()
 		return nil, err
@@ -105,7 +127,18 @@ func Start(path string) (*Daemon, error) {
 	d.pushDone = make(chan struct{})
 	go func() {
 		defer close(d.pushDone)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.framer.Run(ctx, cfg.Aggregation.PushInterval, func(b []byte) {
+				if err := d.table.IngestFrame(b, time.Now()); err != nil {
+					slog.Warn("result frame rejected", "error", err)
+				}
+			})
+		}()
 		d.table.Run(ctx)
+		wg.Wait()
 	}()
 	slog.Info("serving", "config", path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
 	return d, nil
@@ -115,6 +148,13 @@ func Start(path string) (*Daemon, error) {
 // pushed before any record that refers to them enters the maps.
 func (d *Daemon) apply(p *Plan) error {
 	d.table.Reconfigure(p.Config, p.Index)
+	probes := p.Probes()
+	if err := d.sched.Update(probes); err != nil {
+		return err
+	}
+	if err := d.framer.Configure(p.Config.Hash, probes); err != nil {
+		return err
+	}
 	if err := d.table.Push(time.Now()); err != nil {
 		return err
 	}
@@ -201,6 +241,7 @@ func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		d.stopPush()
 		<-d.pushDone
+		d.sched.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		d.closeErr = errors.Join(d.fb.Shutdown(ctx), d.http.Shutdown(ctx))
