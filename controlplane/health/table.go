@@ -35,18 +35,18 @@ const (
 type Table struct {
 	objs *loader.Objects
 
-	mu         sync.Mutex
-	checks     map[string]*check
-	order      []string          // evaluation order: children before calculated parents
-	byIndex    map[uint32]*check // table index → check, for frame entries
-	index      map[string]uint32
-	hash       uint64
-	agg        config.Aggregation
-	buf        []byte
-	events     []Event
+	mu          sync.Mutex
+	checks      map[string]*check
+	order       []string          // evaluation order: children before calculated parents
+	byIndex     map[uint32]*check // table index → check, for frame entries
+	index       map[string]uint32
+	hash        uint64
+	agg         config.Aggregation
+	buf         []byte
+	events      []Event
 	rejected    atomic.Uint64
-	frames     atomic.Uint64
-	pushCost   atomic.Int64 // duration of the last push, ns
+	frames      atomic.Uint64
+	pushCost    atomic.Int64 // duration of the last push, ns
 	lastVersion uint64
 
 	meta atomic.Pointer[bpf.SteadydnsTableMeta]
