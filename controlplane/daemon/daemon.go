@@ -54,10 +54,22 @@ type Daemon struct {
 	pushDone  chan struct{}
 }
 
+// Options change where the daemon works; the zero value is this process.
+type Options struct {
+	// Netns runs a function in the network namespace the daemon serves
+	// in. Start binds its sockets in the calling thread's namespace; the
+	// prober opens sockets later, from its own goroutines, so a caller
+	// that entered a namespace for one thread only (tests) must say so.
+	Netns prober.Netns
+}
+
 // Start loads the config at path and brings the edge up: records and a
 // first health table into the maps, the fallback listening, then XDP
 // attached, so nothing XDP passes goes unanswered.
-func Start(path string) (*Daemon, error) {
+func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(path string, opts Options) (*Daemon, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
@@ -91,7 +103,7 @@ func Start(path string) (*Daemon, error) {
 		d.objs.Close()
 		return nil, err
 	}
-	d.sched = prober.NewScheduler(prober.Options{OnResult: func(r prober.Result) {
+	d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
 		d.framer.Record(r)
 		d.table.Observe(r)
 	}})

@@ -89,7 +89,7 @@ func startEdge(t *testing.T, mode string) *edge {
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
-		e.d, err = daemon.Start(cfg)
+		e.d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do})
 		return err
 	})
 	if err != nil {

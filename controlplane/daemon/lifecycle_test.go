@@ -49,7 +49,10 @@ func TestRestartKeepsAnswering(t *testing.T) {
 	// Down: only the pinned XDP program answers.
 	time.Sleep(200 * time.Millisecond)
 	var d2 *daemon.Daemon
-	if err := e.env.Edge.Do(func() (err error) { d2, err = daemon.Start(e.cfg); return err }); err != nil {
+	if err := e.env.Edge.Do(func() (err error) {
+		d2, err = daemon.StartWith(e.cfg, daemon.Options{Netns: e.env.Edge.Do})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	defer d2.Close()

@@ -102,7 +102,7 @@ func TestPoliciesOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d *daemon.Daemon
-	if err := env.Edge.Do(func() (err error) { d, err = daemon.Start(cfg); return err }); err != nil {
+	if err := env.Edge.Do(func() (err error) { d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do}); return err }); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,183 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/api"
+	"github.com/steadydns/steadydns/controlplane/daemon"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/testenv"
+)
+
+const healthConfig = `server:
+  interfaces: [%s]
+  listen: ["198.18.0.2:53"]
+  api: 127.0.0.1:9153
+  bpffs: %s
+zones:
+  - origin: example.test.
+    file: example.test.zone
+health_checks:
+  web1: { type: http, target: 198.18.1.1, port: 80, path: /healthz, expect_body: ok, interval: %s, timeout: 150ms, unhealthy_threshold: %d, healthy_threshold: %d }
+  web2: { type: http, target: 198.18.1.2, port: 80, path: /healthz, expect_body: ok, interval: %[3]s, timeout: 150ms, unhealthy_threshold: %[4]d, healthy_threshold: %[5]d }
+records:
+  - name: www.example.test.
+    type: A
+    answers: [{value: 198.18.1.1, check: web1}, {value: 198.18.1.2, check: web2}]
+aggregation:
+  push_interval: %s
+`
+
+// httpBackend serves /healthz on a backend host until stopped.
+type httpBackend struct {
+	host *testenv.Host
+	srv  *http.Server
+}
+
+func (b *httpBackend) start(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	if err := b.host.Do(func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(b.host.V4.String(), "80"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	b.srv = &http.Server{Handler: mux}
+	go b.srv.Serve(ln)
+}
+
+func (b *httpBackend) stop() { b.srv.Close() }
+
+// TestHealthDrivesAnswers: real HTTP backends in test hosts; stopping one
+// takes it out of the XDP answer within interval × unhealthy_threshold +
+// push period + 1 s, and restarting it brings it back within interval ×
+// healthy_threshold + push period + 1 s. The events say why.
+func TestHealthDrivesAnswers(t *testing.T) {
+	const (
+		interval  = 200 * time.Millisecond
+		push      = 100 * time.Millisecond
+		unhealthy = 3
+		healthy   = 2
+	)
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	var pass bpf.PassObjects
+	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer pass.Close()
+	if err := env.AttachPass(pass.XdpPass); err != nil {
+		t.Fatal(err)
+	}
+	backends := []*httpBackend{{host: env.Backends[0]}, {host: env.Backends[1]}}
+	for _, b := range backends {
+		b.start(t)
+		defer b.stop()
+	}
+	pins := t.TempDir()
+	if err := unix.Mount("bpf", pins, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "steadydns.yaml")
+	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(healthConfig, env.Edge.Link, pins+"/sd", interval, unhealthy, healthy, push)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var d *daemon.Daemon
+	if err := env.Edge.Do(func() (err error) { d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e := &edge{env: env, d: d, cfg: cfg}
+
+	// waitFor polls the XDP answer until it is want; it returns how long
+	// that took, or fails past limit.
+	waitFor := func(what string, want []string, limit time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			x0, _ := e.paths(t)
+			got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA)))
+			x1, _ := e.paths(t)
+			if slices.Equal(got, want) && x1 == x0+1 {
+				return time.Since(start)
+			}
+			if time.Since(start) > limit {
+				t.Fatalf("%s: answer %v after %v, want %v from xdp", what, got, limit, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	both := []string{"198.18.1.1", "198.18.1.2"}
+	waitFor("startup", both, 2*time.Second)
+	time.Sleep(3 * interval) // let the checks settle
+
+	backends[0].stop()
+	downBound := interval*unhealthy + push + time.Second
+	took := waitFor("backend 1 stopped", []string{"198.18.1.2"}, downBound)
+	t.Logf("backend 1 left the answer %v after it stopped (bound %v)", took, downBound)
+	if took < interval*(unhealthy-1) {
+		t.Errorf("backend 1 left after %v: before %d failed checks could have run", took, unhealthy)
+	}
+
+	backends[0].start(t)
+	upBound := interval*healthy + push + time.Second
+	took = waitFor("backend 1 restarted", both, upBound)
+	t.Logf("backend 1 came back %v after it restarted (bound %v)", took, upBound)
+
+	// The health-check log explains both transitions.
+	var events struct{ Events []health.Event }
+	getAPI(t, env, "/api/v1/events", &events)
+	var down, up *health.Event
+	for i := range events.Events {
+		ev := &events.Events[i]
+		if ev.Check == "web1" && ev.To == "unhealthy" {
+			down = ev
+		}
+		if ev.Check == "web1" && ev.To == "healthy" {
+			up = ev
+		}
+	}
+	if down == nil || down.Reason != "refused" || up == nil || up.Reason != "ok" || !up.Time.After(down.Time) {
+		t.Errorf("events %+v: want web1 unhealthy (refused), then healthy (ok)", events.Events)
+	}
+	var checks struct{ Checks []api.CheckView }
+	getAPI(t, env, "/api/v1/checks", &checks)
+	for _, c := range checks.Checks {
+		if len(c.Results) == 0 || !c.Up || c.Checkers != 1 || len(c.Records) != 1 {
+			t.Errorf("check %+v: want healthy, 1 checker, recent results and the record it feeds", c)
+		}
+	}
+}
+
+func getAPI(t *testing.T, env *testenv.Env, path string, v any) {
+	t.Helper()
+	resp, err := env.Edge.HTTPClient().Get("http://127.0.0.1:9153" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
