@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The demo: an edge in a test host serving examples/quickstart, queried from
-# the client host. Each answer is shown with the path that answered it, read
-# from the XDP and fallback counters. Then one endpoint is set down through
-# the API and disappears from the answers. Everything is torn down at the end.
+# the client host, with real HTTP backends behind its health checks. Each
+# answer is shown with the path that answered it, read from the XDP and
+# fallback counters. A backend is stopped, drops out of the answers, and the
+# health-check log says why; it is restarted and comes back. Then an endpoint
+# is forced down through the API. Everything is torn down at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,10 +16,12 @@ CLIENT="nsenter --net=/var/run/netns/$P-client --"
 API=http://127.0.0.1:9153
 LOG=$(mktemp /tmp/steadydns-demo.XXXXXX.log)
 SERVE=
+B1=
+B2=
 
 cleanup() {
 	set +e
-	[ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null && wait "$SERVE" 2>/dev/null
+	for p in $SERVE $B1 $B2; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	$EDGE $BIN detach --config $CFG 2>/dev/null
 	$BIN testenv down --prefix $P
 	echo "== torn down (server log: $LOG)"
@@ -27,6 +31,12 @@ trap cleanup EXIT
 $BIN testenv down --prefix $P
 echo "== test hosts: client, edge and two backends in network namespaces"
 $BIN testenv up --prefix $P --backends 2
+
+echo "== HTTP backends on 198.18.1.1 and 198.18.1.2 (GET /healthz answers ok)"
+nsenter --net=/var/run/netns/$P-b1 -- $BIN testenv backend --listen 198.18.1.1:80 &
+B1=$!
+nsenter --net=/var/run/netns/$P-b2 -- $BIN testenv backend --listen 198.18.1.2:80 &
+B2=$!
 
 echo "== steadydns serve --config $CFG (in the edge host)"
 $EDGE $BIN serve --config $CFG >"$LOG" 2>&1 &
@@ -69,6 +79,27 @@ ask 198.18.0.2 example.test MX
 ask 198.18.0.2 api.example.test A
 ask 198.18.0.2 nope.example.test A
 ask 198.18.0.2 www.example.test A +tcp
+
+events() {
+	$EDGE curl -sf $API/api/v1/events | awk -F'"' '
+		/"time"/ { t = $4 } /"check"/ { c = $4 } /"from"/ { f = $4 } /"to"/ { o = $4 }
+		/"reason"/ { r = $4 } /"detail"/ { d = $4 }
+		/^    }/ { if (d != "") r = r ": " d; printf "   event: %s %s %s -> %s (%s)\n", substr(t, 12, 12), c, f, o, r; d = "" }' | tail -n "$1"
+}
+
+sleep 2 # a few check intervals, so every check has reported
+echo "== stop backend web1 (198.18.1.1)"
+kill $B1; wait $B1 2>/dev/null || true; B1=
+sleep 4 # interval 1s x unhealthy_threshold 3, plus a push
+ask 198.18.0.2 www.example.test A
+events 1
+
+echo "== restart backend web1"
+nsenter --net=/var/run/netns/$P-b1 -- $BIN testenv backend --listen 198.18.1.1:80 &
+B1=$!
+sleep 3 # interval 1s x healthy_threshold 2, plus a push
+ask 198.18.0.2 www.example.test A
+events 1
 
 echo "== PUT /api/v1/checks/web1/admin down"
 $EDGE curl -sf -X PUT --data down $API/api/v1/checks/web1/admin

@@ -62,13 +62,21 @@ func status(args []string) error {
 	w.Flush()
 	fmt.Println()
 	w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CHECK\tTYPE\tINDEX\tSTATE\tREASON\tADMIN\tSINCE\tRECORDS")
+	fmt.Fprintln(w, "CHECK\tTYPE\tINDEX\tSTATE\tREASON\tADMIN\tSINCE\tLAST RESULT\tRECORDS")
 	for _, c := range checks.Checks {
 		state := "unhealthy"
 		if c.Up {
 			state = "healthy"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Type, c.Index, state, c.Reason, c.Admin, c.Since.Format(time.TimeOnly), strings.Join(c.Records, ", "))
+		last := "-"
+		if len(c.Results) > 0 {
+			r := c.Results[0]
+			last = fmt.Sprintf("%s %.1fms", r.Reason, r.LatencyMs)
+			if r.Detail != "" {
+				last = fmt.Sprintf("%s (%s) %.1fms", r.Reason, r.Detail, r.LatencyMs)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Type, c.Index, state, c.Reason, c.Admin, c.Since.Format(time.TimeOnly), last, strings.Join(c.Records, ", "))
 	}
 	return w.Flush()
 }
