@@ -36,20 +36,26 @@ type Table struct {
 	objs *loader.Objects
 
 	mu          sync.Mutex
-	checks      map[string]*check
-	order       []string          // evaluation order: children before calculated parents
-	byIndex     map[uint32]*check // table index → check, for frame entries
+	cfgs        []slotCfg   // one per table entry
+	states      []slotState // one per table entry
+	tracks      map[string]*track
+	trackList   []*track
+	ids         []string // slot → check id, "" for unused slots
+	types       map[string]string
 	index       map[string]uint32
+	calculated  []uint32 // calculated slots, children first
+	recent      map[string][]prober.Result
 	hash        uint64
 	agg         config.Aggregation
 	buf         []byte
+	frame       prober.Frame // decoding buffer
 	events      []Event
-	rejected    atomic.Uint64
-	frames      atomic.Uint64
-	pushCost    atomic.Int64 // duration of the last push, ns
 	lastVersion uint64
 
-	meta atomic.Pointer[bpf.SteadydnsTableMeta]
+	rejected atomic.Uint64
+	frames   atomic.Uint64
+	pushCost atomic.Int64 // duration of the last push, ns
+	meta     atomic.Pointer[bpf.SteadydnsTableMeta]
 }
 
 // New makes a table for cfg over the data plane's maps. index comes from
@@ -58,7 +64,14 @@ type Table struct {
 // entries seed the checks' first states, so a restart does not make every
 // endpoint flap.
 func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Table, error) {
-	t := &Table{objs: objs, checks: map[string]*check{}, buf: make([]byte, loader.HealthTableBytes(objs.HealthCapacity()))}
+	n := objs.HealthCapacity()
+	t := &Table{objs: objs, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
+		states: make([]slotState, n), ids: make([]string, n), recent: map[string][]prober.Result{}}
+	// A check starts healthy, as Route 53's do, so adding one does not
+	// take endpoints out before its first results arrive.
+	for i := range t.states {
+		t.states[i].state, t.states[i].up = true, true
+	}
 	meta, err := objs.ReadHealth(t.buf)
 	if err != nil {
 		return nil, err
@@ -66,37 +79,59 @@ func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Ta
 	t.meta.Store(&meta)
 	t.Reconfigure(cfg, index)
 	if meta.Version != 0 && meta.ConfigHash == cfg.Hash {
-		for _, c := range t.checks {
-			c.up = loader.HealthUp(t.buf, c.index)
-			c.reason = loader.HealthReason(t.buf, c.index)
+		for _, i := range index {
+			st := &t.states[i]
+			st.up, st.reason, st.seeded = loader.HealthUp(t.buf, i), loader.HealthReason(t.buf, i), true
 			// A forced state says nothing of what the checkers saw.
-			if r := bpf.SteadydnsHealthReason(c.reason); r != bpf.SteadydnsHealthReasonREASON_ADMIN_UP && r != bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN {
-				c.state = c.up
+			if r := bpf.SteadydnsHealthReason(st.reason); r != bpf.SteadydnsHealthReasonREASON_ADMIN_UP && r != bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN {
+				st.state = st.up
 			}
-			c.seeded = true
 		}
 	}
 	return t, nil
 }
 
-// Reconfigure applies a new config. The state, history and admin override
-// of a check that stays are kept; set through the API, an override
-// survives a reload.
+// Reconfigure applies a new config. A check that stays keeps its state,
+// its checkers' progress through the thresholds and an admin override set
+// through the API; a slot that no check owns any more starts over.
 func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := t.checks
-	t.checks = make(map[string]*check, len(cfg.HealthChecks))
-	t.byIndex = make(map[uint32]*check, len(cfg.HealthChecks))
-	for id, cc := range cfg.HealthChecks {
-		c := newCheck(cc, index[id])
-		if o, ok := old[id]; ok {
-			c.inherit(o)
-		}
-		t.checks[id] = c
-		t.byIndex[c.index] = c
+	n := len(t.states)
+	old, oldIDs := t.cfgs, t.ids
+	t.cfgs = make([]slotCfg, n)
+	t.ids = make([]string, n)
+	t.types = map[string]string{}
+	for i := range t.cfgs {
+		t.cfgs[i] = unusedSlot(cfg.Aggregation.PushInterval)
 	}
-	t.order = evalOrder(cfg)
+	for id, c := range cfg.HealthChecks {
+		i := index[id]
+		t.cfgs[i] = newSlotCfg(c, cfg.Aggregation.PushInterval)
+		t.ids[i] = id
+		t.types[id] = c.Type
+		if old != nil && oldIDs[i] == id && old[i].admin != cfg.HealthChecks[id].Admin {
+			t.cfgs[i].admin = old[i].admin // set through the API
+		}
+		for _, ch := range c.Children {
+			t.cfgs[i].children = append(t.cfgs[i].children, index[ch])
+		}
+	}
+	for i := range t.ids {
+		if old != nil && oldIDs[i] != t.ids[i] {
+			t.states[i] = slotState{state: true, up: true}
+			for _, tr := range t.trackList {
+				tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i] = 0, 0, 0, false
+				tr.up[i] = true
+			}
+		}
+	}
+	for id := range t.recent {
+		if _, ok := cfg.HealthChecks[id]; !ok {
+			delete(t.recent, id)
+		}
+	}
+	t.calculated = evalOrder(cfg, index)
 	t.index = index
 	t.hash = cfg.Hash
 	t.agg = cfg.Aggregation
@@ -118,11 +153,11 @@ func (t *Table) SetAdmin(id, admin string) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c, ok := t.checks[id]
+	i, ok := t.index[id]
 	if !ok {
 		return fmt.Errorf("setting admin state of %s: %w", id, ErrUnknownCheck)
 	}
-	c.admin = admin
+	t.cfgs[i].admin = admin
 	return nil
 }
 
@@ -130,14 +165,15 @@ func (t *Table) SetAdmin(id, admin string) error {
 func (t *Table) SetExternal(id string, up bool, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c, ok := t.checks[id]
+	i, ok := t.index[id]
 	if !ok {
 		return fmt.Errorf("setting external state of %s: %w", id, ErrUnknownCheck)
 	}
-	if c.cfg.Type != "external" {
-		return fmt.Errorf("setting external state of %s: it is a %s check", id, c.cfg.Type)
+	if t.cfgs[i].kind != kindExternal {
+		return fmt.Errorf("setting external state of %s: it is a %s check", id, t.types[id])
 	}
-	c.external, c.externalSet, c.expires = up, true, now.Add(c.cfg.TTL)
+	st := &t.states[i]
+	st.extUp, st.extSet, st.extExpires = up, true, now.Add(t.cfgs[i].ttl)
 	return nil
 }
 
@@ -145,62 +181,72 @@ func (t *Table) SetExternal(id string, up bool, now time.Time) error {
 func (t *Table) Observe(r prober.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c, ok := t.checks[r.ID]; ok {
-		c.remember(r)
+	if _, known := t.index[r.ID]; !known {
+		return
 	}
+	rs := t.recent[r.ID]
+	if len(rs) == maxResults {
+		rs = append(rs[:0], rs[1:]...)
+	}
+	t.recent[r.ID] = append(rs, r)
 }
 
-// IngestFrame applies one encoded result frame from a checker. A frame
-// measured under another config is rejected and counted.
+// IngestFrame applies one encoded result frame from a checker, every entry
+// of it, padding included. A frame measured under another config is
+// rejected and counted.
 func (t *Table) IngestFrame(b []byte, now time.Time) error {
-	var f prober.Frame
-	if err := prober.Decode(b, &f); err != nil {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := prober.Decode(b, &t.frame); err != nil {
 		t.rejected.Add(1)
 		return fmt.Errorf("decoding a result frame: %w", err)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	f := &t.frame
 	if f.ConfigHash != t.hash {
 		t.rejected.Add(1)
 		return fmt.Errorf("result frame from %s: config hash %x, want %x", f.Prober, f.ConfigHash, t.hash)
 	}
+	tr := t.tracks[f.Prober]
+	if tr == nil {
+		tr = newTrack(len(t.states), t.states)
+		t.tracks[f.Prober] = tr
+		t.trackList = append(t.trackList, tr)
+	}
 	t.frames.Add(1)
-	for i := range f.Entries {
-		e := &f.Entries[i]
+	ns := now.UnixNano()
+	n := uint32(len(t.cfgs))
+	for k := range f.Entries {
+		e := &f.Entries[k]
+		// A padding entry is walked at its own position, as a real one
+		// is at its slot, so both touch the same amount of memory.
+		slot := e.Index
 		if e.Seq == 0 {
-			continue // padding
+			slot = uint32(k)
 		}
-		if c, ok := t.byIndex[e.Index]; ok {
-			c.ingest(f.Prober, e, now)
+		if slot < n {
+			tr.ingest(slot, &t.cfgs[slot], e, ns)
 		}
 	}
 	return nil
 }
 
-// Push evaluates every check and writes the whole table: every entry,
-// every time, so the work does not depend on how many states changed. Its
-// version is the push slot.
+// Push evaluates every slot and writes the whole table: every entry,
+// every time, so the work does not depend on how many checks there are or
+// how many changed. Its version is the push slot.
 func (t *Table) Push(now time.Time) error {
 	start := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	clear(t.buf)
-	loader.PutHealthEntry(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
-	states := make(map[string]bool, len(t.checks)) // final states, for calculated checks
-	for _, id := range t.order {
-		c := t.checks[id]
-		before := c.up
-		c.evaluate(now, t.agg, t.checks, states)
-		states[id] = c.up
-		if c.pushed && before != c.up {
-			t.logEvent(Event{Time: now, Check: id, From: stateName(before), To: stateName(c.up), Reason: ReasonName(c.reason), Detail: c.detail()})
+	for i := range t.states {
+		if t.cfgs[i].kind != kindCalculated {
+			t.settle(i, now)
 		}
-		if !c.pushed || before != c.up {
-			c.since = now
-		}
-		c.pushed = true
-		loader.PutHealthEntry(t.buf, c.index, c.up, c.reason)
 	}
+	for _, i := range t.calculated {
+		t.settle(int(i), now)
+	}
+	// Entry 0 belongs to candidates without a check.
+	loader.PutHealthEntry(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
 	version := uint64(now.UnixNano() / int64(t.agg.PushInterval))
 	if version <= t.lastVersion {
 		version = t.lastVersion + 1
@@ -215,10 +261,32 @@ func (t *Table) Push(now time.Time) error {
 	return nil
 }
 
+// settle evaluates slot i, logs a transition and writes its entry.
+func (t *Table) settle(i int, now time.Time) {
+	st := &t.states[i]
+	before := st.up
+	evaluate(i, &t.cfgs[i], st, t.states, t.trackList, &t.agg, now)
+	if st.pushed && before != st.up && t.ids[i] != "" {
+		t.logEvent(Event{Time: now, Check: t.ids[i], From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(t.ids[i])})
+	}
+	if !st.pushed || before != st.up {
+		st.since = now
+	}
+	st.pushed = true
+	loader.PutHealthEntry(t.buf, uint32(i), st.up, st.reason)
+}
+
+func (t *Table) detail(id string) string {
+	rs := t.recent[id]
+	if len(rs) == 0 {
+		return ""
+	}
+	return rs[len(rs)-1].Detail
+}
+
 func (t *Table) logEvent(ev Event) {
 	if len(t.events) == maxEvents {
-		copy(t.events, t.events[1:])
-		t.events = t.events[:maxEvents-1]
+		t.events = append(t.events[:0], t.events[1:]...)
 	}
 	t.events = append(t.events, ev)
 	slog.Info("health transition", "check", ev.Check, "from", ev.From, "to", ev.To, "reason", ev.Reason, "detail", ev.Detail)
@@ -282,13 +350,54 @@ func (t *Table) Meta() Meta {
 	return out
 }
 
+// Status is one check's state for the API.
+type Status struct {
+	ID       string         `json:"id"`
+	Type     string         `json:"type"`
+	Index    uint32         `json:"index"`
+	Up       bool           `json:"healthy"`
+	Reason   string         `json:"reason"`
+	Admin    string         `json:"admin"`
+	Since    time.Time      `json:"since"`
+	Checkers int            `json:"checkers_reporting"`
+	Healthy  int            `json:"checkers_healthy"`
+	Results  []ResultStatus `json:"last_results,omitempty"` // newest first
+}
+
+// ResultStatus is one recent probe result.
+type ResultStatus struct {
+	Time      time.Time `json:"time"`
+	Healthy   bool      `json:"healthy"`
+	Reason    string    `json:"reason"`
+	Detail    string    `json:"detail,omitempty"`
+	LatencyMs float64   `json:"latency_ms"`
+}
+
+// Event is a transition of a check's state: the health-check log.
+type Event struct {
+	Time   time.Time `json:"time"`
+	Check  string    `json:"check"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+}
+
 // Statuses lists every check's state, by id.
 func (t *Table) Statuses() []Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Status, 0, len(t.checks))
-	for id, c := range t.checks {
-		out = append(out, c.status(id))
+	out := make([]Status, 0, len(t.index))
+	for id, i := range t.index {
+		st := &t.states[i]
+		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin,
+			Since: st.since, Checkers: int(st.fresh), Healthy: int(st.healthy)}
+		rs := t.recent[id]
+		for k := len(rs) - 1; k >= 0; k-- {
+			r := rs[k]
+			s.Results = append(s.Results, ResultStatus{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail, LatencyMs: float64(r.Latency.Microseconds()) / 1000})
+		}
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

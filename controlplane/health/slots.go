@@ -1,0 +1,242 @@
+package health
+
+import (
+	"time"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/prober"
+)
+
+// The aggregator keeps its state in arrays of one slot per table entry,
+// configured or not, and every push walks all of them: the work per push
+// depends on the table's capacity, never on how many checks are configured
+// or how many fail (DESIGN §1).
+
+type kind uint8
+
+const (
+	kindProbe kind = iota // judged by checkers' results (also unused slots)
+	kindCalculated
+	kindExternal
+)
+
+// slotCfg is a slot's configuration, set on reload.
+type slotCfg struct {
+	kind       kind
+	invert     bool
+	okN, failN uint16 // consecutive thresholds
+	window     int64  // ns: checkers heard from within it count
+	admin      string
+	children   []uint32
+	minHealthy int
+	ttl        time.Duration
+}
+
+// slotState is a slot's aggregated state.
+type slotState struct {
+	state   bool // before the admin override: from checkers, children or the API
+	up      bool // after it: what the table says
+	reason  uint8
+	fresh   uint16 // checkers heard from recently, at the last push
+	healthy uint16 // of those, the ones that say healthy
+	pushed  bool
+	seeded  bool // state taken from the pinned table
+	since   time.Time
+
+	extUp, extSet bool
+	extExpires    time.Time
+}
+
+// track is what one checker said about every slot, as parallel arrays.
+type track struct {
+	seq      []uint64
+	seen     []int64 // unix ns of the last frame that carried the slot
+	okRun    []uint16
+	failRun  []uint16
+	up       []bool // after the consecutive thresholds
+	reason   []uint8
+	reported []bool
+}
+
+func newTrack(capacity int, initial []slotState) *track {
+	t := &track{
+		seq: make([]uint64, capacity), seen: make([]int64, capacity),
+		okRun: make([]uint16, capacity), failRun: make([]uint16, capacity),
+		up: make([]bool, capacity), reason: make([]uint8, capacity), reported: make([]bool, capacity),
+	}
+	for i := range initial {
+		t.up[i] = initial[i].state
+	}
+	return t
+}
+
+func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
+	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: c.Admin,
+		window: int64(3*c.Interval + pushInterval), minHealthy: c.MinHealthy, ttl: c.TTL}
+	switch c.Type {
+	case "calculated":
+		s.kind = kindCalculated
+	case "external":
+		s.kind = kindExternal
+	}
+	return s
+}
+
+// unusedSlot is the configuration of a slot no check owns: it is walked
+// like any other, and nothing ever reports for it.
+func unusedSlot(pushInterval time.Duration) slotCfg {
+	return slotCfg{okN: 1, failN: 1, window: int64(pushInterval), admin: AdminAuto}
+}
+
+// ingest applies one frame entry to slot i: invert, then the consecutive
+// thresholds. A result seen before (same or older seq, or padding's seq 0)
+// changes nothing but the time the checker was heard, so a frame period
+// shorter than the check interval never counts one result twice. Both
+// paths do the same work.
+func (t *track) ingest(i uint32, cfg *slotCfg, e *prober.Entry, now int64) {
+	fresh := e.Seq > t.seq[i]
+	ok := e.Healthy != cfg.invert
+	okRun, failRun, up := t.okRun[i], t.failRun[i], t.up[i]
+	if ok {
+		okRun, failRun = okRun+1, 0
+		up = up || okRun >= cfg.okN
+	} else {
+		failRun, okRun = failRun+1, 0
+		up = up && failRun < cfg.failN
+	}
+	if fresh {
+		t.seq[i], t.okRun[i], t.failRun[i], t.up[i] = e.Seq, okRun, failRun, up
+		t.reason[i], t.reported[i] = uint8(e.Reason), true
+	}
+	if e.Seq != 0 {
+		t.seen[i] = now
+	}
+}
+
+// evaluate decides slot i's state from its checkers (quorum and
+// hysteresis), its children or its external report, then the admin
+// override.
+func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*track, agg *config.Aggregation, now time.Time) {
+	switch cfg.kind {
+	case kindCalculated:
+		n := 0
+		for _, ch := range cfg.children {
+			if states[ch].up {
+				n++
+			}
+		}
+		st.state, st.reason = n >= cfg.minHealthy, uint8(bpf.SteadydnsHealthReasonREASON_CALCULATED)
+	case kindExternal:
+		switch {
+		case !st.extSet:
+			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
+		case now.After(st.extExpires):
+			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_EXPIRED)
+		default:
+			st.state, st.reason = st.extUp, uint8(bpf.SteadydnsHealthReasonREASON_EXTERNAL)
+		}
+	default:
+		quorum(i, cfg, st, tracks, agg, now.UnixNano())
+	}
+	st.up = st.state
+	switch cfg.admin {
+	case AdminUp:
+		st.up, st.reason = true, uint8(bpf.SteadydnsHealthReasonREASON_ADMIN_UP)
+	case AdminDown:
+		st.up, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN)
+	}
+}
+
+// quorum counts the checkers heard from within the slot's window: during a
+// partition a location judges by the checkers it can still hear. Healthy
+// when more than the quorum share say so (Route 53: 18%), or with
+// hysteresis, down below Down and up again at Up. With no checker heard,
+// the state stays.
+func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Aggregation, now int64) {
+	var fresh, healthy uint16
+	var reason uint8
+	for _, t := range tracks {
+		heard := t.reported[i] && now-t.seen[i] <= cfg.window
+		if heard {
+			fresh++
+			if t.up[i] {
+				healthy++
+			}
+			// The reason shown is a failing checker's while any fails.
+			if reason == 0 || !t.up[i] {
+				reason = t.reason[i]
+			}
+		}
+	}
+	st.fresh, st.healthy = fresh, healthy
+	if fresh == 0 {
+		if !st.seeded {
+			st.reason = uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
+		}
+		return
+	}
+	share := float64(healthy) / float64(fresh)
+	switch h := agg.Hysteresis; {
+	case h == nil:
+		st.state = share > agg.Quorum
+	case st.state:
+		st.state = share >= h.Down
+	default:
+		st.state = share >= h.Up
+	}
+	st.reason = reason
+}
+
+func stateName(up bool) string {
+	if up {
+		return "healthy"
+	}
+	return "unhealthy"
+}
+
+// ReasonName is a reason code's label: the prober's ("timeout",
+// "status"…) below 0x80, the aggregator's above.
+func ReasonName(r uint8) string {
+	switch bpf.SteadydnsHealthReason(r) {
+	case bpf.SteadydnsHealthReasonREASON_STATIC:
+		return "static"
+	case bpf.SteadydnsHealthReasonREASON_ADMIN_UP:
+		return "admin_up"
+	case bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN:
+		return "admin_down"
+	case bpf.SteadydnsHealthReasonREASON_CALCULATED:
+		return "calculated"
+	case bpf.SteadydnsHealthReasonREASON_EXTERNAL:
+		return "external"
+	case bpf.SteadydnsHealthReasonREASON_EXPIRED:
+		return "external_expired"
+	case bpf.SteadydnsHealthReasonREASON_NO_RESULTS:
+		return "no_results"
+	}
+	return prober.Reason(r).String()
+}
+
+// evalOrder lists the slots of calculated checks so that each comes after
+// its children; the config has no cycles.
+func evalOrder(cfg *config.Config, index map[string]uint32) []uint32 {
+	var out []uint32
+	done := map[string]bool{}
+	var visit func(id string)
+	visit = func(id string) {
+		if done[id] {
+			return
+		}
+		done[id] = true
+		for _, ch := range cfg.HealthChecks[id].Children {
+			visit(ch)
+		}
+		if cfg.HealthChecks[id].Type == "calculated" {
+			out = append(out, index[id])
+		}
+	}
+	for _, id := range cfg.CheckIDs {
+		visit(id)
+	}
+	return out
+}
