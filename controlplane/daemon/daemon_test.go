@@ -115,7 +115,7 @@ func write(t *testing.T, path, s string) {
 }
 
 // ask sends one query from the client host.
-func (e *edge) ask(t *testing.T, proto string, server string, m *dns.Msg) *dns.Msg {
+func (e *edge) ask(t testing.TB, proto string, server string, m *dns.Msg) *dns.Msg {
 	t.Helper()
 	var r *dns.Msg
 	err := e.env.Client.Do(func() error {
@@ -151,7 +151,7 @@ func addrs(r *dns.Msg) []string {
 }
 
 // paths returns the XDP answered count and the fallback's total.
-func (e *edge) paths(t *testing.T) (xdp, fallback uint64) {
+func (e *edge) paths(t testing.TB) (xdp, fallback uint64) {
 	t.Helper()
 	counts, err := e.d.XDPOutcomes()
 	if err != nil {

@@ -47,7 +47,7 @@ type httpBackend struct {
 	srv  *http.Server
 }
 
-func (b *httpBackend) start(t *testing.T) {
+func (b *httpBackend) start(t testing.TB) {
 	t.Helper()
 	var ln net.Listener
 	if err := b.host.Do(func() (err error) {
@@ -68,26 +68,22 @@ func (b *httpBackend) stop() { b.srv.Close() }
 // takes it out of the XDP answer within interval × unhealthy_threshold +
 // push period + 1 s, and restarting it brings it back within interval ×
 // healthy_threshold + push period + 1 s. The events say why.
-func TestHealthDrivesAnswers(t *testing.T) {
-	const (
-		interval  = 200 * time.Millisecond
-		push      = 100 * time.Millisecond
-		unhealthy = 3
-		healthy   = 2
-	)
+// healthEdge starts an edge whose two records' checks probe real HTTP
+// backends in two backend hosts.
+func healthEdge(t testing.TB, interval, push time.Duration, unhealthy, healthy int) (*edge, []*httpBackend) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer pass.Close()
+	t.Cleanup(func() { pass.Close() })
 	if err := env.AttachPass(pass.XdpPass); err != nil {
 		t.Fatal(err)
 	}
 	backends := []*httpBackend{{host: env.Backends[0]}, {host: env.Backends[1]}}
 	for _, b := range backends {
 		b.start(t)
-		defer b.stop()
+		t.Cleanup(b.stop)
 	}
 	pins := t.TempDir()
 	if err := unix.Mount("bpf", pins, "bpf", 0, "mode=0700"); err != nil {
@@ -96,7 +92,9 @@ func TestHealthDrivesAnswers(t *testing.T) {
 	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "steadydns.yaml")
-	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
+	if err := os.WriteFile(filepath.Join(dir, "example.test.zone"), []byte(zoneFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(healthConfig, env.Edge.Link, pins+"/sd", interval, unhealthy, healthy, push)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -108,25 +106,39 @@ func TestHealthDrivesAnswers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e := &edge{env: env, d: d, cfg: cfg}
+	return &edge{env: env, d: d, cfg: cfg}, backends
+}
 
-	// waitFor polls the XDP answer until it is want; it returns how long
-	// that took, or fails past limit.
-	waitFor := func(what string, want []string, limit time.Duration) time.Duration {
-		t.Helper()
-		start := time.Now()
-		for {
-			x0, _ := e.paths(t)
-			got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA)))
-			x1, _ := e.paths(t)
-			if slices.Equal(got, want) && x1 == x0+1 {
-				return time.Since(start)
-			}
-			if time.Since(start) > limit {
-				t.Fatalf("%s: answer %v after %v, want %v from xdp", what, got, limit, want)
-			}
-			time.Sleep(10 * time.Millisecond)
+// waitAnswer polls the XDP answer until it is want and returns how long
+// that took, or fails past limit.
+func waitAnswer(t testing.TB, e *edge, what string, want []string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		x0, _ := e.paths(t)
+		got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA)))
+		x1, _ := e.paths(t)
+		if slices.Equal(got, want) && x1 == x0+1 {
+			return time.Since(start)
 		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s: answer %v after %v, want %v from xdp", what, got, limit, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHealthDrivesAnswers(t *testing.T) {
+	const (
+		interval  = 200 * time.Millisecond
+		push      = 100 * time.Millisecond
+		unhealthy = 3
+		healthy   = 2
+	)
+	e, backends := healthEdge(t, interval, push, unhealthy, healthy)
+	env := e.env
+	waitFor := func(what string, want []string, limit time.Duration) time.Duration {
+		return waitAnswer(t, e, what, want, limit)
 	}
 	both := []string{"198.18.1.1", "198.18.1.2"}
 	waitFor("startup", both, 2*time.Second)
@@ -170,7 +182,7 @@ func TestHealthDrivesAnswers(t *testing.T) {
 	}
 }
 
-func getAPI(t *testing.T, env *testenv.Env, path string, v any) {
+func getAPI(t testing.TB, env *testenv.Env, path string, v any) {
 	t.Helper()
 	resp, err := env.Edge.HTTPClient().Get("http://127.0.0.1:9153" + path)
 	if err != nil {
