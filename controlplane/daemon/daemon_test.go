@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -256,10 +257,10 @@ func endToEnd(t *testing.T, mode string) {
 	})
 
 	t.Run("admin down changes the answer within a second", func(t *testing.T) {
-		api := e.env.Edge.HTTPClient()
+		client := e.env.Edge.HTTPClient()
 		put := func(state string) {
 			req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/web1/admin", strings.NewReader(state))
-			resp, err := api.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,14 +291,30 @@ func endToEnd(t *testing.T, mode string) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			t.Logf("admin %s: answer changed after %v", c.state, time.Since(start).Round(time.Millisecond))
+			// The API says why each candidate is in or out.
+			var recs struct{ Records []api.RecordView }
+			getAPI(t, e.env, "/api/v1/records", &recs)
+			for _, r := range recs.Records {
+				if r.Name != "www.example.test." || r.Type != "A" {
+					continue
+				}
+				a := r.Answers[0]
+				wantIn, wantReason := c.state != "down", "healthy: "
+				if c.state == "down" {
+					wantReason = "unhealthy: admin_down"
+				}
+				if a.Value != "198.18.1.1" || a.In != wantIn || !strings.HasPrefix(a.Reason, wantReason) {
+					t.Errorf("admin %s: /api/v1/records says %+v, want in=%v reason %q", c.state, a, wantIn, wantReason)
+				}
+			}
 		}
 		// An unknown check and a bad state are refused.
 		req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/nope/admin", strings.NewReader("down"))
-		if resp, err := api.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
 			t.Errorf("PUT admin of an unknown check: %v %v, want 404", resp.Status, err)
 		}
 		req, _ = http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/web1/admin", strings.NewReader("sideways"))
-		if resp, err := api.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("PUT admin sideways: %v %v, want 400", resp.Status, err)
 		}
 	})
