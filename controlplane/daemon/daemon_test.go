@@ -70,6 +70,14 @@ type edge struct {
 
 func startEdge(t *testing.T, mode string) *edge {
 	env := testenv.Start(t, testenv.Options{})
+	return serve(t, env, func(link, pins string) string { return fmt.Sprintf(configFile, link, mode, pins) })
+}
+
+// serve runs a daemon in env's edge host, with the config that config
+// makes for the edge's link and a private pin directory: XDP in native
+// mode needs the pass program on the client's side, and a private bpffs
+// keeps tests off a real server's pins.
+func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string) *edge {
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		t.Fatal(err)
@@ -86,7 +94,7 @@ func startEdge(t *testing.T, mode string) *edge {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "steadydns.yaml")
 	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
-	write(t, cfg, fmt.Sprintf(configFile, env.Edge.Link, mode, pins+"/sd"))
+	write(t, cfg, config(env.Edge.Link, pins+"/sd"))
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
@@ -108,7 +116,7 @@ func startEdge(t *testing.T, mode string) *edge {
 	return e
 }
 
-func write(t *testing.T, path, s string) {
+func write(t testing.TB, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,23 +1,17 @@
 package daemon_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
-	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/api"
-	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -72,41 +66,15 @@ func (b *httpBackend) stop() { b.srv.Close() }
 // backends in two backend hosts.
 func healthEdge(t testing.TB, interval, push time.Duration, unhealthy, healthy int) (*edge, []*httpBackend) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
-	var pass bpf.PassObjects
-	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pass.Close() })
-	if err := env.AttachPass(pass.XdpPass); err != nil {
-		t.Fatal(err)
-	}
 	backends := []*httpBackend{{host: env.Backends[0]}, {host: env.Backends[1]}}
 	for _, b := range backends {
 		b.start(t)
 		t.Cleanup(b.stop)
 	}
-	pins := t.TempDir()
-	if err := unix.Mount("bpf", pins, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	if err := os.WriteFile(filepath.Join(dir, "example.test.zone"), []byte(zoneFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(healthConfig, env.Edge.Link, pins+"/sd", interval, unhealthy, healthy, push)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var d *daemon.Daemon
-	if err := env.Edge.Do(func() (err error) { d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do}); return err }); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &edge{env: env, d: d, cfg: cfg}, backends
+	e := serve(t, env, func(link, pins string) string {
+		return fmt.Sprintf(healthConfig, link, pins, interval, unhealthy, healthy, push)
+	})
+	return e, backends
 }
 
 // waitAnswer polls the XDP answer until it is want and returns how long

@@ -1,12 +1,9 @@
 package daemon_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,8 +13,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/steadydns/steadydns/bpf"
-	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/testenv"
 )
 
@@ -70,14 +65,6 @@ aggregation:
 // checks forced down through the API.
 func TestPoliciesOverTheWire(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	var pass bpf.PassObjects
-	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer pass.Close()
-	if err := env.AttachPass(pass.XdpPass); err != nil {
-		t.Fatal(err)
-	}
 	// A second client address, in the us prefix.
 	if err := env.Client.Do(func() error {
 		l, err := netlink.LinkByName(env.Client.Link)
@@ -90,26 +77,7 @@ func TestPoliciesOverTheWire(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	pins := t.TempDir()
-	if err := unix.Mount("bpf", pins, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(policyConfig, env.Edge.Link, pins+"/sd")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var d *daemon.Daemon
-	if err := env.Edge.Do(func() (err error) { d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do}); return err }); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	e := &edge{env: env, d: d, cfg: cfg}
+	e := serve(t, env, func(link, pins string) string { return fmt.Sprintf(policyConfig, link, pins) })
 	api := env.Edge.HTTPClient()
 
 	admin := func(check, state string) {
