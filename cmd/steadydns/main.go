@@ -17,6 +17,7 @@ commands:
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
+  bench   [--quick] [--names N] [--rate QPS] [--duration D] [--out DIR] [--servers LIST]   measure against the XDP ceiling and Knot, NSD, gdnsd
   version                   print the version
 `
 
@@ -38,6 +39,8 @@ func main() {
 		err = detach(args)
 	case "testenv":
 		err = testenvCmd(args)
+	case "bench":
+		err = benchCmd(args)
 	case "version":
 		fmt.Println(version())
 	case "help", "-h", "--help":

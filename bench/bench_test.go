@@ -1,0 +1,115 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steadydns/steadydns/bench"
+	"github.com/steadydns/steadydns/controlplane/daemon"
+)
+
+// TestMain lets this test binary play the steadydns binary: the harness
+// runs `BINARY serve --config FILE`, and BINARY defaults to the running
+// executable.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "serve" && os.Args[2] == "--config" {
+		os.Exit(serve(os.Args[3]))
+	}
+	os.Exit(m.Run())
+}
+
+func serve(path string) int {
+	d, err := daemon.Start(path)
+	if err == nil {
+		err = d.Run(context.Background())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestQuick runs the quick mode, the reflector and steadydns for a second
+// per load run, and checks that every number was produced from answers
+// that arrived and were right. It asserts no speed.
+func TestQuick(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("the benchmark loads XDP programs and builds network namespaces, so it needs root (running as uid %d)", os.Geteuid())
+	}
+	o := bench.Quick()
+	o.Duration = time.Second
+	o.Prefix = "" // a unique one, so tests of other packages can run alongside
+	o.Log = logWriter{t}
+	res, err := bench.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Servers) != 2 {
+		t.Fatalf("measured %d servers, want the reflector and steadydns", len(res.Servers))
+	}
+	for _, s := range res.Servers {
+		if s.Spot.Checked == 0 || s.Spot.Correct != s.Spot.Checked {
+			t.Errorf("%s: %d of %d answers right; first wrong: %s", s.Name, s.Spot.Correct, s.Spot.Checked, s.Spot.Problem)
+		}
+		if s.Rcodes["NOERROR"] == 0 || len(s.Rcodes) != 1 {
+			t.Errorf("%s: kxdpgun's replies by rcode %v, want NOERROR only", s.Name, s.Rcodes)
+		}
+		if s.Answered.N != o.Runs || s.Answered.Median <= 0 || s.Offered.Median <= 0 {
+			t.Errorf("%s: answered %+v of offered %+v", s.Name, s.Answered, s.Offered)
+		}
+		if s.KernelNs.N != o.Runs || s.KernelNs.Median <= 0 {
+			t.Errorf("%s: no in-kernel cost: %+v", s.Name, s.KernelNs)
+		}
+		if s.P50.N != o.Runs || s.P50.Median <= 0 || s.P99.Median < s.P50.Median {
+			t.Errorf("%s: latency p50 %+v p99 %+v", s.Name, s.P50, s.P99)
+		}
+	}
+	if res.Servers[0].Ratio != 1 || res.Servers[1].Ratio <= 0 {
+		t.Errorf("ratios to the ceiling %v and %v", res.Servers[0].Ratio, res.Servers[1].Ratio)
+	}
+	checkWork(t, res.Work)
+
+	dir := t.TempDir()
+	if err := bench.Write(res, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"results.md", "results.json", "servers.png", "constant-work.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "results.md"))
+	if !strings.Contains(string(md), "| steadydns |") || !strings.Contains(string(md), "kxdpgun -t 1") {
+		t.Errorf("results.md lacks the steadydns row or the commands:\n%s", md)
+	}
+}
+
+// checkWork wants every constant-work cell measured both ways.
+func checkWork(t *testing.T, w *bench.Work) {
+	t.Helper()
+	if w == nil || len(w.Cells) != 6 {
+		t.Fatalf("constant work: %+v, want 6 cells (K=1 and K=8, three health levels)", w)
+	}
+	if w.PassNs.Median <= 0 {
+		t.Errorf("no BPF_PROG_RUN overhead measured: %+v", w.PassNs)
+	}
+	for _, c := range w.Cells {
+		if c.RunNs.N == 0 || c.LoadNs.Median <= 0 || c.Answered.Median <= 0 || c.Answers == 0 {
+			t.Errorf("cell %d names K=%d %d%% down: %+v", c.Names, c.K, c.DownPct, c)
+		}
+	}
+}
+
+// logWriter sends the harness's progress to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

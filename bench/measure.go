@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+)
+
+// ServerResult is what one server measured.
+type ServerResult struct {
+	Name, About string
+	Offered     Summary           // queries per second kxdpgun sent
+	Answered    Summary           // replies per second kxdpgun received
+	Ratio       float64           // Answered.Median over the reflector's; 0 without a reflector
+	KernelNs    Summary           // ns per packet in the veth's XDP program under load; N=0 without one
+	P50, P99    Summary           // latency in µs at LatencyRate, dnsperf
+	Lost        int               // dnsperf queries without a reply, all runs
+	Rcodes      map[string]uint64 // kxdpgun's replies by rcode, all runs
+	Spot        Spot
+	OtherLoad   float64 // the largest share of the CPUs other processes took during a run that was kept
+}
+
+// measure brings a server up and runs the correctness check, the latency
+// runs and the load runs against it.
+func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err error) {
+	fmt.Fprintf(r.o.Log, "bench: %s\n", s.name)
+	res = ServerResult{Name: s.name, About: s.about, Rcodes: map[string]uint64{}}
+	// Sockets on the client get XDP_TX replies only with a program on its veth.
+	if err := r.clientPass(true); err != nil {
+		return res, err
+	}
+	stop, err := s.start(ctx, r)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, stop(), r.edgeClear()) }()
+	if err := r.pinNAPI(); err != nil {
+		return res, err
+	}
+	res.Spot = r.spotCheck(s.name == "reflector")
+	var p50, p99 []float64
+	for range r.o.Runs {
+		var p perfRun
+		other, err := r.quietly(func() (err error) { p, err = r.dnsperf(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", s.name, err)
+		}
+		p50, p99 = append(p50, p.p50), append(p99, p.p99)
+		res.Lost += p.lost
+		res.OtherLoad = max(res.OtherLoad, other)
+	}
+	res.P50, res.P99 = summarize(p50), summarize(p99)
+
+	// kxdpgun brings its own program for the client veth, and leaves it.
+	if err := r.clientPass(false); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, r.clientPass(false)) }()
+	prog, err := r.edgeProgram()
+	if err != nil {
+		return res, err
+	}
+	if prog != nil {
+		defer prog.Close()
+	}
+	var sent, answered, ns []float64
+	for range r.o.Runs {
+		var g gunRun
+		var cost float64
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.queries); return err })
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", s.name, err)
+		}
+		if prog != nil {
+			ns = append(ns, cost)
+		}
+		res.OtherLoad = max(res.OtherLoad, other)
+		sent, answered = append(sent, g.sent), append(answered, g.replies)
+		for k, v := range g.rcodes {
+			res.Rcodes[k] += v
+		}
+	}
+	res.Offered, res.Answered, res.KernelNs = summarize(sent), summarize(answered), summarize(ns)
+	return res, nil
+}
+
+// loadRun runs kxdpgun once and reads the in-kernel ns per packet of prog,
+// when there is one, over the run.
+func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string) (gunRun, float64, error) {
+	var before, after *ebpf.ProgramStats
+	var err error
+	if prog != nil {
+		if before, err = prog.Stats(); err != nil {
+			return gunRun{}, 0, fmt.Errorf("reading program stats: %w", err)
+		}
+	}
+	g, err := r.kxdpgun(ctx, queries)
+	if err != nil || prog == nil {
+		return g, 0, err
+	}
+	if after, err = prog.Stats(); err != nil {
+		return g, 0, fmt.Errorf("reading program stats: %w", err)
+	}
+	return g, nsPerRun(before, after), nil
+}
+
+// nsPerRun is the mean in-kernel run time per packet between two readings.
+func nsPerRun(before, after *ebpf.ProgramStats) float64 {
+	n := after.RunCount - before.RunCount
+	if n == 0 {
+		return 0
+	}
+	return float64(after.Runtime-before.Runtime) / float64(n) // Runtime is in ns
+}
+
+// clientPass puts the XDP_PASS program on the client veth, or takes away
+// whatever program is there.
+func (r *rig) clientPass(on bool) error {
+	if err := r.env.DetachPass(); err != nil {
+		return err
+	}
+	if on {
+		return r.env.AttachPass(r.pass.XdpPass)
+	}
+	return nil
+}
+
+// edgeProgram is the XDP program on the server's veth, whoever attached
+// it, or nil.
+func (r *rig) edgeProgram() (*ebpf.Program, error) {
+	var id uint32
+	err := r.env.Edge.Do(func() error {
+		l, err := netlink.LinkByName(r.env.Edge.Link)
+		if err != nil {
+			return err
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			id = x.ProgId
+		}
+		return nil
+	})
+	if err != nil || id == 0 {
+		return nil, err
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return nil, fmt.Errorf("opening xdp program %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// edgeClear wants the server's veth without an XDP program once a server
+// stopped, so that the next server is not measured behind it.
+func (r *rig) edgeClear() error {
+	p, err := r.edgeProgram()
+	if p != nil {
+		p.Close()
+		return fmt.Errorf("an xdp program is still attached to %s", r.env.Edge.Link)
+	}
+	return err
+}

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Options configures a run.
+type Options struct {
+	Names       int           // names in the generated zone, each with 4 A and 2 AAAA
+	Rate        int           // queries per second kxdpgun offers
+	LatencyRate int           // queries per second dnsperf offers for the latency runs
+	Duration    time.Duration // one load run; kxdpgun takes whole seconds
+	Runs        int           // runs per measurement; reports give the median and the spread
+	Servers     []string      // servers to measure, from ServerNames, in this order
+	WorkNames   []int         // zone sizes of the constant-work runs; none skips them
+	Iterations  int           // BPF_PROG_RUN calls per constant-work run
+	Binary      string        // the steadydns binary, run as `BINARY serve --config FILE`
+	Prefix      string        // testenv prefix; short, since NAPI thread names hold 15 bytes
+	GenCPU      int           // the CPU of the load generators
+	ServerCPU   int           // the CPU of the servers and of the server veth's NAPI thread
+	Settle      time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
+	Log         io.Writer     `json:"-"` // progress; nil is quiet
+}
+
+// Defaults are the options of `steadydns bench`: the full comparison.
+func Defaults() Options {
+	return Options{
+		Names:       1000,
+		Rate:        2_000_000,
+		LatencyRate: 20_000,
+		Duration:    5 * time.Second,
+		Runs:        3,
+		Servers:     ServerNames(),
+		WorkNames:   []int{1000, 1_000_000},
+		Iterations:  100_000,
+		Prefix:      "sdb",
+		GenCPU:      0,
+		ServerCPU:   1,
+		Settle:      2 * time.Minute,
+	}
+}
+
+// Quick are the options of `steadydns bench --quick` and of the tests: the
+// ceiling and steadydns only, a few seconds each, to show the harness works.
+func Quick() Options {
+	o := Defaults()
+	o.Duration = 2 * time.Second
+	o.Runs = 1
+	o.LatencyRate = 5_000
+	o.Servers = []string{"reflector", "steadydns"}
+	o.WorkNames = []int{1000}
+	o.Iterations = 5_000
+	o.Settle = 0 // a test does not wait for other tests
+	return o
+}
+
+// check fills what can be derived and rejects what cannot run.
+func (o *Options) check() error {
+	if o.Names < 1 || o.Rate < 1 || o.LatencyRate < 1 || o.Runs < 1 || o.Iterations < 1 {
+		return errors.New("names, rate, latency rate, runs and iterations must be positive")
+	}
+	if o.Duration < time.Second {
+		return fmt.Errorf("duration %v: kxdpgun runs for whole seconds, at least 1s", o.Duration)
+	}
+	for _, s := range o.Servers {
+		if !slices.Contains(ServerNames(), s) {
+			return fmt.Errorf("unknown server %q: want some of %v", s, ServerNames())
+		}
+	}
+	for _, n := range o.WorkNames {
+		if n < 1 {
+			return fmt.Errorf("constant-work size %d: must be positive", n)
+		}
+	}
+	if n := runtime.NumCPU(); o.GenCPU == o.ServerCPU || o.GenCPU >= n || o.ServerCPU >= n {
+		return fmt.Errorf("cpus %d and %d: want two different CPUs of the %d here", o.GenCPU, o.ServerCPU, n)
+	}
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding the steadydns binary: %w", err)
+		}
+		o.Binary = exe
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	return nil
+}
+
+// seconds is the duration as kxdpgun and dnsperf take it.
+func (o *Options) seconds() int { return int(o.Duration / time.Second) }

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Write puts the report into dir: results.md, results.json and the charts
+// servers.png and constant-work.png.
+func Write(res *Results, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", dir, err)
+	}
+	var md strings.Builder
+	Markdown(&md, res)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("writing results.md: %w", err)
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding results.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+		return fmt.Errorf("writing results.json: %w", err)
+	}
+	if err := serversChart(res, filepath.Join(dir, "servers.png")); err != nil {
+		return err
+	}
+	if res.Work != nil && len(res.Work.Cells) > 0 {
+		return workChart(res.Work, filepath.Join(dir, "constant-work.png"))
+	}
+	return nil
+}
+
+// Markdown writes the report's tables.
+func Markdown(w io.Writer, res *Results) {
+	m, o := res.Machine, res.Options
+	fmt.Fprintf(w, "# steadydns benchmark\n\n")
+	fmt.Fprintf(w, "%s UTC · %s · %s × %d · %s · load %s · %s · revision %s\n\n",
+		res.Started.Format("2006-01-02 15:04"), m.Kernel, m.CPU, m.CPUs, m.Memory, m.Load, m.Go, m.Revision)
+	fmt.Fprintf(w, "Zone of %d names (4 A + 2 AAAA each), queries A and AAAA for every name. "+
+		"kxdpgun offers %d q/s for %v on CPU %d; the server and its veth's NAPI thread run on CPU %d. "+
+		"Latency: dnsperf at %d q/s. Every figure is the median of %d runs, with the range in parentheses.\n\n",
+		o.Names, o.Rate, o.Duration, o.GenCPU, o.ServerCPU, o.LatencyRate, o.Runs)
+	var tools []string
+	for _, t := range slices.Sorted(maps.Keys(m.Tools)) {
+		if m.Tools[t] != "" {
+			tools = append(tools, m.Tools[t])
+		}
+	}
+	fmt.Fprintf(w, "Tools: %s.\n\n", strings.Join(tools, "; "))
+
+	fmt.Fprintf(w, "## Side by side\n\n")
+	fmt.Fprintf(w, "| server | answered k/s | of ceiling | ns/packet in XDP | p50 µs | p99 µs | answers checked | kxdpgun rcodes | other load |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range res.Servers {
+		ratio := "—"
+		if s.Ratio > 0 {
+			ratio = fmt.Sprintf("%.0f%%", 100*s.Ratio)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d/%d | %s | %.0f%% |\n", s.Name,
+			s.Answered.format(1e3, 0), ratio, s.KernelNs.format(1, 0), s.P50.format(1, 0), s.P99.format(1, 0),
+			s.Spot.Correct, s.Spot.Checked, rcodes(s.Rcodes), 100*s.OtherLoad)
+	}
+	fmt.Fprintf(w, "\n*Other load* is the largest share of both CPUs that processes outside the benchmark took during one of that server's runs. Before each run the harness waits up to %v for them to take 10%% or less, and runs a disturbed run again (twice at most). Above a few percent, the figures are skewed.\n\n", o.Settle)
+	for _, s := range res.Servers {
+		fmt.Fprintf(w, "- **%s**: %s. Offered %s k/s.", s.Name, s.About, s.Offered.format(1e3, 0))
+		if s.Lost > 0 {
+			fmt.Fprintf(w, " dnsperf lost %d queries.", s.Lost)
+		}
+		if s.Spot.Problem != "" {
+			fmt.Fprintf(w, " First wrong answer: %s.", s.Spot.Problem)
+		}
+		fmt.Fprintln(w)
+	}
+	if res.Work != nil {
+		workMarkdown(w, res.Work)
+	}
+	fmt.Fprintf(w, "\n## Commands\n\n```\n%s\n```\n", strings.Join(res.Commands, "\n"))
+}
+
+func workMarkdown(w io.Writer, wk *Work) {
+	fmt.Fprintf(w, "\n## Constant work\n\n")
+	fmt.Fprintf(w, "The steadydns XDP program with synthetic multivalue A sets of K health-checked candidates. "+
+		"BPF_PROG_RUN runs each query once on a fresh copy (a repeat count would rerun the program on its own reply); "+
+		"the loop's own cost, %s ns measured with an XDP_PASS program, is subtracted. The reflector costs %s ns the same way. "+
+		"Under load: kxdpgun asks every name once per pass, and the kernel's run-time statistics give ns per packet. "+
+		"Each round measures every health level once; other processes took up to %.0f%% of the CPUs during a round.\n\n",
+		wk.PassNs.format(1, 1), wk.ReflectorNs.format(1, 1), 100*wk.OtherLoad)
+	fmt.Fprintf(w, "| names | K | down | answers | BPF_PROG_RUN ns/query | ns/packet under load | answered k/s under load |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|\n")
+	for _, c := range wk.Cells {
+		fmt.Fprintf(w, "| %d | %d | %d%% | %d | %s | %s | %s |\n", c.Names, c.K, c.DownPct, c.Answers,
+			c.RunNs.format(1, 1), c.LoadNs.format(1, 1), c.Answered.format(1e3, 0))
+	}
+	fmt.Fprintf(w, "\nSpread across the health levels (largest median over smallest, minus one):\n\n")
+	fmt.Fprintf(w, "| names | K | BPF_PROG_RUN | under load |\n|---|---|---|---|\n")
+	for _, g := range workGroups(wk.Cells) {
+		fmt.Fprintf(w, "| %d | %d | %.1f%% | %.1f%% |\n", g[0].Names, g[0].K,
+			100*levelSpread(g, func(c WorkResult) float64 { return c.RunNs.Median }),
+			100*levelSpread(g, func(c WorkResult) float64 { return c.LoadNs.Median }))
+	}
+	for _, s := range wk.Skipped {
+		fmt.Fprintf(w, "\nNot run: %s.\n", s)
+	}
+}
+
+// workGroups splits the cells by zone size and K, keeping their order.
+func workGroups(cells []WorkResult) [][]WorkResult {
+	var gs [][]WorkResult
+	for _, c := range cells {
+		if n := len(gs); n > 0 && gs[n-1][0].Names == c.Names && gs[n-1][0].K == c.K {
+			gs[n-1] = append(gs[n-1], c)
+		} else {
+			gs = append(gs, []WorkResult{c})
+		}
+	}
+	return gs
+}
+
+// levelSpread is how far apart the health levels of one group are.
+func levelSpread(g []WorkResult, v func(WorkResult) float64) float64 {
+	lo, hi := v(g[0]), v(g[0])
+	for _, c := range g {
+		lo, hi = min(lo, v(c)), max(hi, v(c))
+	}
+	if lo <= 0 {
+		return 0
+	}
+	return hi/lo - 1
+}
+
+func rcodes(m map[string]uint64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
+}

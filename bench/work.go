@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"slices"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// Work is the constant-work measurement: what a query costs the XDP
+// program with 0%, 50% and 100% of its candidates down.
+type Work struct {
+	Cells       []WorkResult
+	PassNs      Summary  // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
+	ReflectorNs Summary  // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
+	Skipped     []string // sizes that did not run here, and why
+	OtherLoad   float64  // the largest share of the CPUs other processes took during a round that was kept
+}
+
+// WorkResult is one cell: a zone size, K candidates per name, a share down.
+type WorkResult struct {
+	Names, K, DownPct int
+	Answers           int     // answers per reply, checked on every sampled frame
+	RunNs             Summary // BPF_PROG_RUN ns per query, overhead subtracted
+	LoadNs            Summary // in-kernel ns per packet under kxdpgun
+	Answered          Summary // replies per second under kxdpgun
+}
+
+// Constant-work shape: the health table's default size, the frames the
+// microbenchmark cycles through, and the shares of candidates down.
+const (
+	workTable  = 65536
+	workFrames = 4096
+)
+
+var workDown = []int{0, 50, 100}
+
+// constantWork loads the steadydns program with synthetic record sets
+// whose candidates are health-checked, attaches it to the server's veth,
+// and measures every cell through BPF_PROG_RUN and under load.
+func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
+	w = &Work{}
+	fmt.Fprintf(r.o.Log, "bench: constant work\n")
+	o, err := loader.Load(loader.Options{
+		BPFFS:          filepath.Join(r.bpffs, "work"),
+		HealthCapacity: workTable,
+		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
+	if err := r.workBaseline(w, o); err != nil {
+		return nil, err
+	}
+	if err := r.env.Edge.Do(func() error { _, err := o.Attach(r.env.Edge.Link, loader.ModeNative); return err }); err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, o.Detach(r.env.Edge.Link)) }()
+	if err := r.pinNAPI(); err != nil {
+		return nil, err
+	}
+	// Ascending, so each size adds names to the maps rather than leaving
+	// stale ones from a bigger size behind.
+	sizes := slices.Clone(r.o.WorkNames)
+	slices.Sort(sizes)
+	for _, n := range slices.Compact(sizes) {
+		if why := fits(n); why != "" {
+			w.Skipped = append(w.Skipped, why)
+			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
+			continue
+		}
+		if err := r.workSize(ctx, w, o, n); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// workBaseline measures the fixed cost of the BPF_PROG_RUN loop with an
+// XDP_PASS program, and the reflector for scale.
+func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
+	frames := [][]byte{r.queryFrame(0)}
+	var pass, refl []float64
+	for range r.o.Runs {
+		p, err := progRunNs(r.pass.XdpPass, frames, r.o.Iterations, r.o.ServerCPU, 2 /* XDP_PASS */)
+		if err != nil {
+			return err
+		}
+		pass = append(pass, p)
+	}
+	w.PassNs = summarize(pass)
+	reflector, closeReflector, err := loadReflector()
+	if err != nil {
+		return err
+	}
+	defer closeReflector()
+	for range r.o.Runs {
+		ns, err := progRunNs(reflector, frames, r.o.Iterations, r.o.ServerCPU, xdpTX)
+		if err != nil {
+			return err
+		}
+		refl = append(refl, ns-w.PassNs.Median)
+	}
+	w.ReflectorNs = summarize(refl)
+	return nil
+}
+
+// workSize fills the maps with n names and measures K = 1 and K = max at
+// every share down.
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, n int) error {
+	rng := rand.New(rand.NewPCG(3, uint64(n)))
+	var frames [][]byte
+	for range min(n, workFrames) {
+		frames = append(frames, r.queryFrame(rng.IntN(n)))
+	}
+	queries := filepath.Join(r.dir, fmt.Sprintf("work-%d.txt", n))
+	order := rng.Perm(n)
+	err := writeLines(queries, func(b *bufio.Writer) {
+		for _, i := range order {
+			fmt.Fprintf(b, "%s A\n", nameOf(i))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range []int{1, loader.MaxCandidates} {
+		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
+		if err := putWorkRecords(o, n, k); err != nil {
+			return err
+		}
+		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sample is one round's figures for one cell.
+type sample struct{ run, load, answered []float64 }
+
+// workLevels measures the health levels of one size and K in rounds, each
+// round every level once, so that a disturbance from outside falls on all
+// levels alike rather than on whichever level ran at the time.
+func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
+	samples := make([]sample, len(workDown))
+	for round := range r.o.Runs {
+		for i, down := range workDown {
+			if err := writeWorkHealth(o, down); err != nil {
+				return err
+			}
+			if round == 0 {
+				for j, f := range frames {
+					if err := checkReply(o.Steadydns, f, expectedAnswers(k, down)); err != nil {
+						return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
+					}
+				}
+			}
+			var run, cost, answered float64
+			other, err := r.quietly(func() (err error) {
+				run, cost, answered, err = r.workRound(ctx, o, frames, queries)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			w.OtherLoad = max(w.OtherLoad, other)
+			s := &samples[i]
+			s.run, s.load, s.answered = append(s.run, run-w.PassNs.Median), append(s.load, cost), append(s.answered, answered)
+		}
+	}
+	for i, down := range workDown {
+		w.Cells = append(w.Cells, WorkResult{
+			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down),
+			RunNs: summarize(samples[i].run), LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered),
+		})
+	}
+	return nil
+}
+
+// workRound times the program once through BPF_PROG_RUN and once under
+// kxdpgun, and returns both costs in ns and the replies per second.
+func (r *rig) workRound(ctx context.Context, o *loader.Objects, frames [][]byte, queries string) (float64, float64, float64, error) {
+	run, err := progRunNs(o.Steadydns, frames, r.o.Iterations, r.o.ServerCPU, xdpTX)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	g, cost, err := r.loadRun(ctx, o.Steadydns, queries)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return run, cost, g.replies, r.clientPass(false)
+}
+
+// loadReflector loads the bare reflector for BPF_PROG_RUN.
+func loadReflector() (*ebpf.Program, func(), error) {
+	var objs bpf.ReflectorObjects
+	if err := bpf.LoadReflectorObjects(&objs, nil); err != nil {
+		return nil, nil, fmt.Errorf("loading the reflector: %w", err)
+	}
+	return objs.Reflector, func() { objs.Close() }, nil
+}

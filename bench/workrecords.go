@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// checkOf is the health-table entry of candidate j of name i. Entries run
+// 1 … workTable-2 (0 is the always-up entry); the count is even, so
+// candidate j's entry has j's parity and odd entries are half of every set
+// with K > 1, and every other name's single candidate with K = 1.
+func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
+
+// putWorkRecords writes an A set of k health-checked candidates for each of
+// n names: multivalue, answering up to k.
+func putWorkRecords(o *loader.Objects, n, k int) error {
+	buf := make([]byte, 256)
+	for i := range n {
+		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
+		if err != nil {
+			return fmt.Errorf("packing %s: %w", nameOf(i), err)
+		}
+		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k)}
+		for j := range k {
+			a := [4]byte{198, 19, byte(j), byte(i)}
+			copy(v.Cand[j].Addr[:], a[:])
+			v.Cand[j].Check = checkOf(i, j, k)
+		}
+		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: dns.TypeA}, &v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeWorkHealth writes a table with down% of the candidates' entries
+// down: none, the odd ones, or all.
+func writeWorkHealth(o *loader.Objects, down int) error {
+	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
+	loader.PutHealthEntry(table, 0, true, 0)
+	for i := 1; i < o.HealthCapacity(); i++ {
+		up := down == 0 || down == 50 && i%2 == 0
+		loader.PutHealthEntry(table, uint32(i), up, 0)
+	}
+	// Version 0 would mean no table yet, and every set would fail open.
+	return o.WriteHealth(table, 1, 0, 0)
+}
+
+// expectedAnswers is the reply's answer count: the healthy candidates, or
+// all of them when none is (when_all_down: answer_all).
+func expectedAnswers(k, down int) int {
+	if down == 50 && k > 1 {
+		return k / 2
+	}
+	return k
+}
+
+// checkReply runs one frame and checks that the reply is an answer with
+// the expected number of records and valid checksums.
+func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
+	out := make([]byte, 4096)
+	opts := &ebpf.RunOptions{Data: frame, DataOut: out}
+	ret, err := prog.Run(opts)
+	if err != nil {
+		return fmt.Errorf("running the program: %w", err)
+	}
+	if ret != xdpTX {
+		return fmt.Errorf("action %d, want XDP_TX", ret)
+	}
+	r, err := packet.Parse(opts.DataOut)
+	if err != nil {
+		return err
+	}
+	var m dns.Msg
+	if err := m.Unpack(r.Payload); err != nil {
+		return fmt.Errorf("unpacking the reply: %w", err)
+	}
+	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != answers {
+		return fmt.Errorf("reply %s with %d answers, want NOERROR with %d", dns.RcodeToString[m.Rcode], len(m.Answer), answers)
+	}
+	return nil
+}
+
+// fits says why n record sets would not fit in memory here, or "".
+// A non-preallocated hash element holds its key and value after a header of
+// about 48 bytes, from a slab that rounds up; twice that is the estimate,
+// and it must leave half of the available memory free.
+func fits(n int) string {
+	per := 2 * (48 + int(unsafe.Sizeof(bpf.SteadydnsNameKey32{})) + int(unsafe.Sizeof(bpf.SteadydnsRrset{})))
+	need := uint64(n) * uint64(per)
+	avail, err := memAvailable()
+	if err != nil {
+		return fmt.Sprintf("%d names: %v", n, err)
+	}
+	if need > avail/2 {
+		return fmt.Sprintf("%d names need about %d MiB of record maps, and %d MiB are available", n, need>>20, avail>>20)
+	}
+	return ""
+}
+
+func memAvailable() (uint64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("reading /proc/meminfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscan(rest, &kb); err != nil {
+				return 0, fmt.Errorf("reading MemAvailable: %w", err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("reading /proc/meminfo: no MemAvailable")
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/steadydns/steadydns/bench"
+)
+
+func benchCmd(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "the reflector and steadydns only, a few seconds each (what `make test` runs)")
+	d := bench.Defaults()
+	names := fs.Int("names", d.Names, "names in the generated zone")
+	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers")
+	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
+	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
+	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
+	out := fs.String("out", "bench/results", "directory for results.md, results.json and the charts")
+	servers := fs.String("servers", strings.Join(d.Servers, ","), "servers to measure, comma-separated, of "+strings.Join(bench.ServerNames(), ","))
+	settle := fs.Duration("settle", d.Settle, "wait up to this long before each measurement for other processes to leave the CPUs quiet")
+	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o := d
+	if *quick {
+		o = bench.Quick()
+	}
+	// Flags given explicitly override the mode's values.
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "names":
+			o.Names = *names
+		case "rate":
+			o.Rate = *rate
+		case "latency-rate":
+			o.LatencyRate = *latency
+		case "duration":
+			o.Duration = *duration
+		case "runs":
+			o.Runs = *runs
+		case "settle":
+			o.Settle = *settle
+		case "servers":
+			o.Servers = split(*servers)
+		case "work-names":
+			if o.WorkNames, err = sizes(*work); err != nil {
+				err = fmt.Errorf("--work-names: %w", err)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	o.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := bench.Write(res, *out); err != nil {
+		return err
+	}
+	bench.Markdown(os.Stdout, res)
+	fmt.Fprintf(os.Stderr, "bench: results in %s\n", *out)
+	return nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func sizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range split(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
