@@ -28,7 +28,7 @@ var (
 
 // load loads the program into a private bpffs so tests never touch the
 // pins of a running server.
-func load(t *testing.T) *loader.Objects {
+func load(t testing.TB) *loader.Objects {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
@@ -47,7 +47,7 @@ func load(t *testing.T) *loader.Objects {
 }
 
 // wire is the lowercased wire form of a name, as the control plane keys it.
-func wire(t *testing.T, name string) string {
+func wire(t testing.TB, name string) string {
 	t.Helper()
 	buf := make([]byte, 256)
 	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf, 0, nil, false)
@@ -85,7 +85,7 @@ func rrset(ttl uint32, maxAnswers uint8, cs ...cand) *bpf.SteadydnsRrset {
 	return v
 }
 
-func put(t *testing.T, o *loader.Objects, name string, qtype uint16, v *bpf.SteadydnsRrset) {
+func put(t testing.TB, o *loader.Objects, name string, qtype uint16, v *bpf.SteadydnsRrset) {
 	t.Helper()
 	if err := o.PutRecord(loader.RecordKey{Wire: wire(t, name), Qtype: qtype}, v); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func put(t *testing.T, o *loader.Objects, name string, qtype uint16, v *bpf.Stea
 }
 
 // setHealth writes a table (version 1) in which the listed entries are up.
-func setHealth(t *testing.T, o *loader.Objects, up ...uint32) {
+func setHealth(t testing.TB, o *loader.Objects, up ...uint32) {
 	t.Helper()
 	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
 	loader.PutHealthEntry(table, 0, true, 0)
