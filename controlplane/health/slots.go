@@ -95,23 +95,31 @@ func unusedSlot(pushInterval time.Duration) slotCfg {
 // shorter than the check interval never counts one result twice. Both
 // paths do the same work.
 func (t *track) ingest(i uint32, cfg *slotCfg, e *prober.Entry, now int64) {
-	fresh := e.Seq > t.seq[i]
-	ok := e.Healthy != cfg.invert
-	okRun, failRun, up := t.okRun[i], t.failRun[i], t.up[i]
-	if ok {
-		okRun, failRun = okRun+1, 0
-		up = up || okRun >= cfg.okN
+	t.apply(i, cfg, e, e.Seq > t.seq[i], now)
+}
+
+// apply does the work of one entry; fresh says whether it counts.
+func (t *track) apply(i uint32, cfg *slotCfg, e *prober.Entry, fresh bool, now int64) {
+	seq, okRun, failRun, up := t.seq[i], t.okRun[i], t.failRun[i], t.up[i]
+	reason, reported, seen := t.reason[i], t.reported[i], t.seen[i]
+	nOk, nFail, nUp := okRun, failRun, up
+	if e.Healthy != cfg.invert {
+		nOk, nFail = okRun+1, 0
+		nUp = up || nOk >= cfg.okN
 	} else {
-		failRun, okRun = failRun+1, 0
-		up = up && failRun < cfg.failN
+		nFail, nOk = failRun+1, 0
+		nUp = up && nFail < cfg.failN
 	}
 	if fresh {
-		t.seq[i], t.okRun[i], t.failRun[i], t.up[i] = e.Seq, okRun, failRun, up
-		t.reason[i], t.reported[i] = uint8(e.Reason), true
+		seq, okRun, failRun, up = e.Seq, nOk, nFail, nUp
+		reason, reported = uint8(e.Reason), true
 	}
 	if e.Seq != 0 {
-		t.seen[i] = now
+		seen = now
 	}
+	// Stored whether changed or not: every entry writes the same memory.
+	t.seq[i], t.okRun[i], t.failRun[i], t.up[i] = seq, okRun, failRun, up
+	t.reason[i], t.reported[i], t.seen[i] = reason, reported, seen
 }
 
 // evaluate decides slot i's state from its checkers (quorum and
@@ -158,34 +166,41 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	var reason uint8
 	for _, t := range tracks {
 		heard := t.reported[i] && now-t.seen[i] <= cfg.window
-		if heard {
-			fresh++
-			if t.up[i] {
-				healthy++
-			}
-			// The reason shown is a failing checker's while any fails.
-			if reason == 0 || !t.up[i] {
-				reason = t.reason[i]
-			}
+		up := t.up[i]
+		fresh += b2u(heard)
+		healthy += b2u(heard && up)
+		// The reason shown is a failing checker's while any fails.
+		if heard && (reason == 0 || !up) {
+			reason = t.reason[i]
 		}
 	}
 	st.fresh, st.healthy = fresh, healthy
+	// The share is computed for every slot, heard from or not.
+	share := float64(healthy) / float64(max(fresh, 1))
+	var next bool
+	switch h := agg.Hysteresis; {
+	case h == nil:
+		next = share > agg.Quorum
+	case st.state:
+		next = share >= h.Down
+	default:
+		next = share >= h.Up
+	}
 	if fresh == 0 {
+		// Nobody to hear from: the state stays.
 		if !st.seeded {
 			st.reason = uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
 		}
 		return
 	}
-	share := float64(healthy) / float64(fresh)
-	switch h := agg.Hysteresis; {
-	case h == nil:
-		st.state = share > agg.Quorum
-	case st.state:
-		st.state = share >= h.Down
-	default:
-		st.state = share >= h.Up
+	st.state, st.reason = next, reason
+}
+
+func b2u(b bool) uint16 {
+	if b {
+		return 1
 	}
-	st.reason = reason
+	return 0
 }
 
 func stateName(up bool) string {

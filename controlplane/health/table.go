@@ -40,6 +40,7 @@ type Table struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
+	sink        *track // takes padding entries' work; never read
 	ids         []string // slot → check id, "" for unused slots
 	types       map[string]string
 	index       map[string]uint32
@@ -77,6 +78,7 @@ func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Ta
 		return nil, err
 	}
 	t.meta.Store(&meta)
+	t.sink = newTrack(n, nil)
 	t.Reconfigure(cfg, index)
 	if meta.Version != 0 && meta.ConfigHash == cfg.Hash {
 		for _, i := range index {
@@ -217,14 +219,16 @@ func (t *Table) IngestFrame(b []byte, now time.Time) error {
 	n := uint32(len(t.cfgs))
 	for k := range f.Entries {
 		e := &f.Entries[k]
-		// A padding entry is walked at its own position, as a real one
-		// is at its slot, so both touch the same amount of memory.
-		slot := e.Index
 		if e.Seq == 0 {
-			slot = uint32(k)
+			// Padding does a real entry's work on the sink, at its own
+			// position, so a frame costs the same however full it is.
+			if uint32(k) < n {
+				t.sink.apply(uint32(k), &t.cfgs[k], e, true, ns)
+			}
+			continue
 		}
-		if slot < n {
-			tr.ingest(slot, &t.cfgs[slot], e, ns)
+		if e.Index < n {
+			tr.ingest(e.Index, &t.cfgs[e.Index], e, ns)
 		}
 	}
 	return nil
