@@ -17,6 +17,7 @@ commands:
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
+  testenv backend --listen ADDR   serve GET /healthz for a test backend
   bench   [--quick] [--names N] [--rate QPS] [--duration D] [--out DIR] [--servers LIST]   measure against the XDP ceiling and Knot, NSD, gdnsd
   version                   print the version
 `
