@@ -15,6 +15,8 @@ command -v nsenter >/dev/null || need+=(util-linux)
 command -v ip >/dev/null || need+=(iproute2)
 command -v curl >/dev/null || need+=(curl)
 command -v bpftool >/dev/null || need+=(bpftool)
+command -v dnsperf >/dev/null || need+=(dnsperf)
+command -v ethtool >/dev/null || need+=(ethtool)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"
