@@ -3,12 +3,10 @@ package bpf_test
 import (
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/selection"
@@ -111,13 +109,7 @@ func TestWeightedSharesFallback(t *testing.T) {
 // often, exactly, since the per-CPU turn advances once per query.
 func TestRoundRobin(t *testing.T) {
 	o := load(t)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var one unix.CPUSet
-	one.Set(0)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatalf("pinning to cpu 0: %v", err)
-	}
+	pinCPU(t, 0)
 	v := rrset(60, 2, cand{addr: "198.18.7.1", check: 1}, cand{addr: "198.18.7.2", check: 2}, cand{addr: "198.18.7.3", check: 3}, cand{addr: "198.18.7.4", check: 4})
 	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN)
 	put(t, o, "rr.example.test.", dns.TypeA, v)

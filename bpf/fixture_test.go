@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -147,3 +148,22 @@ func dumpf(t *testing.T, format string, in, want, got []byte, args ...any) {
 }
 
 func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
+
+// pinCPU keeps the calling goroutine on one CPU until the test ends: the
+// program's per-CPU state (the round-robin turn) and timings then come
+// from one CPU. The thread's old affinity is restored before it is freed.
+func pinCPU(t testing.TB, cpu int) {
+	runtime.LockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatalf("reading cpu affinity: %v", err)
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatalf("pinning to cpu %d: %v", cpu, err)
+	}
+	t.Cleanup(func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	})
+}

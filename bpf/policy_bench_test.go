@@ -2,14 +2,12 @@ package bpf_test
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -28,13 +26,7 @@ import (
 //	go test ./bpf -run '^$' -bench PolicyCost -benchtime 1x
 func BenchmarkPolicyCost(b *testing.B) {
 	o := load(b)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var one unix.CPUSet
-	one.Set(1)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		b.Fatal(err)
-	}
+	pinCPU(b, 1)
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		b.Fatal(err)

@@ -40,7 +40,7 @@ type Table struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	sink        *track // takes padding entries' work; never read
+	sink        *track   // takes padding entries' work; never read
 	ids         []string // slot → check id, "" for unused slots
 	types       map[string]string
 	index       map[string]uint32
