@@ -166,16 +166,16 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	var reason uint8
 	for _, t := range tracks {
 		heard := t.reported[i] && now-t.seen[i] <= cfg.window
-		up := t.up[i]
+		up, r := t.up[i], t.reason[i]
 		fresh += b2u(heard)
 		healthy += b2u(heard && up)
 		// The reason shown is a failing checker's while any fails.
 		if heard && (reason == 0 || !up) {
-			reason = t.reason[i]
+			reason = r
 		}
 	}
-	st.fresh, st.healthy = fresh, healthy
-	// The share is computed for every slot, heard from or not.
+	// Every slot computes a share and writes its state, heard from or
+	// not, so the walk costs the same for unused slots.
 	share := float64(healthy) / float64(max(fresh, 1))
 	var next bool
 	switch h := agg.Hysteresis; {
@@ -188,12 +188,12 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	}
 	if fresh == 0 {
 		// Nobody to hear from: the state stays.
+		next, reason = st.state, st.reason
 		if !st.seeded {
-			st.reason = uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
+			reason = uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
 		}
-		return
 	}
-	st.state, st.reason = next, reason
+	st.fresh, st.healthy, st.state, st.reason = fresh, healthy, next, reason
 }
 
 func b2u(b bool) uint16 {
