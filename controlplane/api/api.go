@@ -140,23 +140,24 @@ type RecordView struct {
 
 func recordList(w http.ResponseWriter, st State) {
 	t := st.Table()
+	meta := t.Meta()
+	reasons := map[string]string{}
+	for _, s := range t.Statuses() {
+		reasons[s.ID] = s.Reason
+	}
 	var out []RecordView
 	for _, s := range st.Records().Sets {
-		out = append(out, describe(s, t))
+		out = append(out, describe(s, t, meta.ColdOpen, reasons))
 	}
-	writeJSON(w, map[string]any{"table": t.Meta(), "records": out})
+	writeJSON(w, map[string]any{"table": meta, "records": out})
 }
 
-// describe explains each candidate with the data plane's own selection.
-func describe(s *records.Set, t *health.Table) RecordView {
+// describe explains each candidate with the data plane's own selection;
+// reasons are the checks' reasons by id.
+func describe(s *records.Set, t *health.Table, cold bool, reasons map[string]string) RecordView {
 	v := &s.Value
 	open := t.Open(v.Stale)
-	cold := t.Meta().ColdOpen
 	p := selection.Select(v, t.Up, nil, open, 0, 0)
-	reasons := map[string]string{}
-	for _, st := range t.Statuses() {
-		reasons[st.ID] = st.Reason
-	}
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
