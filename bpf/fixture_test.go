@@ -146,7 +146,6 @@ func dumpf(t *testing.T, format string, in, want, got []byte, args ...any) {
 	t.Errorf(format+"\ninput:\n%s\nexpected:\n%s\nactual:\n%s", append(args, hex.Dump(in), hex.Dump(want), hex.Dump(got))...)
 }
 
-
 // pinCPU keeps the calling goroutine on one CPU until the test ends: the
 // program's per-CPU state (the round-robin turn) and timings then come
 // from one CPU. The thread's old affinity is restored before it is freed.
