@@ -74,6 +74,7 @@ func TestQuick(t *testing.T) {
 		t.Errorf("ratios to the ceiling %v and %v", res.Servers[0].Ratio, res.Servers[1].Ratio)
 	}
 	checkWork(t, res.Work)
+	checkAggregator(t, res.Agg)
 
 	dir := t.TempDir()
 	if err := bench.Write(res, dir); err != nil {
@@ -85,7 +86,8 @@ func TestQuick(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "results.md"))
-	if !strings.Contains(string(md), "| steadydns |") || !strings.Contains(string(md), "kxdpgun -t 1") {
+	if !strings.Contains(string(md), "| steadydns |") || !strings.Contains(string(md), "kxdpgun -t 1") ||
+		!strings.Contains(string(md), "| 65535 | true |") {
 		t.Errorf("results.md lacks the steadydns row or the commands:\n%s", md)
 	}
 }
@@ -103,6 +105,26 @@ func checkWork(t *testing.T, w *bench.Work) {
 		if c.RunNs.N == 0 || c.LoadNs.Median <= 0 || c.Answered.Median <= 0 || c.Answers == 0 {
 			t.Errorf("cell %d names K=%d %d%% down: %+v", c.Names, c.K, c.DownPct, c)
 		}
+	}
+}
+
+// checkAggregator wants all four aggregator cells measured, with frames and
+// tables of the same size whatever the number of checks.
+func checkAggregator(t *testing.T, a *bench.Aggregator) {
+	t.Helper()
+	if a == nil || len(a.Cells) != 4 {
+		t.Fatalf("aggregator: %+v, want 4 cells (10 and 65,535 checks, passing and failing)", a)
+	}
+	if a.FrameBytes != 64+24*65536 || a.TableBytes <= 0 {
+		t.Errorf("aggregator frame %d bytes, table %d bytes", a.FrameBytes, a.TableBytes)
+	}
+	for _, c := range a.Cells {
+		if c.PushMs.N == 0 || c.PushMs.Median <= 0 || c.IngestMs.Median <= 0 || c.IngestMs.Median >= c.PushMs.Median {
+			t.Errorf("aggregator %d checks failing=%v: push %+v, ingest %+v", c.Checks, c.Failing, c.PushMs, c.IngestMs)
+		}
+	}
+	if a.Spread.N == 0 || a.Spread.Min < 0 {
+		t.Errorf("aggregator spread %+v", a.Spread)
 	}
 }
 

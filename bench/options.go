@@ -20,6 +20,7 @@ type Options struct {
 	Servers     []string      // servers to measure, from ServerNames, in this order
 	WorkNames   []int         // zone sizes of the constant-work runs; none skips them
 	Iterations  int           // BPF_PROG_RUN calls per constant-work run
+	PushRounds  int           // aggregator pushes per cell per run; 0 skips the aggregator
 	Binary      string        // the steadydns binary, run as `BINARY serve --config FILE`
 	Prefix      string        // testenv prefix; short, since NAPI thread names hold 15 bytes
 	GenCPU      int           // the CPU of the load generators
@@ -39,6 +40,7 @@ func Defaults() Options {
 		Servers:     ServerNames(),
 		WorkNames:   []int{1000, 1_000_000},
 		Iterations:  100_000,
+		PushRounds:  300,
 		Prefix:      "sdb",
 		GenCPU:      0,
 		ServerCPU:   1,
@@ -56,6 +58,7 @@ func Quick() Options {
 	o.Servers = []string{"reflector", "steadydns"}
 	o.WorkNames = []int{1000}
 	o.Iterations = 5_000
+	o.PushRounds = 10
 	o.Settle = 0 // a test does not wait for other tests
 	return o
 }
@@ -64,6 +67,9 @@ func Quick() Options {
 func (o *Options) check() error {
 	if o.Names < 1 || o.Rate < 1 || o.LatencyRate < 1 || o.Runs < 1 || o.Iterations < 1 {
 		return errors.New("names, rate, latency rate, runs and iterations must be positive")
+	}
+	if o.PushRounds < 0 {
+		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)
 	}
 	if o.Duration < time.Second {
 		return fmt.Errorf("duration %v: kxdpgun runs for whole seconds, at least 1s", o.Duration)

@@ -45,28 +45,36 @@ func (r *rig) queryFrame(i int) []byte {
 // what the same loop measures for an XDP_PASS program.
 func progRunNs(prog *ebpf.Program, frames [][]byte, iterations int, cpu int, want uint32) (float64, error) {
 	// One CPU throughout, the server's, as under load.
+	var total time.Duration
+	err := onCPU(cpu, func() error {
+		for i := range iterations {
+			ret, d, err := prog.Benchmark(frames[i%len(frames)], 1, nil)
+			if err != nil {
+				return err
+			}
+			if ret != want {
+				return fmt.Errorf("running %v on frame %d: action %d, want %d", prog, i%len(frames), ret, want)
+			}
+			total += d
+		}
+		return nil
+	})
+	return float64(total) / float64(iterations), err
+}
+
+// onCPU runs f on a thread pinned to cpu, and gives the thread its old
+// affinity back.
+func onCPU(cpu int, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var old, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return 0, fmt.Errorf("reading cpu affinity: %w", err)
+		return fmt.Errorf("reading cpu affinity: %w", err)
 	}
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return 0, fmt.Errorf("pinning to cpu %d: %w", cpu, err)
+		return fmt.Errorf("pinning to cpu %d: %w", cpu, err)
 	}
 	defer unix.SchedSetaffinity(0, &old)
-
-	var total time.Duration
-	for i := range iterations {
-		ret, d, err := prog.Benchmark(frames[i%len(frames)], 1, nil)
-		if err != nil {
-			return 0, err
-		}
-		if ret != want {
-			return 0, fmt.Errorf("running %v on frame %d: action %d, want %d", prog, i%len(frames), ret, want)
-		}
-		total += d
-	}
-	return float64(total) / float64(iterations), nil
+	return f()
 }

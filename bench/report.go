@@ -82,7 +82,12 @@ func Markdown(w io.Writer, res *Results) {
 	if res.Work != nil {
 		workMarkdown(w, res.Work)
 	}
-	fmt.Fprintf(w, "\n## Commands\n\n```\n%s\n```\n", strings.Join(res.Commands, "\n"))
+	if res.Agg != nil {
+		aggMarkdown(w, res.Agg)
+	}
+	if len(res.Commands) > 0 {
+		fmt.Fprintf(w, "\n## Commands\n\n```\n%s\n```\n", strings.Join(res.Commands, "\n"))
+	}
 }
 
 func workMarkdown(w io.Writer, wk *Work) {
@@ -109,6 +114,18 @@ func workMarkdown(w io.Writer, wk *Work) {
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
 	}
+}
+
+func aggMarkdown(w io.Writer, a *Aggregator) {
+	fmt.Fprintf(w, "\n## Aggregator cost per push\n\n")
+	fmt.Fprintf(w, "One checker's frame ingested and the whole health table (%d entries) pushed into the BPF map, "+
+		"on the server's CPU. The four aggregators take turns in each of %d rounds per run, so drift falls on all alike. "+
+		"Frame %d bytes and table %d bytes in every cell.\n\n", aggTable, a.Rounds, a.FrameBytes, a.TableBytes)
+	fmt.Fprintf(w, "| configured checks | failing | ms per push | of which ingest |\n|---|---|---|---|\n")
+	for _, c := range a.Cells {
+		fmt.Fprintf(w, "| %d | %v | %s | %s |\n", c.Checks, c.Failing, c.PushMs.format(1, 3), c.IngestMs.format(1, 3))
+	}
+	fmt.Fprintf(w, "\nSpread per run (the dearest cell over the cheapest, minus one): %s%%.\n", a.Spread.format(1, 1))
 }
 
 // workGroups splits the cells by zone size and K, keeping their order.

@@ -17,12 +17,14 @@ type Results struct {
 	Options  Options
 	Started  time.Time
 	Servers  []ServerResult
-	Work     *Work    // nil when no constant-work size was asked for
-	Commands []string // the load generators' command lines, as run
+	Work     *Work       // nil when no constant-work size was asked for
+	Agg      *Aggregator // nil when no push rounds were asked for
+	Commands []string    // the load generators' command lines, as run
 }
 
 // Run builds the test hosts, measures every server in turn with the same
-// zone and load, then the constant-work cells, and removes the hosts.
+// zone and load, then the constant-work cells and the aggregator, and
+// removes the hosts.
 func Run(ctx context.Context, o Options) (res *Results, err error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -66,6 +68,11 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 	res.setRatios()
 	if len(o.WorkNames) > 0 {
 		if res.Work, err = r.constantWork(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if o.PushRounds > 0 {
+		if res.Agg, err = r.aggregator(); err != nil {
 			return nil, err
 		}
 	}

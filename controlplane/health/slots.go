@@ -165,14 +165,17 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	var fresh, healthy uint16
 	var reason uint8
 	for _, t := range tracks {
-		heard := t.reported[i] && now-t.seen[i] <= cfg.window
-		up, r := t.up[i], t.reason[i]
-		fresh += b2u(heard)
-		healthy += b2u(heard && up)
+		// Every array is read for every slot, reported or not: a
+		// short-circuit here would skip loads for unused slots and make
+		// a sparse table cheaper than a full one.
+		recent := b2u(now-t.seen[i] <= cfg.window)
+		heard := b2u(t.reported[i]) & recent
+		up, r := b2u(t.up[i]), t.reason[i]
+		fresh += heard
+		healthy += heard & up
 		// The reason shown is a failing checker's while any fails.
-		if heard && (reason == 0 || !up) {
-			reason = r
-		}
+		take := heard & (b2u(reason == 0) | (1 - up))
+		reason = uint8(take)*r | uint8(1-take)*reason
 	}
 	// Every slot computes a share and writes its state, heard from or
 	// not, so the walk costs the same for unused slots.
@@ -186,13 +189,15 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	default:
 		next = share >= h.Up
 	}
-	if fresh == 0 {
-		// Nobody to hear from: the state stays.
-		next, reason = st.state, st.reason
-		if !st.seeded {
-			reason = uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
-		}
+	// Nobody to hear from: the state stays. Selected without a branch,
+	// so unused slots run the same instructions as reporting ones.
+	kept := uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
+	if st.seeded {
+		kept = st.reason
 	}
+	quiet := b2u(fresh == 0)
+	next = quiet&b2u(st.state)|(1-quiet)&b2u(next) != 0
+	reason = uint8(quiet)*kept | uint8(1-quiet)*reason
 	st.fresh, st.healthy, st.state, st.reason = fresh, healthy, next, reason
 }
 
