@@ -1,16 +1,19 @@
 package prober
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/netip"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/steadydns/steadydns/controlplane/config"
 )
@@ -178,4 +181,153 @@ func TestHTTPRejectsInjection(t *testing.T) {
 			t.Error("New accepted a header-injecting check")
 		}
 	}
+}
+
+// connCounter serves the HTTP test backend and counts the connections it
+// accepts and the ones that have closed.
+type connCounter struct {
+	srv            *http.Server
+	opened, closed atomic.Int64
+}
+
+func serveCounted(t *testing.T, tlsCert *tls.Certificate, idle time.Duration) (*connCounter, netip.AddrPort) {
+	t.Helper()
+	ln := listenTCP(t, nil, "127.0.0.1:0")
+	cc := &connCounter{}
+	mux := http.NewServeMux()
+	mux.Handle("/", httpBackend())
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, drainLimit+1)) })
+	mux.HandleFunc("/bye", func(w http.ResponseWriter, r *http.Request) { w.Header().Set("Connection", "close") })
+	cc.srv = &http.Server{Handler: mux, ErrorLog: quiet, IdleTimeout: idle, ConnState: func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			cc.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			cc.closed.Add(1)
+		}
+	}}
+	if tlsCert != nil {
+		cc.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*tlsCert}}
+		go cc.srv.ServeTLS(ln, "", "")
+	} else {
+		go cc.srv.Serve(ln)
+	}
+	t.Cleanup(func() { cc.srv.Close() })
+	return cc, addrPort(ln.Addr())
+}
+
+// waitFor polls cond for up to a second: the server counts a connection's
+// close in its own goroutine.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 1s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHTTPKeepAlive(t *testing.T) {
+	keep := func(c *config.Check) { c.KeepAlive = true }
+	runs := func(t *testing.T, c *config.Check, n int, healthy bool, reason Reason) Checker {
+		t.Helper()
+		ch, err := New(c, netip.Addr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			expect(t, ch.Check(context.Background()), healthy, reason, "")
+		}
+		return ch
+	}
+	t.Run("fresh connection per run by default", func(t *testing.T) {
+		cc, ap := serveCounted(t, nil, 0)
+		runs(t, checkOf("http", ap, func(c *config.Check) { c.Path = "/ok" }), 3, true, ReasonOK)
+		waitFor(t, "3 connections opened and closed", func() bool { return cc.opened.Load() == 3 && cc.closed.Load() == 3 })
+	})
+	for _, typ := range []string{"http", "https"} {
+		t.Run(typ+" keepalive reuses one connection", func(t *testing.T) {
+			var cert *tls.Certificate
+			if typ == "https" {
+				c := selfSigned(t, netip.MustParseAddr("127.0.0.1"))
+				cert = &c
+			}
+			cc, ap := serveCounted(t, cert, 0)
+			noVerify := func(c *config.Check) { c.TLSVerify = false }
+			ch := runs(t, checkOf(typ, ap, keep, noVerify, func(c *config.Check) { c.Path = "/ok"; c.ExpectBody = "all ok" }), 3, true, ReasonOK)
+			// A failing status still leaves the connection reusable.
+			runs(t, checkOf(typ, ap, keep, noVerify, func(c *config.Check) { c.Path = "/down" }), 2, false, ReasonStatus)
+			if got := cc.opened.Load(); got != 2 {
+				t.Errorf("%d connections for two checks of several runs each, want 2", got)
+			}
+			// Closing the checker closes the connection it kept.
+			ch.(io.Closer).Close()
+			waitFor(t, "the kept connection closed", func() bool { return cc.closed.Load() >= 1 })
+		})
+	}
+	t.Run("server closed the idle connection", func(t *testing.T) {
+		cc, ap := serveCounted(t, nil, 50*time.Millisecond)
+		ch, err := New(checkOf("http", ap, keep, func(c *config.Check) { c.Path = "/ok" }), netip.Addr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			expect(t, ch.Check(context.Background()), true, ReasonOK, "")
+			waitFor(t, "the server closing the idle connection", func() bool { return cc.closed.Load() == cc.opened.Load() })
+		}
+		if got := cc.opened.Load(); got != 3 {
+			t.Errorf("%d connections, want 3: each run finds the last one closed", got)
+		}
+	})
+	t.Run("not reused", func(t *testing.T) {
+		for _, path := range []string{"/bye", "/big"} {
+			cc, ap := serveCounted(t, nil, 0)
+			runs(t, checkOf("http", ap, keep, func(c *config.Check) { c.Path = path }), 2, true, ReasonOK)
+			waitFor(t, path+": 2 connections opened and closed", func() bool { return cc.opened.Load() == 2 && cc.closed.Load() == 2 })
+		}
+	})
+}
+
+// TestSchedulerClosesKeptConnections: a keepalive check's connection lives
+// between runs; removing the check, or changing it, must close it.
+func TestSchedulerClosesKeptConnections(t *testing.T) {
+	cc, ap := serveCounted(t, nil, 0)
+	results := make(chan Result, 100)
+	s := NewScheduler(Options{OnResult: func(r Result) { results <- r }})
+	defer s.Close()
+	probe := func(path string) map[string]Probe {
+		c := checkOf("http", ap, func(c *config.Check) {
+			c.ID, c.Path, c.KeepAlive = "kept", path, true
+			c.Interval, c.Timeout = 100*time.Millisecond, 50*time.Millisecond
+		})
+		return map[string]Probe{c.ID: {Check: c, Index: 1}}
+	}
+	await := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case r := <-results:
+				expect(t, r, true, ReasonOK, "")
+			case <-time.After(time.Second):
+				t.Fatal("no result within 1s")
+			}
+		}
+	}
+	if err := s.Update(probe("/ok")); err != nil {
+		t.Fatal(err)
+	}
+	await(3)
+	if got := cc.opened.Load(); got != 1 {
+		t.Errorf("%d connections for 3 runs, want 1", got)
+	}
+	if err := s.Update(probe("/empty")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the changed check's connection closed", func() bool { return cc.closed.Load() == 1 })
+	await(1)
+	if err := s.Update(nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed check's connection closed", func() bool { return cc.closed.Load() == 2 && cc.opened.Load() == 2 })
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/netip"
 	"reflect"
 	"sync"
@@ -150,6 +151,10 @@ func (s *Scheduler) Update(probes map[string]Probe) error {
 
 	for _, j := range stopped {
 		j.running.Wait()
+		// A checker may hold a connection between runs (http keepalive).
+		if c, ok := j.checker.(io.Closer); ok {
+			c.Close()
+		}
 		if f := fresh[j.id]; f != nil {
 			f.seq = j.seq
 		}

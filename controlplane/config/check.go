@@ -31,6 +31,7 @@ var checkKeys = map[string][]string{
 	"expect_status":      {"http", "https"},
 	"expect_body":        {"http", "https"},
 	"expect_body_regexp": {"http", "https"},
+	"keepalive":          {"http", "https"},
 	"sni":                {"https"},
 	"tls_verify":         {"https"},
 	"payload":            {"udp"},
@@ -102,6 +103,7 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	f.str("host", &c.Host)
 	f.str("sni", &c.SNI)
 	f.bool("tls_verify", &c.TLSVerify)
+	f.bool("keepalive", &c.KeepAlive)
 	if sn := f.get("expect_status"); sn != nil {
 		c.ExpectStatus = d.statusRanges(sn, f.key("expect_status"))
 	}

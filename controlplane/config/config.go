@@ -72,6 +72,7 @@ type Check struct {
 	ExpectStatus     []StatusRange // default 200-399
 	ExpectBody       string        // substring searched in the first 5,120 bytes
 	ExpectBodyRegexp *regexp.Regexp
+	KeepAlive        bool // reuse one connection between runs; default a fresh connection per run
 
 	// udp
 	Payload     string // required

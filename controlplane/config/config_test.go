@@ -230,7 +230,7 @@ func TestFull(t *testing.T) {
 	web1.Interval, web1.Timeout, web1.UnhealthyThreshold, web1.HealthyThreshold = time.Second, 500*time.Millisecond, 2, 4
 	web2 := http("web2")
 	web2.Type, web2.Target, web2.Port, web2.SNI = "https", "web2.backend.test", 443, "www.example.test"
-	web2.ExpectStatus = []StatusRange{{200, 200}}
+	web2.ExpectStatus, web2.KeepAlive = []StatusRange{{200, 200}}, true
 	probed := func(id, typ string) Check {
 		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
 	}
@@ -298,10 +298,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 84)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 85)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:92: records[1].answers[1].check: not here")
+		"testdata/full.yaml:93: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
