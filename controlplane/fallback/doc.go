@@ -12,10 +12,15 @@
 //   - The accept function takes every message with a header that is not a
 //     response, so the handler sees bad opcodes and counts.
 //   - A message that does not parse would make miekg/dns echo it as a
-//     FORMERR. A reader decorator parses each message first and hands the
-//     server, in place of a broken one, its bare header with every count
-//     zero. The handler answers that, like any query without a question,
+//     FORMERR. Each message is parsed first (for TCP by a reader decorator)
+//     and, in place of a broken one, the handler gets its bare header with
+//     every count zero. The handler answers that, like any query without a question,
 //     with FORMERR and the header alone (NOTIMP for an opcode other than
 //     QUERY, whose body format it does not know). The price is a second
 //     unpack of every message.
+//
+// UDP is served here rather than by miekg/dns, which reads and writes one
+// datagram per system call and starts a goroutine per query: a loop per
+// CPU reads up to 32 datagrams with one recvmmsg, answers them in turn
+// with the same handler, and sends the replies with one sendmmsg.
 package fallback

@@ -24,16 +24,12 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 // screen leaves it nothing else.
 func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped) }
 
-// screen decorates the server's reader so that every message it passes on
-// parses. See the package documentation.
+// screen decorates the TCP server's reader so that every message it passes
+// on parses; serveUDP does the same for datagrams. See the package
+// documentation.
 func screen(r dns.Reader) dns.Reader { return screened{r} }
 
 type screened struct{ dns.Reader }
-
-func (r screened) ReadUDP(c *net.UDPConn, timeout time.Duration) ([]byte, *dns.SessionUDP, error) {
-	m, sess, err := r.Reader.ReadUDP(c, timeout)
-	return wellFormed(m), sess, err
-}
 
 func (r screened) ReadTCP(c net.Conn, timeout time.Duration) ([]byte, error) {
 	m, err := r.Reader.ReadTCP(c, timeout)

@@ -27,7 +27,8 @@ type Options struct {
 type Server struct {
 	opts    Options
 	view    atomic.Pointer[View]
-	servers []*dns.Server
+	servers []*dns.Server // TCP
+	udp     []*udpServer
 	addrs   []net.Addr
 
 	mu   sync.Mutex
@@ -63,8 +64,16 @@ func (s *Server) Start() error {
 			s.closeAll()
 			return err
 		}
+		u, err := newUDPServer(s, pc)
+		if err != nil {
+			pc.Close()
+			l.Close()
+			s.closeAll()
+			return fmt.Errorf("setting up udp %s: %w", ap, err)
+		}
 		s.addrs = append(s.addrs, pc.LocalAddr(), l.Addr())
-		s.servers = append(s.servers, s.dnsServer(pc, nil), s.dnsServer(nil, l))
+		s.udp = append(s.udp, u)
+		s.servers = append(s.servers, s.dnsServer(l))
 	}
 	ready := make(chan error, len(s.servers))
 	for _, srv := range s.servers {
@@ -87,6 +96,9 @@ func (s *Server) Start() error {
 			return fmt.Errorf("serving: %w", err)
 		}
 	}
+	for _, u := range s.udp {
+		u.start()
+	}
 	return nil
 }
 
@@ -95,6 +107,11 @@ func (s *Server) Start() error {
 // stopped on their own.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
+	for _, u := range s.udp {
+		if err := u.close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
 	for _, srv := range s.servers {
 		if err := srv.ShutdownContext(ctx); err != nil {
 			errs = append(errs, err)
@@ -106,13 +123,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) dnsServer(pc net.PacketConn, l net.Listener) *dns.Server {
+// dnsServer is miekg/dns's server for TCP; udpServer serves UDP.
+func (s *Server) dnsServer(l net.Listener) *dns.Server {
 	return &dns.Server{
-		PacketConn: pc,
-		Listener:   l,
-		Handler:    s.Handler(),
-		// Read whole datagrams: a cut one would not parse.
-		UDPSize:        dns.MaxMsgSize,
+		Listener:       l,
+		Handler:        s.Handler(),
 		MsgAcceptFunc:  s.accept,
 		MsgInvalidFunc: s.invalid,
 		DecorateReader: screen,
@@ -121,15 +136,13 @@ func (s *Server) dnsServer(pc net.PacketConn, l net.Listener) *dns.Server {
 
 // closeAll closes what Start bound before it failed.
 func (s *Server) closeAll() {
-	for _, srv := range s.servers {
-		if srv.PacketConn != nil {
-			srv.PacketConn.Close()
-		}
-		if srv.Listener != nil {
-			srv.Listener.Close()
-		}
+	for _, u := range s.udp {
+		u.conn.Close()
 	}
-	s.servers, s.addrs = nil, nil
+	for _, srv := range s.servers {
+		srv.Listener.Close()
+	}
+	s.servers, s.udp, s.addrs = nil, nil, nil
 }
 
 // portTries bounds the attempts to find a port free for both UDP and TCP.

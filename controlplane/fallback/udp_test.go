@@ -1,0 +1,115 @@
+package fallback
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestUDPBatches sends a burst of queries faster than one is answered, so
+// the server reads and writes them in batches, and wants each answered
+// exactly once, under its own ID, with the right answer.
+func TestUDPBatches(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	c, err := net.Dial("udp", ts.udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Bursts of 64, each sent before the first reply is read: within the
+	// socket's receive buffer, and more than one batch.
+	const burst, n = 64, 512
+	// Outcomes are observed before each write: drain them as they come.
+	observed := make(chan int)
+	go func() {
+		k := 0
+		for k < n {
+			select {
+			case <-ts.outcomes:
+				k++
+			case <-time.After(5 * time.Second):
+				observed <- k
+				return
+			}
+		}
+		observed <- k
+	}()
+	seen := make([]bool, n)
+	buf := make([]byte, 65535)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	for first := 0; first < n; first += burst {
+		for i := first; i < first+burst; i++ {
+			q := query("static.example.test.", dns.TypeA)
+			if i%2 == 1 {
+				q = query("nowhere.example.test.", dns.TypeA)
+			}
+			q.Id = uint16(i)
+			if _, err := c.Write(pack(t, q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for got := 0; got < burst; got++ {
+			k, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("burst at %d, after %d replies: %v", first, got, err)
+			}
+			var r dns.Msg
+			if err := r.Unpack(buf[:k]); err != nil {
+				t.Fatal(err)
+			}
+			if int(r.Id) < first || int(r.Id) >= first+burst || seen[r.Id] {
+				t.Fatalf("reply with ID %d twice or unasked", r.Id)
+			}
+			seen[r.Id] = true
+			want := dns.RcodeSuccess
+			if r.Id%2 == 1 {
+				want = dns.RcodeNameError
+			}
+			if r.Rcode != want || r.Id%2 == 0 && len(r.Answer) != 2 {
+				t.Fatalf("reply %d: %v", r.Id, &r)
+			}
+		}
+	}
+	if k := <-observed; k != n {
+		t.Errorf("%d outcomes observed for %d replies", k, n)
+	}
+}
+
+// TestUDPWildcardSource: a server bound to a wildcard address replies from
+// the address each query was sent to, or a connected client drops the
+// reply. On loopback a reply to 127.0.0.2 would otherwise leave from
+// 127.0.0.1.
+func TestUDPWildcardSource(t *testing.T) {
+	v, _ := exampleView(t)
+	for _, tc := range []struct{ bind, to string }{{"0.0.0.0:0", "127.0.0.2"}, {"[::]:0", "127.0.0.3"}} {
+		s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort(tc.bind)}}, v)
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		port := s.Addrs()[0].(*net.UDPAddr).Port
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(tc.to), uint16(port))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(time.Second))
+		c.Write(pack(t, query("static.example.test.", dns.TypeA)))
+		buf := make([]byte, 512)
+		k, from, err := c.ReadFromUDP(buf)
+		if err != nil {
+			t.Errorf("bound to %s, asked %s: %v", tc.bind, tc.to, err)
+		} else if got := from.AddrPort().Addr().Unmap().String(); got != tc.to || k < headerLen {
+			t.Errorf("bound to %s: reply of %d bytes from %s, want from %s", tc.bind, k, got, tc.to)
+		}
+		c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		cancel()
+	}
+}
