@@ -35,11 +35,13 @@ type WorkResult struct {
 	Answered          Summary // replies per second under kxdpgun
 }
 
-// Constant-work shape: the health table's default size, the frames the
-// microbenchmark cycles through, and the shares of candidates down.
+// Constant-work shape: the health table's and the record maps' default
+// sizes, the frames the microbenchmark cycles through, and the shares of
+// candidates down.
 const (
-	workTable  = 65536
-	workFrames = 4096
+	workTable   = 65536
+	workRecords = 65536
+	workFrames  = 4096
 )
 
 var workDown = []int{0, 50, 100}
@@ -50,9 +52,18 @@ var workDown = []int{0, 50, 100}
 func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	w = &Work{}
 	fmt.Fprintf(r.o.Log, "bench: constant work\n")
+	// Ascending, so each size adds names to the maps rather than leaving
+	// stale ones from a bigger size behind.
+	sizes := slices.Clone(r.o.WorkNames)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
 	o, err := loader.Load(loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
 		HealthCapacity: workTable,
+		// Every name is of the 32-byte class, so rr32 must hold the
+		// largest size; never less than a server's default, so that a
+		// quick run measures maps of the size a server has.
+		RecordCapacity: uint32(max(sizes[len(sizes)-1], workRecords)),
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
 	})
 	if err != nil {
@@ -69,11 +80,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	if err := r.pinNAPI(); err != nil {
 		return nil, err
 	}
-	// Ascending, so each size adds names to the maps rather than leaving
-	// stale ones from a bigger size behind.
-	sizes := slices.Clone(r.o.WorkNames)
-	slices.Sort(sizes)
-	for _, n := range slices.Compact(sizes) {
+	for _, n := range sizes {
 		if why := fits(n); why != "" {
 			w.Skipped = append(w.Skipped, why)
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)

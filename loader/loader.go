@@ -28,6 +28,7 @@ const maxServerAddrs = 8
 type Options struct {
 	BPFFS          string       // base pin directory
 	HealthCapacity uint32       // entries in the health table
+	RecordCapacity uint32       // record sets each record map holds; 0 keeps the object's
 	Servers        []netip.Addr // addresses XDP answers for
 }
 
@@ -48,6 +49,11 @@ func Load(opts Options) (*Objects, error) {
 	}
 	if opts.HealthCapacity > 0 {
 		spec.Maps["health"].MaxEntries = opts.HealthCapacity
+	}
+	if opts.RecordCapacity > 0 {
+		for _, name := range recordMaps {
+			spec.Maps[name].MaxEntries = opts.RecordCapacity
+		}
 	}
 	if err := setServers(spec, opts.Servers); err != nil {
 		return nil, err
@@ -72,6 +78,9 @@ func Load(opts Options) (*Objects, error) {
 	}
 	return o, nil
 }
+
+// recordMaps are the record maps, one per name length class.
+var recordMaps = []string{"rr32", "rr64", "rr128", "rr256"}
 
 func setServers(spec *ebpf.CollectionSpec, addrs []netip.Addr) error {
 	var v4 [maxServerAddrs]uint32

@@ -29,3 +29,25 @@ func TestLoadPinsAndReuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRecordCapacity(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t)
+	for _, tt := range []struct {
+		capacity, want uint32
+	}{
+		{0, 1 << 16}, // the object's default, that of server.max_records
+		{4096, 4096},
+	} {
+		o, err := Load(Options{BPFFS: dir + "/sd", RecordCapacity: tt.capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		for name, m := range map[string]interface{ MaxEntries() uint32 }{"rr32": o.Rr32, "rr64": o.Rr64, "rr128": o.Rr128, "rr256": o.Rr256} {
+			if got := m.MaxEntries(); got != tt.want {
+				t.Errorf("RecordCapacity %d: %s holds %d, want %d", tt.capacity, name, got, tt.want)
+			}
+		}
+	}
+}

@@ -19,24 +19,40 @@ type RecordKey struct {
 	Qtype uint16
 }
 
-// bucket returns the record map for a wire name of n bytes and the key
-// bytes as the kernel hashes them (bucket-sized name, then the qtype in
-// host order), matching build_key in bpf/dns.h.
-func (o *Objects) bucket(k RecordKey) (*ebpf.Map, []byte, error) {
-	n := len(k.Wire)
-	var m *ebpf.Map
-	var size int
+// RecordClass returns the name size of the record map that holds a wire
+// name of n bytes: 32, 64, 128 or 256, or 0 when no map can hold it. Each
+// map holds Options.RecordCapacity sets of its class.
+func RecordClass(n int) int {
 	switch {
 	case n == 0 || n > 255:
-		return nil, nil, fmt.Errorf("record key: wire name of %d bytes", n)
+		return 0
 	case n <= 32:
-		m, size = o.Rr32, 32
+		return 32
 	case n <= 64:
-		m, size = o.Rr64, 64
+		return 64
 	case n <= 128:
-		m, size = o.Rr128, 128
+		return 128
+	}
+	return 256
+}
+
+// bucket returns the record map for a wire name and the key bytes as the
+// kernel hashes them (class-sized name, then the qtype in host order),
+// matching build_key in bpf/dns.h.
+func (o *Objects) bucket(k RecordKey) (*ebpf.Map, []byte, error) {
+	size := RecordClass(len(k.Wire))
+	var m *ebpf.Map
+	switch size {
+	case 32:
+		m = o.Rr32
+	case 64:
+		m = o.Rr64
+	case 128:
+		m = o.Rr128
+	case 256:
+		m = o.Rr256
 	default:
-		m, size = o.Rr256, 256
+		return nil, nil, fmt.Errorf("record key: wire name of %d bytes", len(k.Wire))
 	}
 	key := make([]byte, size+2)
 	copy(key, k.Wire)
@@ -92,14 +108,13 @@ func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	return keys, nil
 }
 
-// SyncRecords makes the maps hold exactly sets: it writes every set, then
-// deletes those no longer wanted, so no name goes missing in between.
+// SyncRecords makes the maps hold exactly sets. It deletes the sets no
+// longer wanted before it writes, so that a map never holds more than the
+// larger of the old and the new count of its class: new sets fit whenever
+// they fit on their own. A kept set is replaced in place and never
+// missing; a removed one only leaves a moment early, and XDP passes its
+// queries to the fallback.
 func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
-	for k, v := range sets {
-		if err := o.PutRecord(k, v); err != nil {
-			return err
-		}
-	}
 	have, err := o.RecordKeys()
 	if err != nil {
 		return err
@@ -109,6 +124,11 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
 			if err := o.DeleteRecord(k); err != nil {
 				return err
 			}
+		}
+	}
+	for k, v := range sets {
+		if err := o.PutRecord(k, v); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -56,8 +56,8 @@ func TestCheck(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, bytes.Replace(good, []byte("check: web2 }"), []byte("check: web9 }"), 1), 0o644)
 	code, _, errOut := run(bin, "check", "--config", bad)
-	if code != 1 || !strings.Contains(errOut, bad+":44: records[0].answers[1].check:") || !strings.Contains(errOut, "web9") {
-		t.Errorf("check of a bad config: exit %d, stderr %q; want exit 1 naming %s:44: records[0].answers[1].check", code, errOut, bad)
+	if code != 1 || !strings.Contains(errOut, bad+":45: records[0].answers[1].check:") || !strings.Contains(errOut, "web9") {
+		t.Errorf("check of a bad config: exit %d, stderr %q; want exit 1 naming %s:45: records[0].answers[1].check", code, errOut, bad)
 	}
 
 	if code, out, _ := run(bin, "version"); code != 0 || !strings.HasPrefix(out, "steadydns") {

@@ -89,6 +89,10 @@ func TestErrors(t *testing.T) {
 		{"api", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: localhost\n", `config.yaml:3: server.api: invalid address "localhost", want host:port such as 127.0.0.1:9153`},
 		{"api empty", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: \"\"\n", `config.yaml:3: server.api: invalid address "", want host:port such as 127.0.0.1:9153`},
 		{"bpffs relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  bpffs: bpf\n", `config.yaml:3: server.bpffs: must be an absolute path, got "bpf"`},
+		{"max_records 0", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 0\n", `config.yaml:3: server.max_records: 0 out of range 1-16777216`},
+		{"max_records negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: -1\n", `config.yaml:3: server.max_records: -1 out of range 1-16777216`},
+		{"max_records too large", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 16777217\n", `config.yaml:3: server.max_records: 16777217 out of range 1-16777216`},
+		{"max_records not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 64k\n", `config.yaml:3: server.max_records: expected an integer, got "64k"`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
 		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
 
@@ -266,6 +270,7 @@ func TestFull(t *testing.T) {
 		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
 		API:        "127.0.0.1:9153",
 		BPFFS:      "/sys/fs/bpf/steadydns-test",
+		MaxRecords: 4096,
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),
@@ -298,10 +303,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 85)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 86)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:93: records[1].answers[1].check: not here")
+		"testdata/full.yaml:94: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -332,7 +337,7 @@ records:
 	}
 	same(t, "Server", c.Server, Server{
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
-		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns",
+		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 65536,
 	})
 	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536})
 	same(t, "Record", c.Records[0], Record{

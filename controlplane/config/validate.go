@@ -81,7 +81,15 @@ func (v *validator) server() {
 	if !filepath.IsAbs(s.BPFFS) {
 		v.errorf("server.bpffs", "must be an absolute path, got %q", s.BPFFS)
 	}
+	if s.MaxRecords < 1 || s.MaxRecords > maxRecords {
+		v.errorf("server.max_records", "%d out of range 1-%d", s.MaxRecords, maxRecords)
+	}
 }
+
+// maxRecords bounds server.max_records. The kernel gives each record map a
+// bucket array of 16 bytes per entry, rounded up to a power of two, even
+// when empty: 1 GiB for the four maps at this bound.
+const maxRecords = 1 << 24
 
 func validPort(s string) bool {
 	p, err := strconv.ParseUint(s, 10, 16)

@@ -5,13 +5,16 @@ package daemon
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
+	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -43,8 +46,39 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 	if p.Compiled, err = records.Compile(cfg, p.Zones, index); err != nil {
 		return nil, err
 	}
+	if err := fits(cfg, p.Compiled); err != nil {
+		return nil, err
+	}
 	p.Geo = geo.New(cfg.Server.Geo)
 	return p, nil
+}
+
+// fits checks that the record maps can hold the compiled sets: each map,
+// one per name length class, holds server.max_records, and the kernel
+// refuses a set past that, which would leave a reload half-applied.
+func fits(cfg *config.Config, c *records.Compiled) error {
+	count := map[int]int{}
+	for k := range c.Entries() {
+		count[loader.RecordClass(len(k.Wire))]++
+	}
+	for _, class := range slices.Sorted(maps.Keys(count)) {
+		if n := count[class]; n > cfg.Server.MaxRecords {
+			return cfg.Errorf("server.max_records", "%d record sets go to map rr%d (wire names up to %d bytes), more than the %d it holds",
+				n, class, min(class, 255), cfg.Server.MaxRecords)
+		}
+	}
+	return nil
+}
+
+// loadOptions are the loader's options for cfg. Serve and detach share
+// them, because the pin directory is named after the maps' sizes.
+func loadOptions(cfg *config.Config) loader.Options {
+	return loader.Options{
+		BPFFS:          cfg.Server.BPFFS,
+		HealthCapacity: uint32(cfg.Aggregation.TableSize),
+		RecordCapacity: uint32(cfg.Server.MaxRecords),
+		Servers:        xdpAddrs(cfg.Server.Listen),
+	}
 }
 
 // Check validates a config file as serve would, without touching the

@@ -85,11 +85,7 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 	if d.outcomes, err = loader.OutcomeNames(); err != nil {
 		return nil, err
 	}
-	d.objs, err = loader.Load(loader.Options{
-		BPFFS:          cfg.Server.BPFFS,
-		HealthCapacity: uint32(cfg.Aggregation.TableSize),
-		Servers:        xdpAddrs(cfg.Server.Listen),
-	})
+	d.objs, err = loader.Load(loadOptions(cfg))
 	if err != nil {
 		return nil, err
 	}

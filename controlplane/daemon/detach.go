@@ -16,7 +16,7 @@ func Detach(path string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := loader.Load(loader.Options{BPFFS: cfg.Server.BPFFS, HealthCapacity: uint32(cfg.Aggregation.TableSize), Servers: xdpAddrs(cfg.Server.Listen)})
+	objs, err := loader.Load(loadOptions(cfg))
 	if err != nil {
 		return err
 	}
