@@ -25,6 +25,7 @@ func benchCmd(args []string) error {
 	out := fs.String("out", "bench/results", "directory for results.md, results.json and the charts")
 	servers := fs.String("servers", strings.Join(d.Servers, ","), "servers to measure, comma-separated, of "+strings.Join(bench.ServerNames(), ","))
 	settle := fs.Duration("settle", d.Settle, "wait up to this long before each measurement for other processes to leave the CPUs quiet")
+	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +49,8 @@ func benchCmd(args []string) error {
 			o.Duration = *duration
 		case "runs":
 			o.Runs = *runs
+		case "prefix":
+			o.Prefix = *prefix
 		case "push-rounds":
 			o.PushRounds = *pushRounds
 		case "settle":
