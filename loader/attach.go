@@ -32,21 +32,26 @@ func (o *Objects) Attach(ifname string, mode Mode) (Mode, error) {
 		return "", fmt.Errorf("attaching xdp to %s: %w", ifname, err)
 	}
 	for _, m := range pinnedModes {
-		l, err := link.LoadPinnedLink(o.linkPin(ifname, m), nil)
-		if err != nil {
-			continue
-		}
-		if attachedTo(l, iface.Index) && (mode == ModeAuto || mode == m) {
-			err := l.Update(o.Steadydns)
-			l.Close()
+		for _, pin := range o.linkPins(ifname, m) {
+			l, err := link.LoadPinnedLink(pin, nil)
 			if err != nil {
-				return "", fmt.Errorf("updating the xdp link on %s: %w", ifname, err)
+				continue
 			}
-			return m, nil
+			if attachedTo(l, iface.Index) && (mode == ModeAuto || mode == m) {
+				err := l.Update(o.Steadydns)
+				if err == nil && pin != o.linkPin(ifname, m) {
+					err = l.Pin(o.linkPin(ifname, m)) // moves the pin
+				}
+				l.Close()
+				if err != nil {
+					return "", fmt.Errorf("updating the xdp link on %s: %w", ifname, err)
+				}
+				return m, nil
+			}
+			// The interface was recreated or the mode changed: start over.
+			l.Unpin()
+			l.Close()
 		}
-		// The interface was recreated or the mode changed: start over.
-		l.Unpin()
-		l.Close()
 	}
 
 	var l link.Link
@@ -79,20 +84,23 @@ func attach(o *Objects, ifindex int, flags link.XDPAttachFlags) (link.Link, erro
 	return link.AttachXDP(link.XDPOptions{Program: o.Steadydns, Interface: ifindex, Flags: flags})
 }
 
-// Detach removes the program from the interface and its pinned link.
+// Detach removes the program from the interface and its pinned link,
+// whichever build pinned it.
 func (o *Objects) Detach(ifname string) error {
 	for _, m := range pinnedModes {
-		l, err := link.LoadPinnedLink(o.linkPin(ifname, m), nil)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("detaching xdp from %s: %w", ifname, err)
-		}
-		err = l.Unpin()
-		l.Close()
-		if err != nil {
-			return fmt.Errorf("unpinning the xdp link of %s: %w", ifname, err)
+		for _, pin := range o.linkPins(ifname, m) {
+			l, err := link.LoadPinnedLink(pin, nil)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("detaching xdp from %s: %w", ifname, err)
+			}
+			err = l.Unpin()
+			l.Close()
+			if err != nil {
+				return fmt.Errorf("unpinning the xdp link of %s: %w", ifname, err)
+			}
 		}
 	}
 	return nil
@@ -101,7 +109,14 @@ func (o *Objects) Detach(ifname string) error {
 // linkPin names the pin after the interface and the mode: the kernel does
 // not report an XDP link's mode, and bpffs holds no other files to keep it.
 func (o *Objects) linkPin(ifname string, m Mode) string {
-	return filepath.Join(o.Dir, "link_"+ifname+"_"+string(m))
+	return filepath.Join(o.Base, "link_"+ifname+"_"+string(m))
+}
+
+// linkPins are where a link for ifname and m may be pinned: Base, and the
+// layout directories, where builds before links moved up pinned them.
+func (o *Objects) linkPins(ifname string, m Mode) []string {
+	old, _ := filepath.Glob(filepath.Join(o.Base, "v*", "link_"+ifname+"_"+string(m))) // the pattern is valid
+	return append([]string{o.linkPin(ifname, m)}, old...)
 }
 
 // attachedTo reports whether a pinned link is still attached to ifindex.

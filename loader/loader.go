@@ -4,6 +4,9 @@
 // Maps are pinned in a directory named after a hash of their layout, so a
 // restart of the same build reuses the records and health table, while a
 // build whose layout changed gets fresh maps instead of misreading old ones.
+// Links are pinned above those directories: a restart with a new layout
+// swaps the program on the same link, so answers never stop, and then
+// removes the old layout's maps (RemoveStaleLayouts).
 package loader
 
 import (
@@ -35,7 +38,8 @@ type Options struct {
 // Objects are the loaded program and maps, pinned under Dir.
 type Objects struct {
 	bpf.SteadydnsObjects
-	Dir string
+	Dir  string // the maps' pins: Base/v<layout hash>
+	Base string // the links' pins, which outlive a change of layout
 }
 
 // Load loads the program and reuses or creates the pinned maps.
@@ -65,7 +69,7 @@ func Load(opts Options) (*Objects, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
 	}
-	o := &Objects{Dir: dir}
+	o := &Objects{Dir: dir, Base: opts.BPFFS}
 	err = spec.LoadAndAssign(&o.SteadydnsObjects, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: dir},
 	})
@@ -119,6 +123,25 @@ func (o *Objects) Unpin() error {
 	} {
 		if err := m.Unpin(); err != nil {
 			return fmt.Errorf("unpinning %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// RemoveStaleLayouts deletes the pin directories of other layouts under
+// Base: maps that a server of another build or capacity left, which no
+// link uses once this program is attached.
+func (o *Objects) RemoveStaleLayouts() error {
+	dirs, err := filepath.Glob(filepath.Join(o.Base, "v*"))
+	if err != nil {
+		return fmt.Errorf("listing pin directories: %w", err)
+	}
+	for _, d := range dirs {
+		if d == o.Dir {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("removing stale pin directory %s: %w", d, err)
 		}
 	}
 	return nil

@@ -122,6 +122,11 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 		}
 		slog.Info("xdp attached", "interface", ifname, "mode", mode)
 	}
+	// A server of another build or capacity may have left its maps: the
+	// links now run this program, so nothing uses them.
+	if err := d.objs.RemoveStaleLayouts(); err != nil {
+		slog.Warn("removing stale maps", "error", err)
+	}
 	ln, err := net.Listen("tcp", cfg.Server.API)
 	if err != nil {
 		d.fb.Shutdown(context.Background())

@@ -9,8 +9,8 @@ import (
 )
 
 // Detach removes XDP from the configured interfaces and deletes the pinned
-// maps and links of the current layout: what a stopped server leaves
-// behind on purpose so that a restart does not interrupt answers.
+// maps and links: what a stopped server leaves behind on purpose so that a
+// restart does not interrupt answers. Maps of other layouts go too.
 func Detach(path string) error {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -32,5 +32,5 @@ func Detach(path string) error {
 	if err := os.RemoveAll(objs.Dir); err != nil {
 		return fmt.Errorf("removing %s: %w", objs.Dir, err)
 	}
-	return nil
+	return objs.RemoveStaleLayouts()
 }

@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,67 @@ import (
 // answers every query throughout.
 func TestRestartKeepsAnswering(t *testing.T) {
 	e := startEdge(t, "native")
+	d2, x0 := restartUnderLoad(t, e, func() {})
+	defer d2.Close()
+	counts, err := d2.XDPOutcomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same layout: the counters are the pinned ones, and they grew
+	// while no daemon ran.
+	if counts["answered"] <= x0 {
+		t.Errorf("xdp answered nothing while the daemon was down (%d then %d)", x0, counts["answered"])
+	}
+}
+
+// TestRestartWithNewLayout restarts with another record capacity, which
+// is another map layout (as is an upgrade that changes a map): the new
+// program takes over the pinned link without a gap, the old layout's maps
+// go, and detach with the new config removes everything.
+func TestRestartWithNewLayout(t *testing.T) {
+	e := startEdge(t, "native")
+	cfg, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := regexp.MustCompile(`bpffs: (\S+)`).FindSubmatch(cfg)[1]
+	before, _ := filepath.Glob(filepath.Join(string(pins), "v*"))
+	d2, _ := restartUnderLoad(t, e, func() {
+		write(t, e.cfg, strings.Replace(string(cfg), "server:\n", "server:\n  max_records: 4096\n", 1))
+	})
+	// New maps, new counters: the new program's answers alone.
+	if counts, err := d2.XDPOutcomes(); err != nil || counts["answered"] == 0 {
+		t.Errorf("the new program answered nothing: %v %v", counts, err)
+	}
+	after, _ := filepath.Glob(filepath.Join(string(pins), "v*"))
+	if len(before) != 1 || len(after) != 1 || before[0] == after[0] {
+		t.Errorf("layout directories %v before, %v after: want one, another", before, after)
+	}
+	links, _ := filepath.Glob(filepath.Join(string(pins), "link_*"))
+	if len(links) != 1 {
+		t.Errorf("links pinned: %v, want one", links)
+	}
+	d2.Close()
+	if err := e.env.Edge.Do(func() error { return daemon.Detach(e.cfg) }); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(string(pins), "*")); len(left) != 0 {
+		t.Errorf("after detach: %v left", left)
+	}
+	e.env.Client.Do(func() error {
+		if r, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(q("www.example.test.", dns.TypeA), "198.18.0.2:53"); err == nil {
+			t.Errorf("answered after detach with the server down: %v", r)
+		}
+		return nil
+	})
+}
+
+// restartUnderLoad closes e's daemon, runs between, and starts another on
+// the same config file, while a client queries without pause; every query
+// must be answered. It returns the new daemon and the XDP answers counted
+// before the restart.
+func restartUnderLoad(t *testing.T, e *edge, between func()) (*daemon.Daemon, uint64) {
+	t.Helper()
 	stop := make(chan struct{})
 	var sent, failed atomic.Int64
 	done := make(chan struct{})
@@ -46,6 +109,7 @@ func TestRestartKeepsAnswering(t *testing.T) {
 	if err := e.d.Close(); err != nil {
 		t.Fatal(err)
 	}
+	between()
 	// Down: only the pinned XDP program answers.
 	time.Sleep(200 * time.Millisecond)
 	var d2 *daemon.Daemon
@@ -55,21 +119,14 @@ func TestRestartKeepsAnswering(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer d2.Close()
-	counts, err := d2.XDPOutcomes()
-	if err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	<-done
 	if failed.Load() != 0 || sent.Load() < 50 {
 		t.Fatalf("%d of %d queries failed across the restart", failed.Load(), sent.Load())
 	}
-	if counts["answered"] <= x0 {
-		t.Errorf("xdp answered nothing while the daemon was down (%d then %d)", x0, counts["answered"])
-	}
 	t.Logf("%d queries across the restart, none failed", sent.Load())
+	return d2, x0
 }
 
 // TestReload: a bad config is rejected with file, line and key and the
