@@ -155,34 +155,56 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, n int) e
 // sample is one round's figures for one cell.
 type sample struct{ run, load, answered []float64 }
 
-// workLevels measures the health levels of one size and K in rounds, each
-// round every level once, so that a disturbance from outside falls on all
-// levels alike rather than on whichever level ran at the time.
+// workChunks is how many slices each level's BPF_PROG_RUN calls are cut
+// into, taking turns with the other levels.
+const workChunks = 20
+
+// workLevels measures the health levels of one size and K in rounds. In
+// BPF_PROG_RUN the levels take turns in short slices, and under load each
+// round runs every level once, so that a disturbance from outside falls on
+// all levels alike rather than on whichever level ran at the time: this
+// VM has slow spells of a second and more.
 func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
+	for _, down := range workDown {
+		if err := writeWorkHealth(o, down); err != nil {
+			return err
+		}
+		for j, f := range frames {
+			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down)); err != nil {
+				return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
+			}
+		}
+	}
 	samples := make([]sample, len(workDown))
-	for round := range r.o.Runs {
+	for range r.o.Runs {
+		var runs []float64
+		other, err := r.quietly(func() (err error) {
+			runs, err = r.interleavedRun(o, frames)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		w.OtherLoad = max(w.OtherLoad, other)
 		for i, down := range workDown {
 			if err := writeWorkHealth(o, down); err != nil {
 				return err
 			}
-			if round == 0 {
-				for j, f := range frames {
-					if err := checkReply(o.Steadydns, f, expectedAnswers(k, down)); err != nil {
-						return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
-					}
+			var cost, answered float64
+			other, err := r.quietly(func() error {
+				g, c, err := r.loadRun(ctx, o.Steadydns, queries)
+				if err != nil {
+					return err
 				}
-			}
-			var run, cost, answered float64
-			other, err := r.quietly(func() (err error) {
-				run, cost, answered, err = r.workRound(ctx, o, frames, queries)
-				return err
+				cost, answered = c, g.replies
+				return r.clientPass(false)
 			})
 			if err != nil {
 				return err
 			}
 			w.OtherLoad = max(w.OtherLoad, other)
 			s := &samples[i]
-			s.run, s.load, s.answered = append(s.run, run-w.PassNs.Median), append(s.load, cost), append(s.answered, answered)
+			s.run, s.load, s.answered = append(s.run, runs[i]-w.PassNs.Median), append(s.load, cost), append(s.answered, answered)
 		}
 	}
 	for i, down := range workDown {
@@ -194,18 +216,25 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 	return nil
 }
 
-// workRound times the program once through BPF_PROG_RUN and once under
-// kxdpgun, and returns both costs in ns and the replies per second.
-func (r *rig) workRound(ctx context.Context, o *loader.Objects, frames [][]byte, queries string) (float64, float64, float64, error) {
-	run, err := progRunNs(o.Steadydns, frames, r.o.Iterations, r.o.ServerCPU, xdpTX)
-	if err != nil {
-		return 0, 0, 0, err
+// interleavedRun times the program through BPF_PROG_RUN at every health
+// level, the levels taking turns in workChunks slices of the iterations,
+// and returns the ns per query of each level.
+func (r *rig) interleavedRun(o *loader.Objects, frames [][]byte) ([]float64, error) {
+	ns := make([]float64, len(workDown))
+	per := max(1, r.o.Iterations/workChunks)
+	for range workChunks {
+		for i, down := range workDown {
+			if err := writeWorkHealth(o, down); err != nil {
+				return nil, err
+			}
+			x, err := progRunNs(o.Steadydns, frames, per, r.o.ServerCPU, xdpTX)
+			if err != nil {
+				return nil, err
+			}
+			ns[i] += x / workChunks
+		}
 	}
-	g, cost, err := r.loadRun(ctx, o.Steadydns, queries)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	return run, cost, g.replies, r.clientPass(false)
+	return ns, nil
 }
 
 // loadReflector loads the bare reflector for BPF_PROG_RUN.
