@@ -96,7 +96,8 @@ func workMarkdown(w io.Writer, wk *Work) {
 		"BPF_PROG_RUN runs each query once on a fresh copy (a repeat count would rerun the program on its own reply); "+
 		"the loop's own cost, %s ns measured with an XDP_PASS program, is subtracted. The reflector costs %s ns the same way. "+
 		"Under load: kxdpgun asks every name once per pass, and the kernel's run-time statistics give ns per packet. "+
-		"Each round measures every health level once; other processes took up to %.0f%% of the CPUs during a round.\n\n",
+		"In each round the health levels take turns in 20 slices of the BPF_PROG_RUN calls, then run one after another under load; "+
+		"other processes took up to %.0f%% of the CPUs during a round.\n\n",
 		wk.PassNs.format(1, 1), wk.ReflectorNs.format(1, 1), 100*wk.OtherLoad)
 	fmt.Fprintf(w, "| names | K | down | answers | BPF_PROG_RUN ns/query | ns/packet under load | answered k/s under load |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|\n")
