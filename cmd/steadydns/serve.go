@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/steadydns/steadydns/controlplane/daemon"
 )
@@ -27,6 +28,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// One P more than the CPUs: the health aggregation runs on threads of
+	// lower priority (daemon.background) and takes a P while it does, and
+	// the fallback must still have one; the kernel then lets the fallback's
+	// thread go first.
+	runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 	d, err := daemon.Start(path)
 	if err != nil {
 		return err

@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
@@ -144,17 +147,36 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			background()
 			d.framer.Run(ctx, cfg.Aggregation.PushInterval, func(b []byte) {
 				if err := d.table.IngestFrame(b, time.Now()); err != nil {
 					slog.Warn("result frame rejected", "error", err)
 				}
 			})
 		}()
+		background()
 		d.table.Run(ctx)
 		wg.Wait()
 	}()
 	slog.Info("serving", "config", path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
 	return d, nil
+}
+
+// backgroundNice is the CPU priority of the aggregation's threads.
+const backgroundNice = 10
+
+// background moves the calling goroutine to an OS thread of its own at a
+// lower CPU priority, for good: the thread ends with the goroutine. Framing
+// and pushing the health table is constant work, milliseconds for a large
+// table; at the same priority it would delay the fallback's answers by as
+// much whenever both want the CPU (a p99 of 10 ms against 0.3 ms measured
+// on one CPU with 65,536 entries). `steadydns serve` gives the process a
+// P more than it has CPUs, so the aggregation never holds the last one.
+func background() {
+	runtime.LockOSThread()
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), backgroundNice); err != nil {
+		slog.Warn("lowering the aggregation's cpu priority", "error", err)
+	}
 }
 
 // apply makes a plan current: the table learns the new indexes and is

@@ -12,12 +12,13 @@ var agg = config.Aggregation{PushInterval: time.Second, Quorum: 0.18}
 
 // slots is a small aggregator: n slots, one per check, and their checkers.
 type slots struct {
-	cfgs   []slotCfg
-	states []slotState
-	tracks map[string]*track
-	list   []*track
-	now    time.Time
-	agg    config.Aggregation
+	cfgs     []slotCfg
+	children map[uint32][]uint32
+	states   []slotState
+	tracks   map[string]*track
+	list     []*track
+	now      time.Time
+	agg      config.Aggregation
 }
 
 func newSlots(cfgs ...slotCfg) *slots {
@@ -48,7 +49,7 @@ func (s *slots) result(checker string, slot uint32, seq uint64, ok bool) {
 }
 
 func (s *slots) eval(i int) bool {
-	evaluate(i, &s.cfgs[i], &s.states[i], s.states, s.list, &s.agg, s.now)
+	evaluate(i, &s.cfgs[i], &s.states[i], s.states, s.list, s.children[uint32(i)], &s.agg, s.now)
 	return s.states[i].up
 }
 
@@ -117,11 +118,11 @@ func TestInvertAdmin(t *testing.T) {
 	if got := s.feed("p1", false); !got[0] {
 		t.Errorf("inverted check is down after a failure")
 	}
-	s.cfgs[1].admin = AdminDown
+	s.cfgs[1].admin = adminDown
 	if got := s.feed("p1", false); got[0] || ReasonName(s.states[1].reason) != "admin_down" {
 		t.Errorf("admin down: up=%v reason %s", got[0], ReasonName(s.states[1].reason))
 	}
-	s.cfgs[1].admin = AdminAuto
+	s.cfgs[1].admin = adminAuto
 	if got := s.feed("p1", false); !got[0] {
 		t.Errorf("back to auto: the checkers' state is lost")
 	}
@@ -182,7 +183,7 @@ func TestCalculatedAndExternal(t *testing.T) {
 	}
 	s := newSlots(newSlotCfg(cfg.HealthChecks["a"], time.Second), newSlotCfg(cfg.HealthChecks["b"], time.Second),
 		newSlotCfg(cfg.HealthChecks["calc"], time.Second), newSlotCfg(cfg.HealthChecks["ext"], time.Second))
-	s.cfgs[3].children = []uint32{1, 2}
+	s.children = map[uint32][]uint32{3: {1, 2}}
 	s.result("p1", 2, 1, false)
 	s.eval(1)
 	s.eval(2)
@@ -199,7 +200,7 @@ func TestCalculatedAndExternal(t *testing.T) {
 		t.Errorf("external before any report: up=%v reason %s", s.states[4].up, ReasonName(s.states[4].reason))
 	}
 	st := &s.states[4]
-	st.extUp, st.extSet, st.extExpires = true, true, s.now.Add(10*time.Second)
+	st.extUp, st.extSet, st.extExpires = true, true, s.now.Add(10*time.Second).UnixNano()
 	s.now = s.now.Add(9 * time.Second)
 	if !s.eval(4) {
 		t.Errorf("external within its ttl: down")

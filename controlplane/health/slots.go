@@ -11,7 +11,34 @@ import (
 // The aggregator keeps its state in arrays of one slot per table entry,
 // configured or not, and every push walks all of them: the work per push
 // depends on the table's capacity, never on how many checks are configured
-// or how many fail (DESIGN §1).
+// or how many fail (DESIGN §1). No slot holds a pointer, so the garbage
+// collector need not scan the arrays: a table of 65,536 entries would
+// otherwise make every collection walk megabytes, and the fallback, which
+// allocates for every query, would wait on it.
+
+// admin is an admin override as a slot keeps it.
+type admin uint8
+
+const (
+	adminAuto admin = iota
+	adminUp
+	adminDown
+)
+
+var adminNames = [...]string{adminAuto: AdminAuto, adminUp: AdminUp, adminDown: AdminDown}
+
+func (a admin) String() string { return adminNames[a] }
+
+// parseAdmin reads an override; ok is false for anything but auto, up or
+// down.
+func parseAdmin(s string) (a admin, ok bool) {
+	for i, n := range adminNames {
+		if n == s {
+			return admin(i), true
+		}
+	}
+	return adminAuto, false
+}
 
 type kind uint8
 
@@ -27,8 +54,7 @@ type slotCfg struct {
 	invert     bool
 	okN, failN uint16 // consecutive thresholds
 	window     int64  // ns: checkers heard from within it count
-	admin      string
-	children   []uint32
+	admin      admin
 	minHealthy int
 	ttl        time.Duration
 }
@@ -41,11 +67,11 @@ type slotState struct {
 	fresh   uint16 // checkers heard from recently, at the last push
 	healthy uint16 // of those, the ones that say healthy
 	pushed  bool
-	seeded  bool // state taken from the pinned table
-	since   time.Time
+	seeded  bool  // state taken from the pinned table
+	since   int64 // unix ns of the last change of up, or of the first push
 
 	extUp, extSet bool
-	extExpires    time.Time
+	extExpires    int64 // unix ns
 }
 
 // track is what one checker said about every slot, as parallel arrays.
@@ -72,7 +98,8 @@ func newTrack(capacity int, initial []slotState) *track {
 }
 
 func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
-	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: c.Admin,
+	a, _ := parseAdmin(c.Admin) // the config allows only the three
+	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
 		window: int64(3*c.Interval + pushInterval), minHealthy: c.MinHealthy, ttl: c.TTL}
 	switch c.Type {
 	case "calculated":
@@ -86,7 +113,7 @@ func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
 // unusedSlot is the configuration of a slot no check owns: it is walked
 // like any other, and nothing ever reports for it.
 func unusedSlot(pushInterval time.Duration) slotCfg {
-	return slotCfg{okN: 1, failN: 1, window: int64(pushInterval), admin: AdminAuto}
+	return slotCfg{okN: 1, failN: 1, window: int64(pushInterval), admin: adminAuto}
 }
 
 // ingest applies one frame entry to slot i: invert, then the consecutive
@@ -123,13 +150,13 @@ func (t *track) apply(i uint32, cfg *slotCfg, e *prober.Entry, fresh bool, now i
 }
 
 // evaluate decides slot i's state from its checkers (quorum and
-// hysteresis), its children or its external report, then the admin
-// override.
-func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*track, agg *config.Aggregation, now time.Time) {
+// hysteresis), its children (the slots of a calculated check's children)
+// or its external report, then the admin override.
+func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*track, children []uint32, agg *config.Aggregation, now time.Time) {
 	switch cfg.kind {
 	case kindCalculated:
 		n := 0
-		for _, ch := range cfg.children {
+		for _, ch := range children {
 			if states[ch].up {
 				n++
 			}
@@ -139,7 +166,7 @@ func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*
 		switch {
 		case !st.extSet:
 			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
-		case now.After(st.extExpires):
+		case now.UnixNano() > st.extExpires:
 			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_EXPIRED)
 		default:
 			st.state, st.reason = st.extUp, uint8(bpf.SteadydnsHealthReasonREASON_EXTERNAL)
@@ -149,9 +176,9 @@ func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*
 	}
 	st.up = st.state
 	switch cfg.admin {
-	case AdminUp:
+	case adminUp:
 		st.up, st.reason = true, uint8(bpf.SteadydnsHealthReasonREASON_ADMIN_UP)
-	case AdminDown:
+	case adminDown:
 		st.up, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN)
 	}
 }

@@ -40,8 +40,9 @@ type Table struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	sink        *track   // takes padding entries' work; never read
-	ids         []string // slot → check id, "" for unused slots
+	sink        *track              // takes padding entries' work; never read
+	ids         map[uint32]string   // slot → check id, for configured slots
+	children    map[uint32][]uint32 // calculated slot → its children's slots
 	types       map[string]string
 	index       map[string]uint32
 	calculated  []uint32 // calculated slots, children first
@@ -67,7 +68,7 @@ type Table struct {
 func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Table, error) {
 	n := objs.HealthCapacity()
 	t := &Table{objs: objs, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
-		states: make([]slotState, n), ids: make([]string, n), recent: map[string][]prober.Result{}}
+		states: make([]slotState, n), recent: map[string][]prober.Result{}}
 	// A check starts healthy, as Route 53's do, so adding one does not
 	// take endpoints out before its first results arrive.
 	for i := range t.states {
@@ -102,7 +103,8 @@ func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 	n := len(t.states)
 	old, oldIDs := t.cfgs, t.ids
 	t.cfgs = make([]slotCfg, n)
-	t.ids = make([]string, n)
+	t.ids = map[uint32]string{}
+	t.children = map[uint32][]uint32{}
 	t.types = map[string]string{}
 	for i := range t.cfgs {
 		t.cfgs[i] = unusedSlot(cfg.Aggregation.PushInterval)
@@ -112,19 +114,21 @@ func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 		t.cfgs[i] = newSlotCfg(c, cfg.Aggregation.PushInterval)
 		t.ids[i] = id
 		t.types[id] = c.Type
-		if old != nil && oldIDs[i] == id && old[i].admin != cfg.HealthChecks[id].Admin {
+		if old != nil && oldIDs[i] == id && old[i].admin != t.cfgs[i].admin {
 			t.cfgs[i].admin = old[i].admin // set through the API
 		}
 		for _, ch := range c.Children {
-			t.cfgs[i].children = append(t.cfgs[i].children, index[ch])
+			t.children[i] = append(t.children[i], index[ch])
 		}
 	}
-	for i := range t.ids {
-		if old != nil && oldIDs[i] != t.ids[i] {
-			t.states[i] = slotState{state: true, up: true}
-			for _, tr := range t.trackList {
-				tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i] = 0, 0, 0, false
-				tr.up[i] = true
+	if old != nil {
+		for i := range uint32(n) {
+			if oldIDs[i] != t.ids[i] {
+				t.states[i] = slotState{state: true, up: true}
+				for _, tr := range t.trackList {
+					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i] = 0, 0, 0, false
+					tr.up[i] = true
+				}
 			}
 		}
 	}
@@ -147,11 +151,10 @@ func (t *Table) Index() map[string]uint32 {
 }
 
 // SetAdmin sets a check's admin override; the next push applies it.
-func (t *Table) SetAdmin(id, admin string) error {
-	switch admin {
-	case AdminAuto, AdminUp, AdminDown:
-	default:
-		return fmt.Errorf("setting admin state of %s: %q is not auto, up or down", id, admin)
+func (t *Table) SetAdmin(id, override string) error {
+	a, ok := parseAdmin(override)
+	if !ok {
+		return fmt.Errorf("setting admin state of %s: %q is not auto, up or down", id, override)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -159,7 +162,7 @@ func (t *Table) SetAdmin(id, admin string) error {
 	if !ok {
 		return fmt.Errorf("setting admin state of %s: %w", id, ErrUnknownCheck)
 	}
-	t.cfgs[i].admin = admin
+	t.cfgs[i].admin = a
 	return nil
 }
 
@@ -175,7 +178,7 @@ func (t *Table) SetExternal(id string, up bool, now time.Time) error {
 		return fmt.Errorf("setting external state of %s: it is a %s check", id, t.types[id])
 	}
 	st := &t.states[i]
-	st.extUp, st.extSet, st.extExpires = up, true, now.Add(t.cfgs[i].ttl)
+	st.extUp, st.extSet, st.extExpires = up, true, now.Add(t.cfgs[i].ttl).UnixNano()
 	return nil
 }
 
@@ -269,12 +272,14 @@ func (t *Table) Push(now time.Time) error {
 func (t *Table) settle(i int, now time.Time) {
 	st := &t.states[i]
 	before := st.up
-	evaluate(i, &t.cfgs[i], st, t.states, t.trackList, &t.agg, now)
-	if st.pushed && before != st.up && t.ids[i] != "" {
-		t.logEvent(Event{Time: now, Check: t.ids[i], From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(t.ids[i])})
+	evaluate(i, &t.cfgs[i], st, t.states, t.trackList, t.children[uint32(i)], &t.agg, now)
+	if st.pushed && before != st.up {
+		if id, ok := t.ids[uint32(i)]; ok {
+			t.logEvent(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+		}
 	}
 	if !st.pushed || before != st.up {
-		st.since = now
+		st.since = now.UnixNano()
 	}
 	st.pushed = true
 	loader.PutHealthEntry(t.buf, uint32(i), st.up, st.reason)
@@ -394,8 +399,11 @@ func (t *Table) Statuses() []Status {
 	out := make([]Status, 0, len(t.index))
 	for id, i := range t.index {
 		st := &t.states[i]
-		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin,
-			Since: st.since, Checkers: int(st.fresh), Healthy: int(st.healthy)}
+		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
+			Checkers: int(st.fresh), Healthy: int(st.healthy)}
+		if st.pushed {
+			s.Since = time.Unix(0, st.since)
+		}
 		rs := t.recent[id]
 		for k := len(rs) - 1; k >= 0; k-- {
 			r := rs[k]
