@@ -170,7 +170,10 @@ func (h *httpChecker) open(ctx context.Context, ap netip.AddrPort) (net.Conn, er
 	tc := tls.Client(c, h.tls)
 	stop := bound(ctx, c)
 	err = tc.HandshakeContext(ctx)
-	if !stop() || err != nil {
+	if !stop() && err == nil {
+		err = ctx.Err() // done just as the run ended: the deadline expired the conn
+	}
+	if err != nil {
 		c.Close()
 		return nil, handshakeError{err}
 	}
