@@ -113,3 +113,30 @@ func TestUDPWildcardSource(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestUDPv6 serves a socket bound to an IPv6 address, which reads and
+// writes through ipv6.PacketConn.
+func TestUDPv6(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("[::1]:0")}}, v)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	c, err := net.Dial("udp", s.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	c.Write(pack(t, query("static.example.test.", dns.TypeA)))
+	buf := make([]byte, 512)
+	k, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r dns.Msg
+	if err := r.Unpack(buf[:k]); err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 2 {
+		t.Errorf("reply %v, %v", &r, err)
+	}
+}
