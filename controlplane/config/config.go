@@ -26,6 +26,7 @@ type Config struct {
 	CheckIDs     []string          // ids in file order
 	Records      []Record
 	Aggregation  Aggregation
+	Cluster      Cluster
 
 	// Hash identifies the health-relevant config: health_checks, records and
 	// aggregation, after defaults. Hosts reject frames and tables whose hash
@@ -147,6 +148,10 @@ type Aggregation struct {
 	StaleAfter   time.Duration // default 10s; 0 means tables never go stale
 	TableSize    int           // entries; a power of two from 16 to 1<<22, default 65536
 	Hysteresis   *Hysteresis   // nil means the quorum alone decides
+	// CheckerTimeout is how long a checker counts in the quorum after its
+	// last frame: a prober cut off by a partition leaves the denominator
+	// then. Default three push intervals.
+	CheckerTimeout time.Duration
 }
 
 // Hysteresis replaces the single quorum with two thresholds, so a check

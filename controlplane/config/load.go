@@ -53,13 +53,13 @@ func Parse(file string, data []byte) (*Config, error) {
 }
 
 var (
-	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation"}
+	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
 	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "max_records", "geo"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
 	answerKeys      = []string{"value", "check", "weight", "priority", "backup", "region"}
-	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis"}
+	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis", "checker_timeout"}
 	hysteresisKeys  = []string{"down", "up"}
 )
 
@@ -91,6 +91,7 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
+	c.Cluster = d.cluster(f.mapping("cluster", clusterKeys))
 	return c
 }
 
@@ -219,6 +220,8 @@ func (d *decoder) aggregation(f fields) Aggregation {
 	f.percent("quorum", &a.Quorum)
 	f.duration("stale_after", &a.StaleAfter)
 	f.int("table_size", &a.TableSize)
+	a.CheckerTimeout = 3 * a.PushInterval
+	f.duration("checker_timeout", &a.CheckerTimeout)
 	if f.has("hysteresis") {
 		h := f.mapping("hysteresis", hysteresisKeys)
 		a.Hysteresis = &Hysteresis{}
