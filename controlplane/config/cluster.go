@@ -116,7 +116,7 @@ func (d *decoder) cluster(f fields) Cluster {
 			k, dst := kd.k, kd.dst
 			tf.str(k, dst)
 			if *dst != "" && !filepath.IsAbs(*dst) {
-				if abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.file), *dst)); err == nil {
+				if abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("cluster")), *dst)); err == nil {
 					*dst = abs
 				}
 			}

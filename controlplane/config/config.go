@@ -33,7 +33,8 @@ type Config struct {
 	// differs from their own. Formatting and key order do not change it.
 	Hash uint64
 
-	lines map[string]int // key path -> line
+	lines    map[string]int    // key path -> line
+	sections map[string]string // top-level key -> its file, where not File
 }
 
 // Server is the server section: where this host answers and is managed.
@@ -169,7 +170,7 @@ func (c *Config) Line(key string) int { return c.lines[key] }
 // reported at the line of its nearest enclosing key, which is where the
 // reader has to add it.
 func (c *Config) Errorf(key, format string, args ...any) *Error {
-	return newError(c.File, c.lines, key, format, args...)
+	return newError(sectionFile(c.File, c.sections, key), c.lines, key, format, args...)
 }
 
 // nearestLine finds the line of key or, failing that, of its closest ancestor.
