@@ -98,7 +98,7 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 	}
 	// One process is prober, aggregator and edge: the prober's frames go
 	// to the table in process, encoded as they would travel.
-	if d.framer, err = prober.NewFramer(proberID(), cfg.Aggregation.TableSize); err != nil {
+	if d.framer, err = prober.NewFramer(proberID(), "", cfg.Aggregation.TableSize); err != nil {
 		d.objs.Close()
 		return nil, err
 	}
