@@ -1,5 +1,6 @@
 // Command steadydns is the authoritative DNS server that answers only with
-// healthy endpoints. One binary plays every role.
+// healthy endpoints. One binary plays every role on an edge host; the
+// benchmark is the separate steadydns-bench, so this one stays small.
 package main
 
 import (
@@ -18,7 +19,6 @@ commands:
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
   testenv backend --listen ADDR   serve GET /healthz for a test backend
-  bench   [--quick] [--names N] [--rate QPS] [--duration D] [--out DIR] [--servers LIST]   measure against the XDP ceiling and Knot, NSD, gdnsd
   version                   print the version
 `
 
@@ -40,8 +40,6 @@ func main() {
 		err = detach(args)
 	case "testenv":
 		err = testenvCmd(args)
-	case "bench":
-		err = benchCmd(args)
 	case "version":
 		fmt.Println(version())
 	case "help", "-h", "--help":
