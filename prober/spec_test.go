@@ -1,0 +1,24 @@
+package prober
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestNewRejects: a spec no checker can run is refused when built, not
+// when it first runs.
+func TestNewRejects(t *testing.T) {
+	target := netip.MustParseAddr("198.18.0.1")
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Type: "ftp", Timeout: time.Second}, `building checker: unknown type "ftp"`},
+		{Spec{Type: TCP}, "building tcp checker: timeout must be positive, got 0s"},
+	} {
+		if _, err := New(tc.spec, target); err == nil || err.Error() != tc.want {
+			t.Errorf("New(%+v): got error %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
