@@ -22,3 +22,12 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusRangeContains(t *testing.T) {
+	r := StatusRange{200, 399}
+	for code, want := range map[int]bool{199: false, 200: true, 302: true, 399: true, 400: false} {
+		if got := r.Contains(code); got != want {
+			t.Errorf("Contains(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
