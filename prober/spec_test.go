@@ -1,7 +1,10 @@
 package prober
 
 import (
+	"go/build"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,4 +33,33 @@ func TestStatusRangeContains(t *testing.T) {
 			t.Errorf("Contains(%d) = %v, want %v", code, got, want)
 		}
 	}
+}
+
+// TestImportsNoControlPlane: the prober is a leaf that probers on other
+// hosts run alone, so neither it nor anything of this module it imports
+// may reach up into the control plane.
+func TestImportsNoControlPlane(t *testing.T) {
+	const module = "github.com/steadydns/steadydns"
+	seen := map[string]bool{}
+	var walk func(path, dir string)
+	walk = func(path, dir string) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		if strings.HasPrefix(path, module+"/controlplane") {
+			t.Errorf("prober imports %s", path)
+			return
+		}
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range pkg.Imports {
+			if rest, ok := strings.CutPrefix(imp, module+"/"); ok {
+				walk(imp, filepath.Join("..", filepath.FromSlash(rest)))
+			}
+		}
+	}
+	walk(module+"/prober", ".")
 }
