@@ -118,7 +118,7 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 	for i := range n {
 		id := fmt.Sprintf("c%d", i)
 		cfg.CheckIDs = append(cfg.CheckIDs, id)
-		cfg.HealthChecks[id] = &config.Check{ID: id, Type: "tcp", Interval: time.Second,
+		cfg.HealthChecks[id] = &config.Check{ID: id, Type: config.CheckTCP, Interval: time.Second,
 			UnhealthyThreshold: 1, HealthyThreshold: 1, Admin: health.AdminAuto}
 	}
 	index, err := health.Assign(cfg.CheckIDs, nil, aggTable)
@@ -134,8 +134,8 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 		return nil, err
 	}
 	probes := map[string]prober.Probe{}
-	for id, c := range cfg.HealthChecks {
-		probes[id] = prober.Probe{Check: c, Index: index[id]}
+	for id := range cfg.HealthChecks {
+		probes[id] = prober.Probe{Index: index[id]}
 	}
 	if err := framer.Configure(cfg.Hash, probes); err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ var zeros [MaxProberID]byte
 // depends on the capacity alone.
 type Frame struct {
 	Version    uint64 // frame sequence: the frame period's slot number, so it increases across restarts
-	ConfigHash uint64 // config.Config.Hash the results were measured under
+	ConfigHash uint64 // hash of the config the results were measured under
 	Prober     string // prober id, at most MaxProberID bytes
 	Entries    []Entry
 }

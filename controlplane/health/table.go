@@ -113,7 +113,7 @@ func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 		i := index[id]
 		t.cfgs[i] = newSlotCfg(c, cfg.Aggregation.PushInterval)
 		t.ids[i] = id
-		t.types[id] = c.Type
+		t.types[id] = string(c.Type)
 		if old != nil && oldIDs[i] == id && old[i].admin != t.cfgs[i].admin {
 			t.cfgs[i].admin = old[i].admin // set through the API
 		}
