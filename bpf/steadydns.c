@@ -319,15 +319,8 @@ int steadydns(struct xdp_md *ctx)
 
 	/* No table yet: fail open. A stale table: the record's policy. */
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
-	__u64 now = bpf_ktime_get_boot_ns();
-	__u32 open = 1;
-	if (tm && tm->version) {
-		__u32 stale = tm->stale_after_ns &&
-			      now - tm->arrived_ns > tm->stale_after_ns;
-		open = stale && rr->stale == STALE_ANSWER_ALL;
-	}
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
-	s->draw.open = open;
+	s->draw.open = table_open(tm, rr->stale, bpf_ktime_get_boot_ns());
 	s->draw.rnd = bpf_get_prandom_u32();
 	s->draw.turn = turn ? (*turn)++ : 0;
 
@@ -356,7 +349,7 @@ int steadydns(struct xdp_md *ctx)
 		an = p.n > K ? K : p.n;
 		if (q.q_end + an * rsize + opt_len > limit)
 			return count(OUT_TRUNCATED);
-		__u32 ttl = p.degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
+		__u32 ttl = answer_ttl(rr, p.degraded);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/selection"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
@@ -327,11 +328,7 @@ func (t *Table) Up(index uint32) bool { return t.objs.HealthUpAt(index) }
 // Open reports whether a record with the given stale policy answers every
 // candidate: no table yet (cold start), or a stale table under answer_all.
 func (t *Table) Open(stale uint8) bool {
-	m := t.meta.Load()
-	if m.Version == 0 {
-		return true
-	}
-	return stale == uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) && m.StaleAfterNs != 0 && loader.BootNs()-m.ArrivedNs > m.StaleAfterNs
+	return selection.Open(*t.meta.Load(), stale, loader.BootNs())
 }
 
 // Meta describes the table now in the data plane.

@@ -47,10 +47,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback
 		ranks, scope = a.steer(q)
 	}
 	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
-	out := fallback.Selection{TTL: v.Ttl, ECSScope: scope}
-	if p.Degraded && v.TtlDegraded != 0 {
-		out.TTL = v.TtlDegraded
-	}
+	out := fallback.Selection{TTL: p.TTL(v), ECSScope: scope}
 	switch p.Action {
 	case selection.NoData:
 		out.Action = fallback.NoData
