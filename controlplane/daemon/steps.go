@@ -11,9 +11,10 @@ import (
 const shutdownTimeout = 5 * time.Second
 
 // steps are what a start has started, each with its undo, in the order
-// started. A failed start and Close undo them in reverse, so each thing
-// stops before what it depends on: the pushes before the maps they write,
-// the listeners before the prober that feeds their answers.
+// started. A failed start and Close undo them in reverse, so nothing stops
+// while something started after it still uses it: the push loop stops
+// before the prober that feeds it and the maps it writes, the fallback
+// before the maps it answers from.
 type steps []step
 
 type step struct {

@@ -18,13 +18,11 @@ const tableSize = 16
 type memSink struct {
 	table                     []byte
 	version, hash, staleAfter uint64
-	pushes                    int
 }
 
 func (m *memSink) WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error {
 	m.table = append(m.table[:0], table...)
 	m.version, m.hash, m.staleAfter = version, configHash, staleAfterNs
-	m.pushes++
 	return nil
 }
 

@@ -19,7 +19,7 @@ type Seed struct {
 	Table      []byte // entries as loader encodes them; nil for no seed
 }
 
-// check reports a seed of the wrong size for a table of n entries.
+// check reports a seed that is not a table of this many bytes.
 func (s Seed) check(bytes int) error {
 	if s.Table != nil && len(s.Table) != bytes {
 		return fmt.Errorf("seeding the health table: %d bytes, want %d", len(s.Table), bytes)
