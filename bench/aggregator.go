@@ -38,7 +38,7 @@ type AggregatorResult struct {
 // aggCell is one aggregator under test: a table with its checks and a
 // frame from one checker that reports every one of them.
 type aggCell struct {
-	table         *health.Table
+	table         *health.Aggregator
 	frame         []byte
 	ingest, total time.Duration
 }
@@ -125,7 +125,7 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := health.New(o, cfg, index)
+	t, err := health.New(cfg, index, o, health.Seed{}, &health.EventLog{})
 	if err != nil {
 		return nil, err
 	}
