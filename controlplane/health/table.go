@@ -259,10 +259,10 @@ func (t *Table) Push(now time.Time) error {
 		version = t.lastVersion + 1
 	}
 	t.lastVersion = version
-	if err := t.objs.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
+	meta, err := t.objs.PushHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter))
+	if err != nil {
 		return err
 	}
-	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: t.hash, ArrivedNs: loader.BootNs(), StaleAfterNs: uint64(t.agg.StaleAfter)}
 	t.meta.Store(&meta)
 	t.pushCost.Store(int64(time.Since(start)))
 	return nil
