@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -125,7 +127,8 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := health.New(cfg, index, o, health.Seed{}, &health.EventLog{})
+	// The edge's table writes into the maps, as on a server.
+	t, err := health.New(cfg, index, edge.New(o, bpf.SteadydnsTableMeta{}), health.Seed{}, &health.EventLog{})
 	if err != nil {
 		return nil, err
 	}

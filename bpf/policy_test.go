@@ -166,7 +166,7 @@ func newPolicyWorld(t *testing.T) *policyWorld {
 			loader.PutHealthEntry(table, index[fmt.Sprintf("p%dc%d", i, k)], !slices.Contains(c.down, fmt.Sprintf("c%d", k)), 0)
 		}
 	}
-	if err := o.WriteHealth(table, 1, cfg.Hash, 0); err != nil {
+	if _, err := o.PushHealth(table, 1, cfg.Hash, 0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -65,7 +65,7 @@ func TestColdAndStale(t *testing.T) {
 	loader.PutHealthEntry(table, 0, true, 0)
 	loader.PutHealthEntry(table, 11, true, 0)
 	// Fresh table: only candidate 1 is up, on both records.
-	if err := o.WriteHealth(table, 7, 0, uint64(3600e9)); err != nil {
+	if _, err := o.PushHealth(table, 7, 0, uint64(3600e9)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"keep.example.test.", "open.example.test."} {
@@ -74,7 +74,7 @@ func TestColdAndStale(t *testing.T) {
 		}
 	}
 	// Stale after 1ns.
-	if err := o.WriteHealth(table, 8, 0, 1); err != nil {
+	if _, err := o.PushHealth(table, 8, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := answers(t, o, "keep.example.test."); !slices.Equal(got, addrs[1:2]) {

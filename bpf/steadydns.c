@@ -18,7 +18,7 @@
 #include "dns.h"
 #include "select.h"
 
-#define MAX_SERVER_ADDRS 8
+/* The IP TTL and hop limit of replies. */
 #define REPLY_TTL 64
 
 /* The addresses XDP answers for, set at load time. */
@@ -304,11 +304,11 @@ int steadydns(struct xdp_md *ctx)
 
 	struct rrset *rr;
 	__u32 bucket = build_key(s);
-	if (bucket == 32)
+	if (bucket == KEY_NAME(name_key32))
 		rr = bpf_map_lookup_elem(&rr32, s->key);
-	else if (bucket == 64)
+	else if (bucket == KEY_NAME(name_key64))
 		rr = bpf_map_lookup_elem(&rr64, s->key);
-	else if (bucket == 128)
+	else if (bucket == KEY_NAME(name_key128))
 		rr = bpf_map_lookup_elem(&rr128, s->key);
 	else
 		rr = bpf_map_lookup_elem(&rr256, s->key);
@@ -376,11 +376,11 @@ int steadydns(struct xdp_md *ctx)
 		o = OUT_SERVFAIL;
 	}
 	if (q.has_opt) {
-		/* OPT: root, type 41, size 1232, version 0, DO copied. */
+		/* OPT: root, type 41, our size, version 0, DO copied. */
 		__u8 *p8 = m + at(off);
 		*(__u16 *)p8 = 0;
 		*(__u16 *)(p8 + 1) = bpf_htons(TYPE_OPT);
-		*(__u16 *)(p8 + 3) = bpf_htons(1232);
+		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
 		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
 		*(__u16 *)(p8 + 9) = 0;
 		off += 11;

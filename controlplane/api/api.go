@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
@@ -140,7 +141,7 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
 		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
-		backup := c.Flags&1 != 0
+		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:
 			av.Reason = "cold start: no health table yet, every candidate is answered"

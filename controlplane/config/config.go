@@ -11,13 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/prober"
 )
 
 // MaxCandidates is K, the number of candidates a record can hold. The XDP
 // program visits all K on every query, so a record with more answers is
 // rejected rather than truncated.
-const MaxCandidates = 8
+const MaxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
 
 // Config is a loaded and validated config file.
 type Config struct {

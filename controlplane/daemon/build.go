@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
@@ -64,7 +65,7 @@ func fits(cfg *config.Config, c *records.Compiled) error {
 	for _, class := range slices.Sorted(maps.Keys(count)) {
 		if n := count[class]; n > cfg.Server.MaxRecords {
 			return cfg.Errorf("server.max_records", "%d record sets go to map rr%d (wire names up to %d bytes), more than the %d it holds",
-				n, class, min(class, 255), cfg.Server.MaxRecords)
+				n, class, min(class, int(bpf.SteadydnsLimitsNAME_MAX_WIRE)), cfg.Server.MaxRecords)
 		}
 	}
 	return nil

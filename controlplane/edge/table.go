@@ -14,8 +14,8 @@ import (
 
 // Store is the data plane's health table; *loader.Objects is one.
 type Store interface {
-	// WriteHealth writes a whole table and its metadata.
-	WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error
+	// PushHealth writes a whole table and returns the metadata it wrote.
+	PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error)
 	// HealthUpAt reads entry i's state as the data plane reads it.
 	HealthUpAt(i uint32) bool
 }
@@ -43,10 +43,10 @@ func New(store Store, meta bpf.SteadydnsTableMeta) *Table {
 // WriteHealth writes a table into the data plane, stamped on arrival with
 // this host's boot clock, as the XDP program reads it.
 func (t *Table) WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error {
-	if err := t.store.WriteHealth(table, version, configHash, staleAfterNs); err != nil {
+	meta, err := t.store.PushHealth(table, version, configHash, staleAfterNs)
+	if err != nil {
 		return err
 	}
-	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: loader.BootNs(), StaleAfterNs: staleAfterNs}
 	t.meta.Store(&meta)
 	return nil
 }

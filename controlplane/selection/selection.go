@@ -13,13 +13,15 @@ import (
 // K is the number of candidate slots in a record set.
 const K = uint32(len(bpf.SteadydnsRrset{}.Cand))
 
-// Action is what to answer.
-type Action uint8
+// Action is what to answer: enum action of the data plane, so both paths
+// decide among the same results.
+type Action = bpf.SteadydnsAction
 
+// Actions of a Pick.
 const (
-	Answer   Action = iota // the candidates in Pick.Order
-	NoData                 // when_all_down: nodata
-	ServFail               // when_all_down: servfail
+	Answer   = bpf.SteadydnsActionACT_ANSWER   // the candidates in Pick.Order
+	NoData   = bpf.SteadydnsActionACT_NODATA   // when_all_down: nodata
+	ServFail = bpf.SteadydnsActionACT_SERVFAIL // when_all_down: servfail
 )
 
 // Pick is the outcome of a selection.
@@ -103,7 +105,7 @@ func weightedMember(rr *bpf.SteadydnsRrset, mask, r uint32) uint32 {
 
 // GeoRanks is the number of geo ranks: the client's region, the next two
 // it fails over to, and everything else.
-const GeoRanks = 4
+const GeoRanks = int(bpf.SteadydnsLimitsGEO_RANKS)
 
 // Ranks gives the rank of each candidate region for one client; nil means
 // no geo, every candidate rank 0.
