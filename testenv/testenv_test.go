@@ -331,6 +331,10 @@ func udpEcho(t *testing.T, h *Host, a netip.Addr) netip.AddrPort {
 // udpAsk sends a datagram from h and returns the source address the server
 // saw.
 func udpAsk(h *Host, srv netip.AddrPort) (netip.Addr, error) {
+	return udpAskWithin(h, srv, 2*time.Second)
+}
+
+func udpAskWithin(h *Host, srv netip.AddrPort, timeout time.Duration) (netip.Addr, error) {
 	var conn net.Conn
 	err := h.Do(func() (err error) {
 		conn, err = net.Dial("udp", srv.String())
@@ -340,7 +344,7 @@ func udpAsk(h *Host, srv netip.AddrPort) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	conn.SetDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write([]byte("ping")); err != nil {
 		return netip.Addr{}, err
 	}
