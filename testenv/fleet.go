@@ -91,21 +91,21 @@ func (o *FleetOptions) fill() error {
 		return err
 	}
 	for _, c := range []struct {
-		name     string
-		n        *int
-		def, max int
+		name          string
+		n             *int
+		def, min, max int
 	}{
-		{"regions", &o.Regions, 3, MaxRegions},
-		{"probers per region", &o.ProbersPerRegion, 2, MaxProbersPerRegion},
-		{"edges", &o.Edges, 2, MaxPerRole},
-		{"aggregators", &o.Aggregators, 2, MaxPerRole},
-		{"backends", &o.Backends, 0, MaxPerRole},
+		{"regions", &o.Regions, 3, 1, MaxRegions},
+		{"probers per region", &o.ProbersPerRegion, 2, 1, MaxProbersPerRegion},
+		{"edges", &o.Edges, 2, 1, MaxPerRole},
+		{"aggregators", &o.Aggregators, 2, 1, MaxPerRole},
+		{"backends", &o.Backends, 0, 0, MaxPerRole},
 	} {
 		if *c.n == 0 {
 			*c.n = c.def
 		}
-		if *c.n < 0 || *c.n > c.max {
-			return fmt.Errorf("%s %d: want 1 to %d", c.name, *c.n, c.max)
+		if *c.n < c.min || *c.n > c.max {
+			return fmt.Errorf("%s %d: want %d to %d", c.name, *c.n, c.min, c.max)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -78,7 +79,7 @@ func testenvUp(args []string) error {
 			}
 		})
 		if len(fleetOnly) > 0 {
-			return fmt.Errorf("%v only go with --fleet", fleetOnly)
+			return fmt.Errorf("%s: only with --fleet", strings.Join(fleetOnly, ", "))
 		}
 		return upSingle(*prefix, *backends, pass.XdpPass)
 	}
