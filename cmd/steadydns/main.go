@@ -18,6 +18,8 @@ commands:
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
+  testenv up --fleet [--regions N] [--probers-per-region N] [--edges N] [--aggregators N]   the fleet: edges, aggregators, probers, backends on one switch
+  testenv partition|heal [--prefix P] [A B]   cut or restore traffic between fleet hosts (client, e1, a1, r1, p1a, b1)
   testenv backend --listen ADDR   serve GET /healthz for a test backend
   version                   print the version
 `
