@@ -3,14 +3,18 @@
 
 GO      ?= go
 BIN     := bin/steadydns
+BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
 .PHONY: all build generate test demo bench deps clean
 
 all: build
 
+# Two binaries: the server every edge host runs, and the benchmark, kept
+# apart so the server does not carry the harness and its chart libraries.
 build:
 	$(GO) build -o $(BIN) ./cmd/steadydns
+	$(GO) build -o $(BENCH) ./cmd/steadydns-bench
 
 # Regenerates the committed bpf2go output; needs clang-19 and libbpf-dev.
 generate:
@@ -26,8 +30,9 @@ test: deps
 demo: deps build
 	@scripts/demo.sh
 
+# steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
-	$(BIN) bench
+	$(BENCH)
 
 clean:
 	rm -rf bin

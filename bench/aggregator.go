@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -38,7 +40,7 @@ type AggregatorResult struct {
 // aggCell is one aggregator under test: a table with its checks and a
 // frame from one checker that reports every one of them.
 type aggCell struct {
-	table         *health.Table
+	table         *health.Aggregator
 	frame         []byte
 	ingest, total time.Duration
 }
@@ -118,14 +120,15 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 	for i := range n {
 		id := fmt.Sprintf("c%d", i)
 		cfg.CheckIDs = append(cfg.CheckIDs, id)
-		cfg.HealthChecks[id] = &config.Check{ID: id, Type: "tcp", Interval: time.Second,
+		cfg.HealthChecks[id] = &config.Check{ID: id, Type: config.CheckTCP, Interval: time.Second,
 			UnhealthyThreshold: 1, HealthyThreshold: 1, Admin: health.AdminAuto}
 	}
 	index, err := health.Assign(cfg.CheckIDs, nil, aggTable)
 	if err != nil {
 		return nil, err
 	}
-	t, err := health.New(o, cfg, index)
+	// The edge's table writes into the maps, as on a server.
+	t, err := health.New(cfg, index, edge.New(o, bpf.SteadydnsTableMeta{}), health.Seed{}, &health.EventLog{})
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +137,8 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 		return nil, err
 	}
 	probes := map[string]prober.Probe{}
-	for id, c := range cfg.HealthChecks {
-		probes[id] = prober.Probe{Check: c, Index: index[id]}
+	for id := range cfg.HealthChecks {
+		probes[id] = prober.Probe{Index: index[id]}
 	}
 	if err := framer.Configure(cfg.Hash, probes); err != nil {
 		return nil, err

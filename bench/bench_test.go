@@ -14,8 +14,8 @@ import (
 )
 
 // TestMain lets this test binary play the steadydns binary: the harness
-// runs `BINARY serve --config FILE`, and BINARY defaults to the running
-// executable.
+// runs `BINARY serve --config FILE`, and TestQuick names this executable
+// as BINARY, so the test needs no steadydns built beforehand.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 4 && os.Args[1] == "serve" && os.Args[2] == "--config" {
 		os.Exit(serve(os.Args[3]))
@@ -46,6 +46,11 @@ func TestQuick(t *testing.T) {
 	o.Duration = time.Second
 	o.Prefix = "" // a unique one, so tests of other packages can run alongside
 	o.Log = logWriter{t}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Binary = exe
 	res, err := bench.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

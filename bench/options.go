@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -21,7 +24,7 @@ type Options struct {
 	WorkNames   []int         // zone sizes of the constant-work runs; none skips them
 	Iterations  int           // BPF_PROG_RUN calls per constant-work run
 	PushRounds  int           // aggregator pushes per cell per run; 0 skips the aggregator
-	Binary      string        // the steadydns binary, run as `BINARY serve --config FILE`
+	Binary      string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
 	Prefix      string        // testenv prefix; short, since NAPI thread names hold 15 bytes
 	GenCPU      int           // the CPU of the load generators
 	ServerCPU   int           // the CPU of the servers and of the server veth's NAPI thread
@@ -29,7 +32,7 @@ type Options struct {
 	Log         io.Writer     `json:"-"` // progress; nil is quiet
 }
 
-// Defaults are the options of `steadydns bench`: the full comparison.
+// Defaults are the options of `steadydns-bench`: the full comparison.
 func Defaults() Options {
 	return Options{
 		Names:       1000,
@@ -48,7 +51,7 @@ func Defaults() Options {
 	}
 }
 
-// Quick are the options of `steadydns bench --quick` and of the tests: the
+// Quick are the options of `steadydns-bench --quick` and of the tests: the
 // ceiling and steadydns only, a few seconds each, to show the harness works.
 func Quick() Options {
 	o := Defaults()
@@ -87,17 +90,43 @@ func (o *Options) check() error {
 	if n := runtime.NumCPU(); o.GenCPU == o.ServerCPU || o.GenCPU >= n || o.ServerCPU >= n {
 		return fmt.Errorf("cpus %d and %d: want two different CPUs of the %d here", o.GenCPU, o.ServerCPU, n)
 	}
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("finding the steadydns binary: %w", err)
+	// Only the steadydns servers run the binary; a run of the peers, the
+	// constant work or the aggregator alone needs none.
+	if slices.ContainsFunc(o.Servers, func(s string) bool { return strings.HasPrefix(s, "steadydns") }) {
+		if o.Binary == "" {
+			bin, err := findBinary()
+			if err != nil {
+				return fmt.Errorf("finding the steadydns binary: %w", err)
+			}
+			o.Binary = bin
+		} else if _, err := exec.LookPath(o.Binary); err != nil {
+			return fmt.Errorf("checking the steadydns binary: %w", err)
 		}
-		o.Binary = exe
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
 	return nil
+}
+
+// findBinary is the steadydns binary beside the running executable, where
+// `make build` puts it next to steadydns-bench, or else the one on PATH.
+// The harness measures the server binary that ships, not a copy of the
+// server linked into itself.
+func findBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the running executable: %w", err)
+	}
+	beside := filepath.Join(filepath.Dir(exe), "steadydns")
+	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return beside, nil
+	}
+	bin, err := exec.LookPath("steadydns")
+	if err != nil {
+		return "", fmt.Errorf("none at %s or on PATH (make build puts one in bin/): %w", beside, err)
+	}
+	return bin, nil
 }
 
 // seconds is the duration as kxdpgun and dnsperf take it.

@@ -53,7 +53,8 @@ func writeWorkHealth(o *loader.Objects, down int) error {
 		loader.PutHealthEntry(table, uint32(i), up, 0)
 	}
 	// Version 0 would mean no table yet, and every set would fail open.
-	return o.WriteHealth(table, 1, 0, 0)
+	_, err := o.PushHealth(table, 1, 0, 0)
+	return err
 }
 
 // expectedAnswers is the reply's answer count: the healthy candidates, or

@@ -1,7 +1,6 @@
 package bpf_test
 
 import (
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
-	"github.com/steadydns/steadydns/controlplane/selection"
 )
 
 // chiSquare of observed counts against weights.
@@ -46,6 +44,8 @@ func weightedSet() (*bpf.SteadydnsRrset, map[string]float64) {
 
 // TestWeightedShares: 100,000 XDP answers follow the weights by a
 // chi-square test, and weight 0 is never drawn while others are healthy.
+// It tests the program's random source; controlplane/selection tests the
+// draw itself on both sides.
 // STEADYDNS_CHI_RUNS=100 repeats it to measure how often a correct
 // implementation fails (see BENCHMARKS.md).
 func TestWeightedShares(t *testing.T) {
@@ -85,28 +85,10 @@ func TestWeightedShares(t *testing.T) {
 	}
 }
 
-// TestWeightedSharesFallback is the same test on the fallback's selection.
-func TestWeightedSharesFallback(t *testing.T) {
-	v, weights := weightedSet()
-	const n = 100_000
-	counts := map[string]int{}
-	for range n {
-		p := selection.Select(v, func(uint32) bool { return true }, nil, false, rand.Uint32(), 0)
-		if len(p.Order) != 1 {
-			t.Fatalf("weighted picked %v", p.Order)
-		}
-		counts[addrString(v, p.Order[0])]++
-	}
-	if counts["198.18.6.5"] != 0 {
-		t.Fatalf("weight 0 drawn %d times", counts["198.18.6.5"])
-	}
-	if x2 := chiSquare(counts, weights, n); x2 > chi2Crit {
-		t.Errorf("fallback counts %v: chi2 %.2f > %.2f", counts, x2, chi2Crit)
-	}
-}
-
 // TestRoundRobin: on one CPU, each healthy candidate comes first equally
-// often, exactly, since the per-CPU turn advances once per query.
+// often, exactly, since the per-CPU turn advances once per query. The
+// selection's use of the turn is tested in controlplane/selection; this is
+// the program's per-CPU counter.
 func TestRoundRobin(t *testing.T) {
 	o := load(t)
 	pinCPU(t, 0)

@@ -149,7 +149,9 @@ static __always_inline __u64 lower8(__u64 v)
 }
 
 /* build_key copies the lowercased name into s->key, zero-filled up to its
- * bucket size, with the qtype after it. Returns the bucket size. */
+ * bucket size, with the qtype after it in host order. Returns the bucket
+ * size: the name size of the smallest key type the name fits, which the
+ * loader's RecordClass computes from the same types. */
 __attribute__((noinline)) int build_key(struct scratch *s)
 {
 	if (!s)
@@ -160,11 +162,14 @@ __attribute__((noinline)) int build_key(struct scratch *s)
 	__u32 n = q->name_len;
 	if (n > NAME_MAX_WIRE)
 		return 0;
-	__u32 bucket = n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256;
+	__u32 bucket = n <= KEY_NAME(name_key32)    ? KEY_NAME(name_key32)
+		       : n <= KEY_NAME(name_key64)  ? KEY_NAME(name_key64)
+		       : n <= KEY_NAME(name_key128) ? KEY_NAME(name_key128)
+						    : KEY_NAME(name_key256);
 	const __u64 *src = (const __u64 *)(m + DNS_HDR);
 	__u64 *dst = (__u64 *)key;
 
-	for (__u32 w = 0; w < 32; w++) {
+	for (__u32 w = 0; w < KEY_NAME(name_key256) / 8; w++) {
 		__u32 at = w * 8;
 		if (at >= bucket)
 			break;

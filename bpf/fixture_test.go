@@ -100,7 +100,7 @@ func setHealth(t testing.TB, o *loader.Objects, up ...uint32) {
 	for _, i := range up {
 		loader.PutHealthEntry(table, i, true, 0)
 	}
-	if err := o.WriteHealth(table, 1, 0, 0); err != nil {
+	if _, err := o.PushHealth(table, 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 }

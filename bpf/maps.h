@@ -127,12 +127,6 @@ struct set_stats {
 	__u32 wsum;      /* sum of weights */
 };
 
-enum action {
-	ACT_ANSWER = 0,
-	ACT_NODATA = 1,
-	ACT_SERVFAIL = 2,
-};
-
 struct pick {
 	__u32 action;        /* enum action */
 	__u32 degraded;      /* a present candidate is down: ttl_degraded applies */
@@ -151,7 +145,7 @@ struct scratch {
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
-	__u8 key[256 + 8] __attribute__((aligned(8)));
+	__u8 key[KEY_NAME(name_key256) + 8] __attribute__((aligned(8)));
 	__u8 hdr[64];  /* the frame's headers while the frame grows */
 	struct query q;
 	struct draw draw;

@@ -2,7 +2,8 @@
 /* Answer selection (DESIGN §7). One scan over all K candidates computes
  * every set the decision needs; the choice among them is made at the end,
  * so a record failing open costs what a healthy one costs.
- * controlplane/selection mirrors this file step for step in Go. */
+ * controlplane/selection mirrors this file step for step in Go; its tests
+ * run this very code through bpf/twin and require equal answers. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -58,6 +59,27 @@ static __always_inline __u32 weighted_member(const struct rrset *rr,
 		}
 	}
 	return at;
+}
+
+/* table_open reports whether a record answers as if every candidate were
+ * healthy: no table yet (cold start, or no metadata at all), or a table
+ * older than its stale_after under stale policy answer_all. now is
+ * CLOCK_BOOTTIME, the clock the control plane stamps arrival with; the
+ * subtraction wraps like the Go twin's, so both agree on any input. */
+static __always_inline __u32 table_open(const struct table_meta *tm,
+					__u32 stale, __u64 now)
+{
+	if (!tm || !tm->version)
+		return 1;
+	__u32 old = tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
+	return old && stale == STALE_ANSWER_ALL;
+}
+
+/* answer_ttl is the TTL of the answers: ttl_degraded, when set, while a
+ * present candidate is down. */
+static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
+{
+	return degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
 }
 
 /* select_answers decides which candidates to answer and leaves the result

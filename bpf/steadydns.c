@@ -18,7 +18,7 @@
 #include "dns.h"
 #include "select.h"
 
-#define MAX_SERVER_ADDRS 8
+/* The IP TTL and hop limit of replies. */
 #define REPLY_TTL 64
 
 /* The addresses XDP answers for, set at load time. */
@@ -304,11 +304,11 @@ int steadydns(struct xdp_md *ctx)
 
 	struct rrset *rr;
 	__u32 bucket = build_key(s);
-	if (bucket == 32)
+	if (bucket == KEY_NAME(name_key32))
 		rr = bpf_map_lookup_elem(&rr32, s->key);
-	else if (bucket == 64)
+	else if (bucket == KEY_NAME(name_key64))
 		rr = bpf_map_lookup_elem(&rr64, s->key);
-	else if (bucket == 128)
+	else if (bucket == KEY_NAME(name_key128))
 		rr = bpf_map_lookup_elem(&rr128, s->key);
 	else
 		rr = bpf_map_lookup_elem(&rr256, s->key);
@@ -319,15 +319,8 @@ int steadydns(struct xdp_md *ctx)
 
 	/* No table yet: fail open. A stale table: the record's policy. */
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
-	__u64 now = bpf_ktime_get_boot_ns();
-	__u32 open = 1;
-	if (tm && tm->version) {
-		__u32 stale = tm->stale_after_ns &&
-			      now - tm->arrived_ns > tm->stale_after_ns;
-		open = stale && rr->stale == STALE_ANSWER_ALL;
-	}
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
-	s->draw.open = open;
+	s->draw.open = table_open(tm, rr->stale, bpf_ktime_get_boot_ns());
 	s->draw.rnd = bpf_get_prandom_u32();
 	s->draw.turn = turn ? (*turn)++ : 0;
 
@@ -356,7 +349,7 @@ int steadydns(struct xdp_md *ctx)
 		an = p.n > K ? K : p.n;
 		if (q.q_end + an * rsize + opt_len > limit)
 			return count(OUT_TRUNCATED);
-		__u32 ttl = p.degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
+		__u32 ttl = answer_ttl(rr, p.degraded);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {
@@ -383,11 +376,11 @@ int steadydns(struct xdp_md *ctx)
 		o = OUT_SERVFAIL;
 	}
 	if (q.has_opt) {
-		/* OPT: root, type 41, size 1232, version 0, DO copied. */
+		/* OPT: root, type 41, our size, version 0, DO copied. */
 		__u8 *p8 = m + at(off);
 		*(__u16 *)p8 = 0;
 		*(__u16 *)(p8 + 1) = bpf_htons(TYPE_OPT);
-		*(__u16 *)(p8 + 3) = bpf_htons(1232);
+		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
 		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
 		*(__u16 *)(p8 + 9) = 0;
 		off += 11;

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SteadydnsAction uint32
+
+const (
+	SteadydnsActionACT_ANSWER   SteadydnsAction = 0
+	SteadydnsActionACT_NODATA   SteadydnsAction = 1
+	SteadydnsActionACT_SERVFAIL SteadydnsAction = 2
+)
+
 type SteadydnsCandidate struct {
 	_        structs.HostLayout
 	Addr     [16]uint8
@@ -39,6 +47,8 @@ type SteadydnsEnumAnchor struct {
 	HealthState    uint32
 	HealthReason   uint32
 	Outcome        uint32
+	Action         uint32
+	Limits         uint32
 }
 
 type SteadydnsGeoKey4 struct {
@@ -89,6 +99,20 @@ type SteadydnsHealthState uint32
 const (
 	SteadydnsHealthStateHEALTH_DOWN SteadydnsHealthState = 0
 	SteadydnsHealthStateHEALTH_UP   SteadydnsHealthState = 1
+)
+
+type SteadydnsLimits uint32
+
+const (
+	SteadydnsLimitsMAX_CANDIDATES   SteadydnsLimits = 8
+	SteadydnsLimitsMSG_MAX          SteadydnsLimits = 1024
+	SteadydnsLimitsNAME_MAX_WIRE    SteadydnsLimits = 255
+	SteadydnsLimitsMAX_REGIONS      SteadydnsLimits = 64
+	SteadydnsLimitsGEO_RANKS        SteadydnsLimits = 4
+	SteadydnsLimitsSOA_RDATA_MAX    SteadydnsLimits = 256
+	SteadydnsLimitsMAX_ZONES        SteadydnsLimits = 256
+	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
+	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
 )
 
 type SteadydnsNameKey128 struct {

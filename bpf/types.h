@@ -7,32 +7,50 @@
 
 #include <linux/types.h>
 
-/* K: candidates per record set. Every query visits all K. */
-#ifndef MAX_CANDIDATES
-#define MAX_CANDIDATES 8
+/* K, the candidates per record set, which every query visits. A build may
+ * set it with -DCANDIDATES=N: a power of two, at most 32 (the selection
+ * keeps sets as 32-bit masks and indexes slots with & (K - 1)). */
+#ifndef CANDIDATES
+#define CANDIDATES 8
 #endif
 
-/* The DNS message is copied into a per-CPU buffer of this size; longer
- * queries go to the fallback. */
-#define MSG_MAX 1024
+/* Every size and constant the control plane needs as well. They are enum
+ * constants, not macros, so that they reach the BTF and bpf2go generates
+ * them (bpf.SteadydnsLimits*): Go never holds a copy that a change here
+ * would leave behind. */
+enum limits {
+	MAX_CANDIDATES = CANDIDATES,
+	/* The DNS message is copied into a per-CPU buffer of this size;
+	 * longer queries go to the fallback. */
+	MSG_MAX = 1024,
+	/* Longest wire-format name (RFC 1035 §3.1), root label included. */
+	NAME_MAX_WIRE = 255,
+	/* Geo: region ids are 1..MAX_REGIONS-1, 0 is none. A client's region
+	 * orders candidate regions into GEO_RANKS ranks: its own, the next two
+	 * it fails over to, and everything else. */
+	MAX_REGIONS = 64,
+	GEO_RANKS = 4,
+	/* Longest SOA RDATA XDP puts in a NODATA reply; longer ones go to the
+	 * fallback. */
+	SOA_RDATA_MAX = 256,
+	MAX_ZONES = 256,
+	/* Server addresses XDP answers for, per address family. */
+	MAX_SERVER_ADDRS = 8,
+	/* The EDNS UDP size replies advertise, on both paths: the DNS flag
+	 * day 2020 value, which avoids fragments. */
+	EDNS_UDP_SIZE = 1232,
+};
+
+_Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
+	       "MAX_CANDIDATES must be a power of two, at most 32");
+
 #define MSG_MASK (MSG_MAX - 1)
 
-/* Longest wire-format name (RFC 1035 §3.1), root label included. */
-#define NAME_MAX_WIRE 255
-
-/* Geo: region ids are 1..MAX_REGIONS-1, 0 is none. A client's region
- * orders candidate regions into GEO_RANKS ranks: its own, the next two it
- * fails over to, and everything else. */
-#define MAX_REGIONS 64
-#define GEO_RANKS 4
-
-/* Longest SOA RDATA XDP puts in a NODATA reply; longer ones go to the
- * fallback. */
-#define SOA_RDATA_MAX 256
-#define MAX_ZONES 256
-
 /* Record keys are bucketed by name length so that the kernel hashes a
- * 32-byte key for ordinary names instead of 256 bytes (DESIGN §4). */
+ * 32-byte key for ordinary names instead of 256 bytes. The name sizes of
+ * these types are the classes: build_key buckets by KEY_NAME, and the
+ * loader by the generated types' name arrays, so both follow a change
+ * here. */
 struct name_key32 {
 	__u8 name[32];
 	__u16 qtype;
@@ -48,6 +66,16 @@ struct name_key128 {
 struct name_key256 {
 	__u8 name[256];
 	__u16 qtype;
+};
+
+/* The name size of record key type T. */
+#define KEY_NAME(T) ((__u32)sizeof(((struct T *)0)->name))
+
+/* What a query's reply is, decided by the selection. */
+enum action {
+	ACT_ANSWER = 0,    /* the picked candidates */
+	ACT_NODATA = 1,    /* when_all_down: nodata */
+	ACT_SERVFAIL = 2,  /* when_all_down: servfail */
 };
 
 enum policy {
@@ -206,6 +234,8 @@ struct enum_anchor {
 	enum health_state health_state;
 	enum health_reason health_reason;
 	enum outcome outcome;
+	enum action action;
+	enum limits limits;
 };
 
 #endif

@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -267,5 +268,76 @@ func TestCounters(t *testing.T) {
 		if got := after[index[name]] - before[index[name]]; got != want {
 			t.Errorf("counter %s moved by %d, want %d", name, got, want)
 		}
+	}
+}
+
+// nameOfWire is a name whose wire form is n bytes long (n ≥ 2), root label
+// included, made of labels of c.
+func nameOfWire(n int, c string) string {
+	var labels []string
+	for rest := n - 1; rest > 0; {
+		l := min(63, rest-1)
+		if rest-(l+1) == 1 { // a lone byte cannot be a label
+			l--
+		}
+		labels = append(labels, strings.Repeat(c, l))
+		rest -= l + 1
+	}
+	return strings.Join(labels, ".") + "."
+}
+
+// TestRecordClassBoundaries puts a name of every length at each edge of
+// the record classes through the loader and queries it through the
+// program. The loader picks the map and key size in Go, build_key in C; a
+// name is answered only when both chose the same map and the same key.
+func TestRecordClassBoundaries(t *testing.T) {
+	o := load(t)
+	var lengths []int // the longest name, 255 bytes, is the last class's c - 1
+	for _, c := range []int{len(bpf.SteadydnsNameKey32{}.Name), len(bpf.SteadydnsNameKey64{}.Name), len(bpf.SteadydnsNameKey128{}.Name), len(bpf.SteadydnsNameKey256{}.Name)} {
+		for _, n := range []int{c - 1, c, c + 1} {
+			if n <= int(bpf.SteadydnsLimitsNAME_MAX_WIRE) {
+				lengths = append(lengths, n)
+			}
+		}
+	}
+	want := map[loader.RecordKey]bool{}
+	for i, n := range lengths {
+		name := nameOfWire(n, "b")
+		if got := len(wire(t, name)); got != n {
+			t.Fatalf("name of %d wire bytes has %d", n, got)
+		}
+		addr := netip.AddrFrom4([4]byte{198, 18, 3, byte(i)}).String()
+		put(t, o, name, dns.TypeA, rrset(300, 8, cand{addr: addr}))
+		want[loader.RecordKey{Wire: wire(t, name), Qtype: dns.TypeA}] = true
+
+		q := query(strings.ToUpper(name), dns.TypeA, nil)
+		in := packet.Build(frame(false, q, packet.Full))
+		ret, out := run(t, o, in)
+		exp := expected(t, q, 300, addr)
+		if ret != 3 /* XDP_TX */ {
+			dumpf(t, "%d-byte name (class %d): action %d, want XDP_TX", in, exp, out, n, loader.RecordClass(n), ret)
+			continue
+		}
+		r, err := packet.Parse(out)
+		if err != nil {
+			t.Fatalf("%d-byte name: reply frame: %v", n, err)
+		}
+		if !bytes.Equal(r.Payload, exp) {
+			dumpf(t, "%d-byte name: dns reply differs", in, exp, r.Payload, n)
+		}
+	}
+	// The keys read back are the keys written, in every map.
+	keys, err := o.RecordKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !want[k] {
+			t.Errorf("maps hold %q/%d, which was not put", k.Wire, k.Qtype)
+		}
+		delete(want, k)
+	}
+	for k := range want {
+		t.Errorf("%d-byte name %q/%d put but not listed", len(k.Wire), k.Wire, k.Qtype)
 	}
 }

@@ -84,6 +84,29 @@ func attach(o *Objects, ifindex int, flags link.XDPAttachFlags) (link.Link, erro
 	return link.AttachXDP(link.XDPOptions{Program: o.Steadydns, Interface: ifindex, Flags: flags})
 }
 
+// Linked reports whether a link pinned by this or an earlier run attaches
+// XDP to the interface.
+func (o *Objects) Linked(ifname string) bool {
+	iface, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return false
+	}
+	for _, m := range pinnedModes {
+		for _, pin := range o.linkPins(ifname, m) {
+			l, err := link.LoadPinnedLink(pin, nil)
+			if err != nil {
+				continue
+			}
+			ok := attachedTo(l, iface.Index)
+			l.Close()
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Detach removes the program from the interface and its pinned link,
 // whichever build pinned it.
 func (o *Objects) Detach(ifname string) error {

@@ -25,16 +25,20 @@ func (o *Objects) Outcomes() ([]uint64, error) {
 }
 
 // OutcomeNames are the metric labels of the outcomes, "answered",
-// "not_found"…, read from the enum's BTF so that C stays the one
-// definition.
+// "not_found"…, read from the BTF of the counters map's key, enum outcome,
+// so that C stays the one definition.
 func OutcomeNames() ([]string, error) {
 	spec, err := bpf.LoadSteadydns()
 	if err != nil {
 		return nil, fmt.Errorf("reading the bpf object: %w", err)
 	}
-	var e *btf.Enum
-	if err := spec.Types.TypeByName("outcome", &e); err != nil {
-		return nil, fmt.Errorf("finding enum outcome: %w", err)
+	var specs bpf.SteadydnsMapSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("reading the bpf object: %w", err)
+	}
+	e, ok := btf.UnderlyingType(specs.Counters.Key).(*btf.Enum)
+	if !ok {
+		return nil, fmt.Errorf("reading the outcome names: the counters key is a %s, not an enum", specs.Counters.Key)
 	}
 	names := make([]string, bpf.SteadydnsOutcomeOUT_MAX)
 	for _, v := range e.Values {

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -14,28 +13,36 @@ import (
 // array map rounds every value up to 8 bytes.
 const healthStride = (int(unsafe.Sizeof(bpf.SteadydnsHealthEntry{})) + 7) &^ 7
 
+// healthEntry is entry i of a table buffer, typed as the program reads it.
+// An index past the buffer panics, as any index does.
+func healthEntry(table []byte, i uint32) *bpf.SteadydnsHealthEntry {
+	e := table[int(i)*healthStride:][:healthStride]
+	return (*bpf.SteadydnsHealthEntry)(unsafe.Pointer(&e[0]))
+}
+
 // HealthCapacity is the number of entries in the health table.
 func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 
-// WriteHealth writes a whole health table through the map's memory
-// mapping and then its metadata, stamped with this host's boot clock.
-// The state is one byte, so each entry's state is seen either old or new.
-func (o *Objects) WriteHealth(table []byte, version, configHash uint64, staleAfterNs uint64) error {
+// PushHealth writes a whole health table through the map's memory mapping,
+// in one copy, and then its metadata, stamped with this host's boot clock.
+// It returns the metadata as written. The state is one byte, so each
+// entry's state is seen either old or new.
+func (o *Objects) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
 	mem, err := o.Health.Memory()
 	if err != nil {
-		return fmt.Errorf("mapping the health table: %w", err)
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("mapping the health table: %w", err)
 	}
 	if len(table) != o.HealthCapacity()*healthStride {
-		return fmt.Errorf("writing the health table: %d bytes for %d entries", len(table), o.HealthCapacity())
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table: %d bytes for %d entries", len(table), o.HealthCapacity())
 	}
 	if _, err := mem.WriteAt(table, 0); err != nil {
-		return fmt.Errorf("writing the health table: %w", err)
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table: %w", err)
 	}
 	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: BootNs(), StaleAfterNs: staleAfterNs}
 	if err := o.HealthMeta.Put(uint32(0), &meta); err != nil {
-		return fmt.Errorf("writing the health table metadata: %w", err)
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table metadata: %w", err)
 	}
-	return nil
+	return meta, nil
 }
 
 // ReadHealth copies the health table and its metadata out of the maps.
@@ -60,37 +67,34 @@ func (o *Objects) HealthUpAt(i uint32) bool {
 	if err != nil || int(i) >= o.HealthCapacity() {
 		return false
 	}
-	var b [1]byte
-	if _, err := mem.ReadAt(b[:], int64(i)*int64(healthStride)); err != nil {
+	var e bpf.SteadydnsHealthEntry
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e))
+	if _, err := mem.ReadAt(b, int64(i)*int64(healthStride)); err != nil {
 		return false
 	}
-	return b[0] == byte(bpf.SteadydnsHealthStateHEALTH_UP)
+	return e.State == uint8(bpf.SteadydnsHealthStateHEALTH_UP)
 }
 
 // HealthUp reports whether entry i of a table read with ReadHealth is up.
 func HealthUp(table []byte, i uint32) bool {
-	off := int(i) * healthStride
-	return off+healthStride <= len(table) && table[off] == byte(bpf.SteadydnsHealthStateHEALTH_UP)
+	return (int(i)+1)*healthStride <= len(table) && healthEntry(table, i).State == uint8(bpf.SteadydnsHealthStateHEALTH_UP)
 }
 
 // HealthReason reads entry i's reason from a table read with ReadHealth.
 func HealthReason(table []byte, i uint32) uint8 {
-	off := int(i) * healthStride
-	if off+healthStride > len(table) {
+	if (int(i)+1)*healthStride > len(table) {
 		return 0
 	}
-	return table[off+1]
+	return healthEntry(table, i).Reason
 }
 
 // PutHealthEntry encodes one entry into a table buffer.
 func PutHealthEntry(table []byte, i uint32, up bool, reason uint8) {
-	off := int(i) * healthStride
-	var e uint32
+	state := bpf.SteadydnsHealthStateHEALTH_DOWN
 	if up {
-		e = uint32(bpf.SteadydnsHealthStateHEALTH_UP)
+		state = bpf.SteadydnsHealthStateHEALTH_UP
 	}
-	e |= uint32(reason) << 8
-	binary.LittleEndian.PutUint32(table[off:], e)
+	*healthEntry(table, i) = bpf.SteadydnsHealthEntry{State: uint8(state), Reason: reason}
 }
 
 // HealthTableBytes is the size of a table of n entries.

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/cilium/ebpf"
 
@@ -23,9 +24,6 @@ import (
 
 // DefaultBPFFS is where maps and links are pinned unless configured.
 const DefaultBPFFS = "/sys/fs/bpf/steadydns"
-
-// maxServerAddrs matches MAX_SERVER_ADDRS in bpf/steadydns.c.
-const maxServerAddrs = 8
 
 // Options are the load-time settings of the XDP object.
 type Options struct {
@@ -51,15 +49,21 @@ func Load(opts Options) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the bpf object: %w", err)
 	}
+	// The generated specs point into spec, so what is set through them
+	// is what loads.
+	var specs bpf.SteadydnsSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("reading the bpf object: %w", err)
+	}
 	if opts.HealthCapacity > 0 {
-		spec.Maps["health"].MaxEntries = opts.HealthCapacity
+		specs.Health.MaxEntries = opts.HealthCapacity
 	}
 	if opts.RecordCapacity > 0 {
-		for _, name := range recordMaps {
-			spec.Maps[name].MaxEntries = opts.RecordCapacity
+		for _, m := range []*ebpf.MapSpec{specs.Rr32, specs.Rr64, specs.Rr128, specs.Rr256} {
+			m.MaxEntries = opts.RecordCapacity
 		}
 	}
-	if err := setServers(spec, opts.Servers); err != nil {
+	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, err
 	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
@@ -83,13 +87,14 @@ func Load(opts Options) (*Objects, error) {
 	return o, nil
 }
 
-// recordMaps are the record maps, one per name length class.
-var recordMaps = []string{"rr32", "rr64", "rr128", "rr256"}
+// maxServerAddrs is how many addresses of each family the program
+// answers for.
+const maxServerAddrs = int(bpf.SteadydnsLimitsMAX_SERVER_ADDRS)
 
-func setServers(spec *ebpf.CollectionSpec, addrs []netip.Addr) error {
+func setServers(vars *bpf.SteadydnsVariableSpecs, addrs []netip.Addr) error {
 	var v4 [maxServerAddrs]uint32
 	var v6 [maxServerAddrs][16]byte
-	var n4, n6 uint32
+	var n4, n6 int
 	for _, a := range addrs {
 		a = a.Unmap()
 		switch {
@@ -105,24 +110,29 @@ func setServers(spec *ebpf.CollectionSpec, addrs []netip.Addr) error {
 			return fmt.Errorf("setting server addresses: more than %d of the family of %s", maxServerAddrs, a)
 		}
 	}
-	for name, v := range map[string]any{"server_v4": v4, "nr_server_v4": n4, "server_v6": v6, "nr_server_v6": n6} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("setting %s: %w", name, err)
+	for _, s := range []struct {
+		v    *ebpf.VariableSpec
+		data any
+	}{{vars.ServerV4, v4}, {vars.NrServerV4, uint32(n4)}, {vars.ServerV6, v6}, {vars.NrServerV6, uint32(n6)}} {
+		if err := s.v.Set(s.data); err != nil {
+			return fmt.Errorf("setting %s: %w", s.v.Name, err)
 		}
 	}
 	return nil
 }
 
 // Unpin removes the pins of every map, so the maps go away with the last
-// program or process that holds them.
+// program or process that holds them. It walks the generated struct, so a
+// map added to the program is unpinned too.
 func (o *Objects) Unpin() error {
-	for name, m := range map[string]interface{ Unpin() error }{
-		"rr32": o.Rr32, "rr64": o.Rr64, "rr128": o.Rr128, "rr256": o.Rr256,
-		"health": o.Health, "health_meta": o.HealthMeta, "counters": o.Counters, "rr_counter": o.RrCounter, "scratch": o.Scratch,
-		"geo4": o.Geo4, "geo6": o.Geo6, "geo_rank": o.GeoRank, "zones": o.Zones,
-	} {
+	maps := reflect.ValueOf(&o.SteadydnsMaps).Elem()
+	for i := range maps.NumField() {
+		m, ok := maps.Field(i).Interface().(*ebpf.Map)
+		if !ok {
+			continue
+		}
 		if err := m.Unpin(); err != nil {
-			return fmt.Errorf("unpinning %s: %w", name, err)
+			return fmt.Errorf("unpinning %s: %w", maps.Type().Field(i).Tag.Get("ebpf"), err)
 		}
 	}
 	return nil

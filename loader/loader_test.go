@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("loading bpf programs needs root (running as uid %d)", os.Geteuid())

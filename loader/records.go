@@ -19,46 +19,57 @@ type RecordKey struct {
 	Qtype uint16
 }
 
+// Name sizes of the record maps' keys, smallest first. They come from the
+// generated key types, which build_key in bpf/dns.h buckets by too.
+const (
+	class32  = len(bpf.SteadydnsNameKey32{}.Name)
+	class64  = len(bpf.SteadydnsNameKey64{}.Name)
+	class128 = len(bpf.SteadydnsNameKey128{}.Name)
+	class256 = len(bpf.SteadydnsNameKey256{}.Name)
+)
+
 // RecordClass returns the name size of the record map that holds a wire
 // name of n bytes: 32, 64, 128 or 256, or 0 when no map can hold it. Each
 // map holds Options.RecordCapacity sets of its class.
 func RecordClass(n int) int {
 	switch {
-	case n == 0 || n > 255:
+	case n == 0 || n > int(bpf.SteadydnsLimitsNAME_MAX_WIRE):
 		return 0
-	case n <= 32:
-		return 32
-	case n <= 64:
-		return 64
-	case n <= 128:
-		return 128
+	case n <= class32:
+		return class32
+	case n <= class64:
+		return class64
+	case n <= class128:
+		return class128
+	case n <= class256:
+		return class256
 	}
-	return 256
+	return 0
 }
 
-// bucket returns the record map for a wire name and the key bytes as the
-// kernel hashes them (class-sized name, then the qtype in host order),
-// matching build_key in bpf/dns.h.
-func (o *Objects) bucket(k RecordKey) (*ebpf.Map, []byte, error) {
-	size := RecordClass(len(k.Wire))
-	var m *ebpf.Map
-	switch size {
-	case 32:
-		m = o.Rr32
-	case 64:
-		m = o.Rr64
-	case 128:
-		m = o.Rr128
-	case 256:
-		m = o.Rr256
-	default:
-		return nil, nil, fmt.Errorf("record key: wire name of %d bytes", len(k.Wire))
+// bucket returns the record map for a wire name and its key, as the
+// kernel hashes it: the name zero-filled to the class size, then the
+// qtype in host order.
+func (o *Objects) bucket(k RecordKey) (*ebpf.Map, any, error) {
+	switch RecordClass(len(k.Wire)) {
+	case class32:
+		key := bpf.SteadydnsNameKey32{Qtype: k.Qtype}
+		copy(key.Name[:], k.Wire)
+		return o.Rr32, &key, nil
+	case class64:
+		key := bpf.SteadydnsNameKey64{Qtype: k.Qtype}
+		copy(key.Name[:], k.Wire)
+		return o.Rr64, &key, nil
+	case class128:
+		key := bpf.SteadydnsNameKey128{Qtype: k.Qtype}
+		copy(key.Name[:], k.Wire)
+		return o.Rr128, &key, nil
+	case class256:
+		key := bpf.SteadydnsNameKey256{Qtype: k.Qtype}
+		copy(key.Name[:], k.Wire)
+		return o.Rr256, &key, nil
 	}
-	key := make([]byte, size+2)
-	copy(key, k.Wire)
-	key[size] = byte(k.Qtype)
-	key[size+1] = byte(k.Qtype >> 8)
-	return m, key, nil
+	return nil, nil, fmt.Errorf("record key: wire name of %d bytes", len(k.Wire))
 }
 
 // PutRecord inserts or replaces a record set. The maps are not
@@ -89,21 +100,37 @@ func (o *Objects) DeleteRecord(k RecordKey) error {
 // RecordKeys lists the record sets now in the maps.
 func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	var keys []RecordKey
-	for _, m := range []*ebpf.Map{o.Rr32, o.Rr64, o.Rr128, o.Rr256} {
-		size := int(m.KeySize()) - 2
-		key := make([]byte, size+2)
-		var v bpf.SteadydnsRrset
-		it := m.Iterate()
-		for it.Next(&key, &v) {
-			n := 0
-			for n < size && key[n] != 0 {
-				n += int(key[n]) + 1
-			}
-			keys = append(keys, RecordKey{Wire: string(key[:min(n+1, size)]), Qtype: uint16(key[size]) | uint16(key[size+1])<<8})
+	var err error
+	if keys, err = appendKeys(keys, o.Rr32, func(k *bpf.SteadydnsNameKey32) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
+		return nil, err
+	}
+	if keys, err = appendKeys(keys, o.Rr64, func(k *bpf.SteadydnsNameKey64) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
+		return nil, err
+	}
+	if keys, err = appendKeys(keys, o.Rr128, func(k *bpf.SteadydnsNameKey128) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
+		return nil, err
+	}
+	return appendKeys(keys, o.Rr256, func(k *bpf.SteadydnsNameKey256) ([]byte, uint16) { return k.Name[:], k.Qtype })
+}
+
+// appendKeys appends the keys of one record map; fields takes a key of
+// the map's type apart.
+func appendKeys[K any](keys []RecordKey, m *ebpf.Map, fields func(*K) ([]byte, uint16)) ([]RecordKey, error) {
+	var key K
+	var v bpf.SteadydnsRrset
+	it := m.Iterate()
+	for it.Next(&key, &v) {
+		name, qtype := fields(&key)
+		// The name ends at its root label; the zeros after it fill the
+		// class size.
+		n := 0
+		for n < len(name) && name[n] != 0 {
+			n += int(name[n]) + 1
 		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("listing record sets: %w", err)
-		}
+		keys = append(keys, RecordKey{Wire: string(name[:min(n+1, len(name))]), Qtype: qtype})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("listing record sets: %w", err)
 	}
 	return keys, nil
 }

@@ -9,7 +9,7 @@ import (
 
 // mountTestFS mounts a private bpffs so that tests never touch the pins of
 // a running server.
-func mountTestFS(t *testing.T) string {
+func mountTestFS(t testing.TB) string {
 	dir := t.TempDir()
 	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
 		t.Fatalf("mounting a test bpffs: %v", err)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // Checker probes one target once. Check honours the check's timeout and
@@ -35,39 +33,39 @@ type Result struct {
 // process's own namespace.
 type Netns func(fn func() error) error
 
-// New builds the checker for c. An empty c.Target probes defaultTarget, the
+// New builds the checker for s. An empty s.Target probes defaultTarget, the
 // address of the answer the check belongs to.
-func New(c *config.Check, defaultTarget netip.Addr) (Checker, error) {
-	return NewIn(nil, c, defaultTarget)
+func New(s Spec, defaultTarget netip.Addr) (Checker, error) {
+	return NewIn(nil, s, defaultTarget)
 }
 
 // NewIn is New with probe sockets created through ns.
-func NewIn(ns Netns, c *config.Check, defaultTarget netip.Addr) (Checker, error) {
-	if c.Timeout <= 0 {
-		return nil, fmt.Errorf("building check %s: timeout must be positive, got %s", c.ID, c.Timeout)
+func NewIn(ns Netns, s Spec, defaultTarget netip.Addr) (Checker, error) {
+	if s.Timeout <= 0 {
+		return nil, fmt.Errorf("building %s checker: timeout must be positive, got %s", s.Type, s.Timeout)
 	}
-	t, err := newTarget(c, defaultTarget)
+	t, err := newTarget(s, defaultTarget)
 	if err != nil {
-		return nil, fmt.Errorf("building check %s: %w", c.ID, err)
+		return nil, fmt.Errorf("building %s checker: %w", s.Type, err)
 	}
-	p := probe{ns: ns, target: t, timeout: c.Timeout}
-	switch c.Type {
-	case "http", "https":
-		h, err := newHTTP(p, c)
+	p := probe{ns: ns, target: t, timeout: s.Timeout}
+	switch s.Type {
+	case HTTP, HTTPS:
+		h, err := newHTTP(p, s)
 		if err != nil {
-			return nil, fmt.Errorf("building check %s: %w", c.ID, err)
+			return nil, fmt.Errorf("building %s checker: %w", s.Type, err)
 		}
 		return h, nil
-	case "tcp":
+	case TCP:
 		return &tcpChecker{p}, nil
-	case "udp":
-		return &udpChecker{probe: p, payload: []byte(c.Payload), expect: []byte(c.ExpectReply)}, nil
-	case "icmp":
+	case UDP:
+		return &udpChecker{probe: p, payload: []byte(s.Payload), expect: []byte(s.ExpectReply)}, nil
+	case ICMP:
 		return newICMP(p), nil
-	case "dns":
-		return &dnsChecker{probe: p, qname: c.QName, qtype: c.QType, rcode: c.ExpectRcode, answer: c.ExpectAnswer}, nil
+	case DNS:
+		return &dnsChecker{probe: p, qname: s.QName, qtype: s.QType, rcode: s.ExpectRcode, answer: s.ExpectAnswer}, nil
 	}
-	return nil, fmt.Errorf("building check %s: type %q is not probed", c.ID, c.Type)
+	return nil, fmt.Errorf("building checker: unknown type %q", s.Type)
 }
 
 // probe is what every checker shares: where to go, how long to wait and

@@ -35,7 +35,7 @@ func cstring(b []byte) string {
 // depends on the capacity alone.
 type Frame struct {
 	Version    uint64 // frame sequence: the frame period's slot number, so it increases across restarts
-	ConfigHash uint64 // config.Config.Hash the results were measured under
+	ConfigHash uint64 // hash of the config the results were measured under
 	Prober     string // prober id, at most MaxProberID bytes
 	Region     string // the prober's region, at most MaxRegion bytes; "" for none
 	Entries    []Entry

@@ -9,8 +9,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -96,8 +94,7 @@ func TestDecodeRejects(t *testing.T) {
 func probesAt(indexes ...uint32) map[string]Probe {
 	ps := map[string]Probe{}
 	for _, i := range indexes {
-		c := &config.Check{ID: fmt.Sprint("c", len(ps))}
-		ps[c.ID] = Probe{Check: c, Index: i}
+		ps[fmt.Sprint("c", len(ps))] = Probe{Index: i}
 	}
 	return ps
 }
@@ -110,8 +107,7 @@ func TestFramerConstantSize(t *testing.T) {
 	full, _ := NewFramer("p1", "", capacity)
 	all := map[string]Probe{}
 	for i := range capacity {
-		c := &config.Check{ID: fmt.Sprint("c", i)}
-		all[c.ID] = Probe{Check: c, Index: uint32(i + 1)}
+		all[fmt.Sprint("c", i)] = Probe{Index: uint32(i + 1)}
 	}
 	if err := full.Configure(42, all); err != nil {
 		t.Fatal(err)

@@ -13,35 +13,33 @@ import (
 	"net/netip"
 	"testing"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // checkOf returns a check of type typ to target with test-friendly timing,
 // changed by mods.
-func checkOf(typ string, target netip.AddrPort, mods ...func(*config.Check)) *config.Check {
-	c := &config.Check{
-		ID: "t-" + typ, Type: typ, Target: target.Addr().String(), Port: target.Port(),
-		Interval: time.Second, Timeout: 500 * time.Millisecond, Admin: "auto",
+func checkOf(typ Type, target netip.AddrPort, mods ...func(*Spec)) Spec {
+	s := Spec{
+		Type: typ, Target: target.Addr().String(), Port: target.Port(),
+		Interval: time.Second, Timeout: 500 * time.Millisecond,
 	}
 	switch typ {
-	case "http", "https":
-		c.Path, c.Method = "/", "GET"
-		c.ExpectStatus = []config.StatusRange{{Lo: 200, Hi: 399}}
-		c.TLSVerify = typ == "https"
-	case "dns":
-		c.QType = 1
+	case HTTP, HTTPS:
+		s.Path, s.Method = "/", "GET"
+		s.ExpectStatus = []StatusRange{{Lo: 200, Hi: 399}}
+		s.TLSVerify = typ == HTTPS
+	case DNS:
+		s.QType = 1
 	}
 	for _, m := range mods {
-		m(c)
+		m(&s)
 	}
-	return c
+	return s
 }
 
-// runCheck builds c (sockets through ns) and runs it once.
-func runCheck(t *testing.T, ns Netns, c *config.Check) Result {
+// runCheck builds s (sockets through ns) and runs it once.
+func runCheck(t *testing.T, ns Netns, s Spec) Result {
 	t.Helper()
-	ch, err := NewIn(ns, c, netip.Addr{})
+	ch, err := NewIn(ns, s, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // BodyLimit is how much of a response body a body match searches.
@@ -39,7 +37,7 @@ type httpChecker struct {
 	tls    *tls.Config // nil for plain http
 	req    []byte      // the whole request, built once
 	head   *http.Request
-	status []config.StatusRange
+	status []StatusRange
 	body   []byte // substring to find, or nil
 	re     *regexp.Regexp
 	keep   bool
@@ -48,42 +46,42 @@ type httpChecker struct {
 	idle net.Conn // keepalive: the connection the last run left open
 }
 
-func newHTTP(p probe, c *config.Check) (*httpChecker, error) {
+func newHTTP(p probe, s Spec) (*httpChecker, error) {
 	port := uint16(80)
-	if c.Type == "https" {
+	if s.Type == HTTPS {
 		port = 443
 	}
-	host := c.Host
+	host := s.Host
 	if host == "" {
 		host = p.target.hostPort(port)
 	}
 	// The request is written verbatim, so a space or line break would
 	// smuggle in another header or request.
-	if strings.ContainsAny(c.Method+c.Path+host, " \r\n") {
+	if strings.ContainsAny(s.Method+s.Path+host, " \r\n") {
 		return nil, fmt.Errorf("method, path and host must not contain spaces or line breaks")
 	}
 	connection := "close"
-	if c.KeepAlive {
+	if s.KeepAlive {
 		connection = "keep-alive"
 	}
 	h := &httpChecker{
 		probe:  p,
-		req:    fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: steadydns-prober\r\nAccept: */*\r\nConnection: %s\r\n\r\n", c.Method, c.Path, host, connection),
-		head:   &http.Request{Method: c.Method},
-		status: c.ExpectStatus,
-		re:     c.ExpectBodyRegexp,
-		keep:   c.KeepAlive,
+		req:    fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: steadydns-prober\r\nAccept: */*\r\nConnection: %s\r\n\r\n", s.Method, s.Path, host, connection),
+		head:   &http.Request{Method: s.Method},
+		status: s.ExpectStatus,
+		re:     s.ExpectBodyRegexp,
+		keep:   s.KeepAlive,
 	}
-	if c.ExpectBody != "" {
-		h.body = []byte(c.ExpectBody)
+	if s.ExpectBody != "" {
+		h.body = []byte(s.ExpectBody)
 	}
-	if c.Type == "https" {
+	if s.Type == HTTPS {
 		h.tls = &tls.Config{
-			ServerName:         sni(c, p.target.host),
-			InsecureSkipVerify: !c.TLSVerify,
+			ServerName:         sni(s, p.target.host),
+			InsecureSkipVerify: !s.TLSVerify,
 			NextProtos:         []string{"http/1.1"},
 		}
-		if c.TLSVerify {
+		if s.TLSVerify {
 			// Loading the system roots takes long enough to time out the
 			// first check, so it is done here, once per process.
 			roots, err := x509.SystemCertPool()
@@ -99,15 +97,15 @@ func newHTTP(p probe, c *config.Check) (*httpChecker, error) {
 // sni picks the TLS server name: SNI, else the Host header's name, else the
 // target. crypto/tls leaves an IP address out of the handshake but still
 // verifies the certificate against it.
-func sni(c *config.Check, target string) string {
-	if c.SNI != "" {
-		return c.SNI
+func sni(s Spec, target string) string {
+	if s.SNI != "" {
+		return s.SNI
 	}
-	if c.Host != "" {
-		if h, _, err := net.SplitHostPort(c.Host); err == nil {
+	if s.Host != "" {
+		if h, _, err := net.SplitHostPort(s.Host); err == nil {
 			return h
 		}
-		return c.Host
+		return s.Host
 	}
 	return target
 }
@@ -259,7 +257,7 @@ func (h *httpChecker) exchange(ctx context.Context, start time.Time, c net.Conn,
 
 // judge checks the status, then the start of the body.
 func (h *httpChecker) judge(ctx context.Context, start time.Time, resp *http.Response) Result {
-	if !slices.ContainsFunc(h.status, func(r config.StatusRange) bool { return r.Contains(resp.StatusCode) }) {
+	if !slices.ContainsFunc(h.status, func(r StatusRange) bool { return r.Contains(resp.StatusCode) }) {
 		return fail(start, ReasonStatus, "status "+strconv.Itoa(resp.StatusCode))
 	}
 	if h.body == nil && h.re == nil {

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // httpBackend serves the cases of the HTTP tests on ln.
@@ -72,39 +70,39 @@ func serveHTTP(t *testing.T, ns Netns, addr string, tlsCert *tls.Certificate) ne
 
 func TestHTTP(t *testing.T) {
 	ap := serveHTTP(t, nil, "127.0.0.1:0", nil)
-	status := func(rs ...config.StatusRange) func(*config.Check) {
-		return func(c *config.Check) { c.ExpectStatus = rs }
+	status := func(rs ...StatusRange) func(*Spec) {
+		return func(c *Spec) { c.ExpectStatus = rs }
 	}
 	for _, tc := range []struct {
 		name    string
 		path    string
-		mods    []func(*config.Check)
+		mods    []func(*Spec)
 		healthy bool
 		reason  Reason
 		detail  string
 	}{
 		{"200", "/ok", nil, true, ReasonOK, ""},
 		{"503", "/down", nil, false, ReasonStatus, "status 503"},
-		{"503 with matching body", "/down", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "ok" }}, false, ReasonStatus, "status 503"},
+		{"503 with matching body", "/down", []func(*Spec){func(c *Spec) { c.ExpectBody = "ok" }}, false, ReasonStatus, "status 503"},
 		{"301 in 200-399 is not followed", "/moved", nil, true, ReasonOK, ""},
-		{"301 judged by its own code", "/moved", []func(*config.Check){status(config.StatusRange{Lo: 200, Hi: 200})}, false, ReasonStatus, "status 301"},
-		{"list 200,301", "/moved", []func(*config.Check){status(config.StatusRange{Lo: 200, Hi: 200}, config.StatusRange{Lo: 301, Hi: 301})}, true, ReasonOK, ""},
+		{"301 judged by its own code", "/moved", []func(*Spec){status(StatusRange{Lo: 200, Hi: 200})}, false, ReasonStatus, "status 301"},
+		{"list 200,301", "/moved", []func(*Spec){status(StatusRange{Lo: 200, Hi: 200}, StatusRange{Lo: 301, Hi: 301})}, true, ReasonOK, ""},
 		{"404", "/nowhere", nil, false, ReasonStatus, "status 404"},
-		{"body has it", "/ok", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "all ok" }}, true, ReasonOK, ""},
-		{"body lacks it", "/empty", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "all ok" }}, false, ReasonBodyMismatch, "body mismatch"},
-		{"regexp matches", "/ok", []func(*config.Check){func(c *config.Check) { c.ExpectBodyRegexp = regexp.MustCompile(`^status: (all )?ok`) }}, true, ReasonOK, ""},
-		{"regexp does not", "/empty", []func(*config.Check){func(c *config.Check) { c.ExpectBodyRegexp = regexp.MustCompile(`^status: `) }}, false, ReasonBodyMismatch, "body mismatch"},
-		{"match ends at 5,120 bytes", "/late", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "ok" }}, true, ReasonOK, ""},
-		{"match past 5,120 bytes", "/toolate", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "ok" }}, false, ReasonBodyMismatch, "body mismatch"},
-		{"chunked body", "/chunked", []func(*config.Check){func(c *config.Check) { c.ExpectBody = "one, ok" }}, true, ReasonOK, ""},
-		{"Host header", "/vhost", []func(*config.Check){func(c *config.Check) { c.Host = "www.example.test" }}, true, ReasonOK, ""},
+		{"body has it", "/ok", []func(*Spec){func(c *Spec) { c.ExpectBody = "all ok" }}, true, ReasonOK, ""},
+		{"body lacks it", "/empty", []func(*Spec){func(c *Spec) { c.ExpectBody = "all ok" }}, false, ReasonBodyMismatch, "body mismatch"},
+		{"regexp matches", "/ok", []func(*Spec){func(c *Spec) { c.ExpectBodyRegexp = regexp.MustCompile(`^status: (all )?ok`) }}, true, ReasonOK, ""},
+		{"regexp does not", "/empty", []func(*Spec){func(c *Spec) { c.ExpectBodyRegexp = regexp.MustCompile(`^status: `) }}, false, ReasonBodyMismatch, "body mismatch"},
+		{"match ends at 5,120 bytes", "/late", []func(*Spec){func(c *Spec) { c.ExpectBody = "ok" }}, true, ReasonOK, ""},
+		{"match past 5,120 bytes", "/toolate", []func(*Spec){func(c *Spec) { c.ExpectBody = "ok" }}, false, ReasonBodyMismatch, "body mismatch"},
+		{"chunked body", "/chunked", []func(*Spec){func(c *Spec) { c.ExpectBody = "one, ok" }}, true, ReasonOK, ""},
+		{"Host header", "/vhost", []func(*Spec){func(c *Spec) { c.Host = "www.example.test" }}, true, ReasonOK, ""},
 		{"default Host header", "/vhost", nil, false, ReasonStatus, "status 404"},
-		{"method", "/post", []func(*config.Check){func(c *config.Check) { c.Method = "POST" }}, true, ReasonOK, ""},
-		{"HEAD", "/ok", []func(*config.Check){func(c *config.Check) { c.Method = "HEAD" }}, true, ReasonOK, ""},
+		{"method", "/post", []func(*Spec){func(c *Spec) { c.Method = "POST" }}, true, ReasonOK, ""},
+		{"HEAD", "/ok", []func(*Spec){func(c *Spec) { c.Method = "HEAD" }}, true, ReasonOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mods := append([]func(*config.Check){func(c *config.Check) { c.Path = tc.path }}, tc.mods...)
-			r := runCheck(t, nil, checkOf("http", ap, mods...))
+			mods := append([]func(*Spec){func(c *Spec) { c.Path = tc.path }}, tc.mods...)
+			r := runCheck(t, nil, checkOf(HTTP, ap, mods...))
 			expect(t, r, tc.healthy, tc.reason, tc.detail)
 			if r.Latency <= 0 {
 				t.Errorf("latency %s, want positive", r.Latency)
@@ -117,7 +115,7 @@ func TestHTTPRefused(t *testing.T) {
 	ln := listenTCP(t, nil, "127.0.0.1:0")
 	ap := addrPort(ln.Addr())
 	ln.Close()
-	expect(t, runCheck(t, nil, checkOf("http", ap)), false, ReasonRefused, "connection refused")
+	expect(t, runCheck(t, nil, checkOf(HTTP, ap)), false, ReasonRefused, "connection refused")
 }
 
 func TestHTTPS(t *testing.T) {
@@ -133,51 +131,51 @@ func TestHTTPS(t *testing.T) {
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
 	ap := addrPort(ln.Addr())
-	path := func(c *config.Check) { c.Path = "/ok" }
-	noVerify := func(c *config.Check) { c.TLSVerify = false }
+	path := func(c *Spec) { c.Path = "/ok" }
+	noVerify := func(c *Spec) { c.TLSVerify = false }
 
 	t.Run("verify off", func(t *testing.T) {
-		expect(t, runCheck(t, nil, checkOf("https", ap, path, noVerify)), true, ReasonOK, "")
+		expect(t, runCheck(t, nil, checkOf(HTTPS, ap, path, noVerify)), true, ReasonOK, "")
 	})
 	t.Run("verify on", func(t *testing.T) {
-		r := runCheck(t, nil, checkOf("https", ap, path))
+		r := runCheck(t, nil, checkOf(HTTPS, ap, path))
 		expect(t, r, false, ReasonTLSError, "")
 		if !strings.Contains(r.Detail, "certificate") {
 			t.Errorf("detail %q does not mention the certificate", r.Detail)
 		}
 	})
 	t.Run("status over tls", func(t *testing.T) {
-		r := runCheck(t, nil, checkOf("https", ap, noVerify, func(c *config.Check) { c.Path = "/down" }))
+		r := runCheck(t, nil, checkOf(HTTPS, ap, noVerify, func(c *Spec) { c.Path = "/down" }))
 		expect(t, r, false, ReasonStatus, "status 503")
 	})
 	t.Run("SNI", func(t *testing.T) {
-		runCheck(t, nil, checkOf("https", ap, path, noVerify, func(c *config.Check) { c.SNI = "backend.test" }))
+		runCheck(t, nil, checkOf(HTTPS, ap, path, noVerify, func(c *Spec) { c.SNI = "backend.test" }))
 		if got := sni.Load(); got != "backend.test" {
 			t.Errorf("server saw SNI %q, want backend.test", got)
 		}
-		runCheck(t, nil, checkOf("https", ap, path, noVerify, func(c *config.Check) { c.Host = "www.example.test:8443" }))
+		runCheck(t, nil, checkOf(HTTPS, ap, path, noVerify, func(c *Spec) { c.Host = "www.example.test:8443" }))
 		if got := sni.Load(); got != "www.example.test" {
 			t.Errorf("server saw SNI %q, want the Host header's name www.example.test", got)
 		}
 	})
 	t.Run("plain http to a tls port", func(t *testing.T) {
-		r := runCheck(t, nil, checkOf("http", ap, path))
+		r := runCheck(t, nil, checkOf(HTTP, ap, path))
 		expect(t, r, false, ReasonStatus, "status 400")
 	})
 	t.Run("tls to a plain port", func(t *testing.T) {
 		plain := serveHTTP(t, nil, "127.0.0.1:0", nil)
-		r := runCheck(t, nil, checkOf("https", plain, path, noVerify))
+		r := runCheck(t, nil, checkOf(HTTPS, plain, path, noVerify))
 		expect(t, r, false, ReasonTLSError, "")
 	})
 }
 
 func TestHTTPRejectsInjection(t *testing.T) {
 	ap := netip.MustParseAddrPort("127.0.0.1:80")
-	for _, m := range []func(*config.Check){
-		func(c *config.Check) { c.Host = "a\r\nX-Evil: 1" },
-		func(c *config.Check) { c.Path = "/ HTTP/1.0\r\n" },
+	for _, m := range []func(*Spec){
+		func(c *Spec) { c.Host = "a\r\nX-Evil: 1" },
+		func(c *Spec) { c.Path = "/ HTTP/1.0\r\n" },
 	} {
-		if _, err := New(checkOf("http", ap, m), netip.Addr{}); err == nil {
+		if _, err := New(checkOf(HTTP, ap, m), netip.Addr{}); err == nil {
 			t.Error("New accepted a header-injecting check")
 		}
 	}
@@ -229,8 +227,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestHTTPKeepAlive(t *testing.T) {
-	keep := func(c *config.Check) { c.KeepAlive = true }
-	runs := func(t *testing.T, c *config.Check, n int, healthy bool, reason Reason) Checker {
+	keep := func(c *Spec) { c.KeepAlive = true }
+	runs := func(t *testing.T, c Spec, n int, healthy bool, reason Reason) Checker {
 		t.Helper()
 		ch, err := New(c, netip.Addr{})
 		if err != nil {
@@ -243,21 +241,21 @@ func TestHTTPKeepAlive(t *testing.T) {
 	}
 	t.Run("fresh connection per run by default", func(t *testing.T) {
 		cc, ap := serveCounted(t, nil, 0)
-		runs(t, checkOf("http", ap, func(c *config.Check) { c.Path = "/ok" }), 3, true, ReasonOK)
+		runs(t, checkOf(HTTP, ap, func(c *Spec) { c.Path = "/ok" }), 3, true, ReasonOK)
 		waitFor(t, "3 connections opened and closed", func() bool { return cc.opened.Load() == 3 && cc.closed.Load() == 3 })
 	})
-	for _, typ := range []string{"http", "https"} {
-		t.Run(typ+" keepalive reuses one connection", func(t *testing.T) {
+	for _, typ := range []Type{HTTP, HTTPS} {
+		t.Run(string(typ)+" keepalive reuses one connection", func(t *testing.T) {
 			var cert *tls.Certificate
-			if typ == "https" {
+			if typ == HTTPS {
 				c := selfSigned(t, netip.MustParseAddr("127.0.0.1"))
 				cert = &c
 			}
 			cc, ap := serveCounted(t, cert, 0)
-			noVerify := func(c *config.Check) { c.TLSVerify = false }
-			ch := runs(t, checkOf(typ, ap, keep, noVerify, func(c *config.Check) { c.Path = "/ok"; c.ExpectBody = "all ok" }), 3, true, ReasonOK)
+			noVerify := func(c *Spec) { c.TLSVerify = false }
+			ch := runs(t, checkOf(typ, ap, keep, noVerify, func(c *Spec) { c.Path = "/ok"; c.ExpectBody = "all ok" }), 3, true, ReasonOK)
 			// A failing status still leaves the connection reusable.
-			runs(t, checkOf(typ, ap, keep, noVerify, func(c *config.Check) { c.Path = "/down" }), 2, false, ReasonStatus)
+			runs(t, checkOf(typ, ap, keep, noVerify, func(c *Spec) { c.Path = "/down" }), 2, false, ReasonStatus)
 			if got := cc.opened.Load(); got != 2 {
 				t.Errorf("%d connections for two checks of several runs each, want 2", got)
 			}
@@ -268,7 +266,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 	}
 	t.Run("server closed the idle connection", func(t *testing.T) {
 		cc, ap := serveCounted(t, nil, 50*time.Millisecond)
-		ch, err := New(checkOf("http", ap, keep, func(c *config.Check) { c.Path = "/ok" }), netip.Addr{})
+		ch, err := New(checkOf(HTTP, ap, keep, func(c *Spec) { c.Path = "/ok" }), netip.Addr{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +281,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 	t.Run("not reused", func(t *testing.T) {
 		for _, path := range []string{"/bye", "/big"} {
 			cc, ap := serveCounted(t, nil, 0)
-			runs(t, checkOf("http", ap, keep, func(c *config.Check) { c.Path = path }), 2, true, ReasonOK)
+			runs(t, checkOf(HTTP, ap, keep, func(c *Spec) { c.Path = path }), 2, true, ReasonOK)
 			waitFor(t, path+": 2 connections opened and closed", func() bool { return cc.opened.Load() == 2 && cc.closed.Load() == 2 })
 		}
 	})
@@ -297,11 +295,11 @@ func TestSchedulerClosesKeptConnections(t *testing.T) {
 	s := NewScheduler(Options{OnResult: func(r Result) { results <- r }})
 	defer s.Close()
 	probe := func(path string) map[string]Probe {
-		c := checkOf("http", ap, func(c *config.Check) {
-			c.ID, c.Path, c.KeepAlive = "kept", path, true
+		c := checkOf(HTTP, ap, func(c *Spec) {
+			c.Path, c.KeepAlive = path, true
 			c.Interval, c.Timeout = 100*time.Millisecond, 50*time.Millisecond
 		})
-		return map[string]Probe{c.ID: {Check: c, Index: 1}}
+		return map[string]Probe{"kept": {Spec: c, Index: 1}}
 	}
 	await := func(n int) {
 		t.Helper()

@@ -7,16 +7,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
-// LoadOptions describe a load run: Probes copies of Check, each under its
-// own id, so the offered rate is Probes / Check.Interval checks a second.
+// LoadOptions describe a load run: Probes copies of Spec, each under its
+// own id, so the offered rate is Probes / Spec.Interval checks a second.
 type LoadOptions struct {
-	Check    config.Check
+	Spec     Spec
 	Probes   int
-	Target   netip.Addr    // for a Check without a target
+	Target   netip.Addr    // for a Spec without a target
 	Workers  int           // 0 means DefaultWorkers
 	Warmup   time.Duration // run before measuring; at least one interval, so every probe has started
 	Duration time.Duration // measured window
@@ -49,7 +47,7 @@ func (r LoadReport) String() string {
 		r.Offered, r.Rate(), r.CPUPerCheck(), 100*r.CPU.Seconds()/r.Elapsed.Seconds(), r.Failed)
 }
 
-// Load runs a Scheduler over o.Probes copies of o.Check and measures the
+// Load runs a Scheduler over o.Probes copies of o.Spec and measures the
 // delivered rate and the process's CPU time per check, for benchmarks.
 func Load(ctx context.Context, o LoadOptions) (LoadReport, error) {
 	var (
@@ -72,9 +70,7 @@ func Load(ctx context.Context, o LoadOptions) (LoadReport, error) {
 	defer s.Close()
 	probes := make(map[string]Probe, o.Probes)
 	for i := range o.Probes {
-		c := o.Check
-		c.ID = fmt.Sprintf("load-%d", i)
-		probes[c.ID] = Probe{Check: &c, Index: uint32(i + 1), Target: o.Target}
+		probes[fmt.Sprintf("load-%d", i)] = Probe{Spec: o.Spec, Index: uint32(i + 1), Target: o.Target}
 	}
 	if err := s.Update(probes); err != nil {
 		return LoadReport{}, fmt.Errorf("starting load: %w", err)
@@ -93,7 +89,7 @@ func Load(ctx context.Context, o LoadOptions) (LoadReport, error) {
 	defer mu.Unlock()
 	count = false
 	return LoadReport{
-		Offered: float64(o.Probes) / o.Check.Interval.Seconds(),
+		Offered: float64(o.Probes) / o.Spec.Interval.Seconds(),
 		Checks:  checks,
 		Failed:  failed,
 		Elapsed: time.Since(t0),

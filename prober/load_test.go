@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // backendEnv makes the test binary serve the load backends instead of
@@ -102,7 +100,7 @@ func BenchmarkLoadTCP(b *testing.B) {
 	tcp, _ := startLoadBackends(b)
 	for _, rate := range []int{10_000, 15_000, 20_000} {
 		b.Run(fmt.Sprint(rate), func(b *testing.B) {
-			benchLoad(b, checkOf("tcp", tcp), rate)
+			benchLoad(b, checkOf(TCP, tcp), rate)
 		})
 	}
 }
@@ -111,16 +109,16 @@ func BenchmarkLoadHTTP(b *testing.B) {
 	_, web := startLoadBackends(b)
 	for _, rate := range []int{5_000, 7_500, 10_000} {
 		b.Run(fmt.Sprint(rate), func(b *testing.B) {
-			benchLoad(b, checkOf("http", web, func(c *config.Check) { c.ExpectBody = "ok" }), rate)
+			benchLoad(b, checkOf(HTTP, web, func(c *Spec) { c.ExpectBody = "ok" }), rate)
 		})
 	}
 }
 
-func benchLoad(b *testing.B, c *config.Check, rate int) {
-	c.Interval = time.Second
+func benchLoad(b *testing.B, s Spec, rate int) {
+	s.Interval = time.Second
 	for range b.N {
 		r, err := Load(context.Background(), LoadOptions{
-			Check: *c, Probes: rate, Warmup: 1500 * time.Millisecond, Duration: 3 * time.Second,
+			Spec: s, Probes: rate, Warmup: 1500 * time.Millisecond, Duration: 3 * time.Second,
 		})
 		if err != nil {
 			b.Fatal(err)

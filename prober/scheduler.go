@@ -11,8 +11,6 @@ import (
 	"reflect"
 	"sync"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // DefaultWorkers is the default limit on checks in flight. A prober that
@@ -26,8 +24,8 @@ const idleWorker = 10 * time.Second
 
 // Probe is one check as the scheduler runs it.
 type Probe struct {
-	Check  *config.Check
-	Index  uint32     // health-table entry, from health.Assign
+	Spec   Spec
+	Index  uint32     // health-table entry the check owns
 	Target netip.Addr // the answer's address, for a check without a target
 }
 
@@ -119,16 +117,16 @@ func (s *Scheduler) Update(probes map[string]Probe) error {
 		if j, ok := s.jobs[id]; ok && reflect.DeepEqual(j.probe, p) {
 			continue
 		}
-		if p.Check.Interval <= 0 {
+		if p.Spec.Interval <= 0 {
 			errs = append(errs, fmt.Errorf("scheduling check %s: interval must be positive", id))
 			continue
 		}
-		c, err := NewIn(s.opts.Netns, p.Check, p.Target)
+		c, err := NewIn(s.opts.Netns, p.Spec, p.Target)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("scheduling check %s: %w", id, err))
 			continue
 		}
-		fresh[id] = &job{id: id, probe: p, checker: c, every: p.Check.Interval, seq: s.seq0}
+		fresh[id] = &job{id: id, probe: p, checker: c, every: p.Spec.Interval, seq: s.seq0}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // acceptor is a TCP backend that accepts and closes every connection.
@@ -54,11 +52,8 @@ func (c *collector) take() map[string][]Result {
 func tcpProbes(prefix string, n int, ap netip.AddrPort, interval time.Duration) map[string]Probe {
 	ps := map[string]Probe{}
 	for i := range n {
-		c := checkOf("tcp", ap, func(c *config.Check) {
-			c.ID = fmt.Sprintf("%s%d", prefix, i)
-			c.Interval, c.Timeout = interval, interval/2
-		})
-		ps[c.ID] = Probe{Check: c, Index: uint32(len(ps) + 1)}
+		c := checkOf(TCP, ap, func(c *Spec) { c.Interval, c.Timeout = interval, interval/2 })
+		ps[fmt.Sprintf("%s%d", prefix, i)] = Probe{Spec: c, Index: uint32(len(ps) + 1)}
 	}
 	return ps
 }
@@ -154,8 +149,8 @@ func TestSchedulerUpdate(t *testing.T) {
 
 	probes := tcpProbes("a", 50, ap, iv)
 	// A check that is in flight most of the time, so Update has to cancel it.
-	probes["hung"] = Probe{Index: 100, Check: checkOf("http", hang, func(c *config.Check) {
-		c.ID, c.Interval, c.Timeout = "hung", iv, iv
+	probes["hung"] = Probe{Index: 100, Spec: checkOf(HTTP, hang, func(c *Spec) {
+		c.Interval, c.Timeout = iv, iv
 	})}
 	if err := s.Update(probes); err != nil {
 		t.Fatal(err)
@@ -172,9 +167,7 @@ func TestSchedulerUpdate(t *testing.T) {
 		id := fmt.Sprint("a", i)
 		p := probes[id]
 		if i < 5 {
-			c := *p.Check
-			c.Timeout = iv / 4
-			p.Check = &c
+			p.Spec.Timeout = iv / 4
 		}
 		next[id] = p
 	}
@@ -206,8 +199,9 @@ func TestSchedulerUpdate(t *testing.T) {
 		}
 	}
 
-	if err := s.Update(map[string]Probe{"bad": {Check: &config.Check{ID: "bad", Type: "tcp", Interval: iv}}}); err == nil {
-		t.Error("Update accepted a check without a timeout")
+	err := s.Update(map[string]Probe{"bad": {Spec: Spec{Type: TCP, Interval: iv}}})
+	if want := "scheduling check bad: building tcp checker: timeout must be positive, got 0s"; err == nil || err.Error() != want {
+		t.Errorf("Update of a check without a timeout: got error %v, want %q", err, want)
 	}
 	time.Sleep(2 * iv)
 	if got := len(col.take()); got == 0 {
@@ -258,9 +252,9 @@ func TestHangingBackend(t *testing.T) {
 	hang := hangingBackend(t)
 	timeout := 300 * time.Millisecond
 	t.Run("alone", func(t *testing.T) {
-		for _, typ := range []string{"http", "https"} {
+		for _, typ := range []Type{HTTP, HTTPS} {
 			start := time.Now()
-			r := runCheck(t, nil, checkOf(typ, hang, func(c *config.Check) { c.Timeout = timeout }))
+			r := runCheck(t, nil, checkOf(typ, hang, func(c *Spec) { c.Timeout = timeout }))
 			took := time.Since(start)
 			expect(t, r, false, ReasonTimeout, "timeout")
 			if took < timeout || took > timeout+100*time.Millisecond || r.Latency > took {
@@ -276,8 +270,8 @@ func TestHangingBackend(t *testing.T) {
 		probes := tcpProbes("fast", 10, acceptor(t), iv)
 		for i := range 4 {
 			id := fmt.Sprint("hung", i)
-			probes[id] = Probe{Index: uint32(100 + i), Check: checkOf("http", hang, func(c *config.Check) {
-				c.ID, c.Interval, c.Timeout = id, 2*iv, 2*iv-10*time.Millisecond
+			probes[id] = Probe{Index: uint32(100 + i), Spec: checkOf(HTTP, hang, func(c *Spec) {
+				c.Interval, c.Timeout = 2*iv, 2*iv-10*time.Millisecond
 			})}
 		}
 		if err := s.Update(probes); err != nil {
@@ -289,7 +283,7 @@ func TestHangingBackend(t *testing.T) {
 		for id, rs := range col.take() {
 			if id[0] == 'h' {
 				for _, r := range rs {
-					if r.Reason != ReasonTimeout || r.Latency > probes[id].Check.Timeout+100*time.Millisecond {
+					if r.Reason != ReasonTimeout || r.Latency > probes[id].Spec.Timeout+100*time.Millisecond {
 						t.Errorf("%s: %s after %s", id, r.Reason, r.Latency)
 					}
 				}

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // target is where a check goes: a fixed address, or a hostname resolved on
@@ -18,17 +16,17 @@ type target struct {
 	port uint16
 }
 
-func newTarget(c *config.Check, fallback netip.Addr) (target, error) {
-	host := c.Target
+func newTarget(s Spec, fallback netip.Addr) (target, error) {
+	host := s.Target
 	if host == "" {
 		if !fallback.IsValid() {
 			return target{}, fmt.Errorf("no target and no answer address")
 		}
 		host = fallback.String()
 	}
-	t := target{host: host, port: c.Port}
+	t := target{host: host, port: s.Port}
 	if a, err := netip.ParseAddr(host); err == nil {
-		t.addr = netip.AddrPortFrom(a.Unmap(), c.Port)
+		t.addr = netip.AddrPortFrom(a.Unmap(), s.Port)
 	}
 	return t, nil
 }

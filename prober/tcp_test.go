@@ -19,9 +19,9 @@ func TestTCP(t *testing.T) {
 		}
 	}()
 	ap := addrPort(ln.Addr())
-	expect(t, runCheck(t, nil, checkOf("tcp", ap)), true, ReasonOK, "")
+	expect(t, runCheck(t, nil, checkOf(TCP, ap)), true, ReasonOK, "")
 	ln.Close()
-	expect(t, runCheck(t, nil, checkOf("tcp", ap)), false, ReasonRefused, "connection refused")
+	expect(t, runCheck(t, nil, checkOf(TCP, ap)), false, ReasonRefused, "connection refused")
 }
 
 // TestTCPLeavesNoTimeWait: checks end with RST, so neither end keeps a
@@ -29,7 +29,7 @@ func TestTCP(t *testing.T) {
 func TestTCPLeavesNoTimeWait(t *testing.T) {
 	ap := acceptor(t) // closes every connection at once
 	for range 200 {
-		if r := runCheck(t, nil, checkOf("tcp", ap)); !r.Healthy {
+		if r := runCheck(t, nil, checkOf(TCP, ap)); !r.Healthy {
 			t.Fatalf("check failed: %s %s", r.Reason, r.Detail)
 		}
 	}

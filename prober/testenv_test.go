@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/testenv"
 )
 
@@ -29,35 +28,35 @@ func TestBackendsInTestenv(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		for _, addr := range []netip.Addr{b1.V4, b1.V6} {
 			ap := netip.AddrPortFrom(addr, 80)
-			expect(t, runCheck(t, edge, checkOf("http", ap, func(c *config.Check) { c.Path = "/ok"; c.ExpectBody = "ok" })), true, ReasonOK, "")
-			expect(t, runCheck(t, edge, checkOf("http", ap, func(c *config.Check) { c.Path = "/down" })), false, ReasonStatus, "status 503")
+			expect(t, runCheck(t, edge, checkOf(HTTP, ap, func(c *Spec) { c.Path = "/ok"; c.ExpectBody = "ok" })), true, ReasonOK, "")
+			expect(t, runCheck(t, edge, checkOf(HTTP, ap, func(c *Spec) { c.Path = "/down" })), false, ReasonStatus, "status 503")
 		}
 	})
 	t.Run("udp", func(t *testing.T) {
-		c := checkOf("udp", netip.AddrPortFrom(b1.V4, 7), func(c *config.Check) { c.Payload, c.ExpectReply = "ping", "echo: ping" })
+		c := checkOf(UDP, netip.AddrPortFrom(b1.V4, 7), func(c *Spec) { c.Payload, c.ExpectReply = "ping", "echo: ping" })
 		expect(t, runCheck(t, edge, c), true, ReasonOK, "")
 	})
 	t.Run("icmp", func(t *testing.T) {
 		for _, addr := range []netip.Addr{b1.V4, b1.V6} {
-			expect(t, runCheck(t, edge, checkOf("icmp", netip.AddrPortFrom(addr, 0))), true, ReasonOK, "")
+			expect(t, runCheck(t, edge, checkOf(ICMP, netip.AddrPortFrom(addr, 0))), true, ReasonOK, "")
 		}
 	})
 	t.Run("icmp to an address nobody has", func(t *testing.T) {
-		r := runCheck(t, edge, checkOf("icmp", netip.MustParseAddrPort("198.18.1.200:0")))
+		r := runCheck(t, edge, checkOf(ICMP, netip.MustParseAddrPort("198.18.1.200:0")))
 		if r.Healthy || r.Reason != ReasonTimeout && r.Reason != ReasonUnreachable {
 			t.Errorf("got healthy=%v reason=%s, want timeout or unreachable", r.Healthy, r.Reason)
 		}
 	})
 	t.Run("dns", func(t *testing.T) {
 		ap := netip.AddrPortFrom(b1.V4, 53)
-		q := func(name string, qtype uint16, rcode int, answer string) *config.Check {
-			return checkOf("dns", ap, func(c *config.Check) {
+		q := func(name string, qtype uint16, rcode int, answer string) Spec {
+			return checkOf(DNS, ap, func(c *Spec) {
 				c.QName, c.QType, c.ExpectRcode, c.ExpectAnswer = name, qtype, rcode, answer
 			})
 		}
 		for _, tc := range []struct {
 			name    string
-			c       *config.Check
+			c       Spec
 			healthy bool
 			reason  Reason
 			detail  string
@@ -75,8 +74,8 @@ func TestBackendsInTestenv(t *testing.T) {
 	})
 
 	// Backend 2 goes down last: its link stays down.
-	b2tcp := checkOf("tcp", netip.AddrPortFrom(b2.V4, 80))
-	b2icmp := []*config.Check{checkOf("icmp", netip.AddrPortFrom(b2.V4, 0)), checkOf("icmp", netip.AddrPortFrom(b2.V6, 0))}
+	b2tcp := checkOf(TCP, netip.AddrPortFrom(b2.V4, 80))
+	b2icmp := []Spec{checkOf(ICMP, netip.AddrPortFrom(b2.V4, 0)), checkOf(ICMP, netip.AddrPortFrom(b2.V6, 0))}
 	t.Run("up before the link goes down", func(t *testing.T) {
 		expect(t, runCheck(t, edge, b2tcp), true, ReasonOK, "")
 		for _, c := range b2icmp {
@@ -87,7 +86,7 @@ func TestBackendsInTestenv(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("link down", func(t *testing.T) {
-		for _, c := range append([]*config.Check{b2tcp}, b2icmp...) {
+		for _, c := range append([]Spec{b2tcp}, b2icmp...) {
 			start := time.Now()
 			r := runCheck(t, edge, c)
 			if r.Healthy || r.Reason != ReasonTimeout && r.Reason != ReasonUnreachable {

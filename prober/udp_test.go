@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net"
 	"testing"
-
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 // serveEcho answers every datagram with "echo: " and the datagram, except
@@ -28,8 +26,8 @@ func TestUDP(t *testing.T) {
 	pc := listenUDP(t, nil, "127.0.0.1:0")
 	go serveEcho(pc)
 	ap := addrPort(pc.LocalAddr())
-	udp := func(payload, reply string) *config.Check {
-		return checkOf("udp", ap, func(c *config.Check) { c.Payload, c.ExpectReply = payload, reply })
+	udp := func(payload, reply string) Spec {
+		return checkOf(UDP, ap, func(c *Spec) { c.Payload, c.ExpectReply = payload, reply })
 	}
 	t.Run("any reply", func(t *testing.T) { expect(t, runCheck(t, nil, udp("ping", "")), true, ReasonOK, "") })
 	t.Run("expected reply", func(t *testing.T) { expect(t, runCheck(t, nil, udp("ping", "echo: ping")), true, ReasonOK, "") })
@@ -41,7 +39,7 @@ func TestUDP(t *testing.T) {
 		closed := listenUDP(t, nil, "127.0.0.1:0")
 		gone := addrPort(closed.LocalAddr())
 		closed.Close()
-		c := checkOf("udp", gone, func(c *config.Check) { c.Payload = "ping" })
+		c := checkOf(UDP, gone, func(c *Spec) { c.Payload = "ping" })
 		expect(t, runCheck(t, nil, c), false, ReasonRefused, "connection refused")
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"sync"
 
 	"github.com/vishvananda/netns"
@@ -49,10 +50,10 @@ func New(opts Options) (*Env, error) {
 		EdgeBackendV6:   bridgeV6,
 		prefix:          p,
 	}
-	e.Client = newHost(clientNS(p), clientLink(p), edgeLink(p), clientMAC, clientV4, clientV6)
-	e.Edge = newHost(edgeNS(p), edgeLink(p), clientLink(p), edgeMAC, edgeV4, edgeV6)
+	e.Client = newHost(clientNS(p), "client", clientLink(p), edgeLink(p), clientMAC, clientV4, clientV6)
+	e.Edge = newHost(edgeNS(p), "edge", edgeLink(p), clientLink(p), edgeMAC, edgeV4, edgeV6)
 	for i := 1; i <= opts.Backends; i++ {
-		b := newHost(backendNS(p, i), backendLink(p, i), portLink(p, i), backendMAC(i), backendV4(i), backendV6(i))
+		b := newHost(backendNS(p, i), "b"+strconv.Itoa(i), backendLink(p, i), portLink(p, i), backendMAC(i), backendV4(i), backendV6(i))
 		e.Backends = append(e.Backends, b)
 	}
 	if err := e.build(); err != nil {
@@ -61,8 +62,8 @@ func New(opts Options) (*Env, error) {
 	return e, nil
 }
 
-func newHost(name, link, peer string, mac []byte, v4, v6 netip.Addr) *Host {
-	return &Host{Name: name, Link: link, Peer: peer, MAC: mac, V4: v4, V6: v6, ns: netns.None()}
+func newHost(name, role, link, peer string, mac []byte, v4, v6 netip.Addr) *Host {
+	return &Host{Name: name, Role: role, Link: link, Peer: peer, MAC: mac, V4: v4, V6: v6, ns: netns.None()}
 }
 
 // Hosts lists the client, the edge and the backends, in that order.
@@ -83,7 +84,7 @@ func (e *Env) build() error {
 	if err := addVeth(c, c.Link, c.MAC, edge, edge.Link, edge.MAC); err != nil {
 		return err
 	}
-	if err := addBridge(edge, e.EdgeBackendLink); err != nil {
+	if err := addBridge(edge, e.EdgeBackendLink, bridgeMAC); err != nil {
 		return err
 	}
 	for i, b := range e.Backends {

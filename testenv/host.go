@@ -17,8 +17,9 @@ import (
 // Host is one namespace of the topology.
 type Host struct {
 	Name   string           // namespace name; the namespace file is /var/run/netns/<Name>
-	Link   string           // the host's main link: toward the edge, or for the edge toward the client
-	Peer   string           // the far end of Link, in the neighbouring namespace
+	Role   string           // what its topology calls it: client, edge, b1; in a fleet client, e1, a1, p1a, b1
+	Link   string           // the host's main link: toward the edge (in a fleet, the switch), or for the edge toward the client
+	Peer   string           // the far end of Link, in the neighbouring namespace (in a fleet, the host's port on the switch)
 	MAC    net.HardwareAddr // Link's MAC address, fixed so load generators can be told it
 	V4, V6 netip.Addr       // the host's addresses on Link
 
@@ -115,13 +116,8 @@ func (h *Host) close() error {
 	var errs []error
 	if h.nl != nil {
 		errs = append(errs, flushLinks(h.nl))
-		h.nl.Close()
-		h.nl = nil
 	}
-	if h.ns != netns.None() {
-		h.ns.Close()
-		h.ns = netns.None()
-	}
+	h.release()
 	if h.created {
 		errs = append(errs, deleteNS(h.Name))
 		h.created = false
@@ -130,6 +126,19 @@ func (h *Host) close() error {
 		return fmt.Errorf("removing %s: %w", h.Name, err)
 	}
 	return nil
+}
+
+// release closes h's handles and leaves its namespace and links standing,
+// for hosts this process found rather than made.
+func (h *Host) release() {
+	if h.nl != nil {
+		h.nl.Close()
+		h.nl = nil
+	}
+	if h.ns != netns.None() {
+		h.ns.Close()
+		h.ns = netns.None()
+	}
 }
 
 // HTTPClient returns a client whose connections are dialled inside h's

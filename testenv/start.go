@@ -43,3 +43,23 @@ func Start(t testing.TB, opts Options) *Env {
 	})
 	return e
 }
+
+// StartFleet builds a fleet for a test and removes it when the test ends,
+// passed or failed, as Start does for the single-edge topology.
+func StartFleet(t testing.TB, opts FleetOptions) *Fleet {
+	t.Helper()
+	SkipUnlessRoot(t)
+	if opts.Prefix == "" {
+		opts.Prefix = UniquePrefix()
+	}
+	f, err := NewFleet(opts)
+	if err != nil {
+		t.Fatalf("creating fleet: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("closing fleet: %v", err)
+		}
+	})
+	return f
+}

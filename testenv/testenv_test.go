@@ -66,6 +66,27 @@ func TestOwns(t *testing.T) {
 		{"sdpx", false, false},
 		{"sd", false, false},
 		{"eth0", false, false},
+		// the fleet's
+		{"sd-c", true, false},
+		{"sd-sw", true, false},
+		{"sd-e1", true, false},
+		{"sd-a99", true, false},
+		{"sd-a100", false, false},
+		{"sd-p1a", true, false},
+		{"sd-p9z", true, false},
+		{"sd-p0a", false, false},
+		{"sd-r1", false, false},
+		{"sd-x", false, false},
+		{"sdc", false, true},
+		{"sde1", false, true},
+		{"sdp1a", false, true},
+		{"sdsw", false, true},
+		{"sdsc", false, true},
+		{"sdse12", false, true},
+		{"sdsp9z", false, true},
+		{"sds", false, false},
+		{"sdsx1", false, false},
+		{"sdse0", false, false},
 	} {
 		if got := ownsNS("sd", tc.name); got != tc.ns {
 			t.Errorf("ownsNS(sd, %q) = %v, want %v", tc.name, got, tc.ns)
@@ -331,6 +352,10 @@ func udpEcho(t *testing.T, h *Host, a netip.Addr) netip.AddrPort {
 // udpAsk sends a datagram from h and returns the source address the server
 // saw.
 func udpAsk(h *Host, srv netip.AddrPort) (netip.Addr, error) {
+	return udpAskWithin(h, srv, 2*time.Second)
+}
+
+func udpAskWithin(h *Host, srv netip.AddrPort, timeout time.Duration) (netip.Addr, error) {
 	var conn net.Conn
 	err := h.Do(func() (err error) {
 		conn, err = net.Dial("udp", srv.String())
@@ -340,7 +365,7 @@ func udpAsk(h *Host, srv netip.AddrPort) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	conn.SetDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write([]byte("ping")); err != nil {
 		return netip.Addr{}, err
 	}

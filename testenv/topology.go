@@ -77,11 +77,11 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// ownsNS and ownsLink match the exact names this package gives out, not
-// everything that starts with the prefix, so Down("sd") leaves "sd2-edge" and
-// the host's own interfaces alone.
+// ownsNS and ownsLink match the exact names this package gives out, in
+// either topology, not everything that starts with the prefix, so Down("sd")
+// leaves "sd2-edge" and the host's own interfaces alone.
 func ownsNS(p, name string) bool {
-	if name == clientNS(p) || name == edgeNS(p) {
+	if name == clientNS(p) || name == edgeNS(p) || ownsFleetNS(p, name) {
 		return true
 	}
 	rest, ok := strings.CutPrefix(name, p+"-b")
@@ -97,7 +97,7 @@ func ownsLink(p, name string) bool {
 	case "c0", "e0", "br":
 		return true
 	}
-	return (rest[0] == 'b' || rest[0] == 'p') && isIndex(rest[1:])
+	return (rest[0] == 'b' || rest[0] == 'p') && isIndex(rest[1:]) || ownsFleetLink(p, name)
 }
 
 func isIndex(s string) bool {

@@ -53,14 +53,14 @@ func addVeth(h *Host, name string, mac net.HardwareAddr, peer *Host, peerName st
 	return nil
 }
 
-// addBridge creates the edge's backend bridge. A fixed MAC stops it from
-// taking a port's MAC (which would change as ports come and go and break the
-// backends' neighbour entries); without multicast snooping it floods NDP
-// without waiting for a querier.
-func addBridge(h *Host, name string) error {
+// addBridge creates a bridge: the edge's backend bridge, or the fleet's
+// switch. A fixed MAC stops it from taking a port's MAC (which would change
+// as ports come and go and break the backends' neighbour entries); without
+// multicast snooping it floods NDP without waiting for a querier.
+func addBridge(h *Host, name string, mac net.HardwareAddr) error {
 	off := false
 	br := &netlink.Bridge{
-		LinkAttrs:         netlink.LinkAttrs{Name: name, HardwareAddr: bridgeMAC},
+		LinkAttrs:         netlink.LinkAttrs{Name: name, HardwareAddr: mac},
 		MulticastSnooping: &off,
 	}
 	if err := h.nl.LinkAdd(br); err != nil {
@@ -82,6 +82,35 @@ func enslave(h *Host, port, bridge string) error {
 		return fmt.Errorf("adding %s to %s: %w", port, bridge, err)
 	}
 	return nil
+}
+
+// addPort enslaves a host's veth end to the fleet's switch and pins the
+// host's MAC to it with a static FDB entry. The switch then knows every host
+// from the start and floods no unknown unicast: frames addressed to cutMAC,
+// which no port has, are dropped there and reach no host, not even an XDP
+// program that would look at frames meant for others.
+func addPort(sw *Host, port, bridge string, hostMAC net.HardwareAddr) error {
+	if err := enslave(sw, port, bridge); err != nil {
+		return err
+	}
+	l, err := sw.nl.LinkByName(port)
+	if err != nil {
+		return fmt.Errorf("finding %s: %w", port, err)
+	}
+	if err := sw.nl.LinkSetFlood(l, false); err != nil {
+		return fmt.Errorf("turning unicast flooding off on %s: %w", port, err)
+	}
+	err = sw.nl.NeighAdd(&netlink.Neigh{
+		LinkIndex:    l.Attrs().Index,
+		Family:       unix.AF_BRIDGE,
+		Flags:        netlink.NTF_MASTER,
+		State:        netlink.NUD_NOARP, // static: neither local to the bridge nor aged out
+		HardwareAddr: hostMAC,
+	})
+	if err != nil {
+		return fmt.Errorf("adding %s to the switch's FDB on %s: %w", hostMAC, port, err)
+	}
+	return configure(sw, port)
 }
 
 // configure sets a link up and gives it addresses. IFA_F_NODAD backs up the
@@ -107,17 +136,26 @@ func configure(h *Host, name string, addrs ...netip.Prefix) error {
 }
 
 // setNeighbours writes h's permanent neighbour entries (again).
-func (h *Host) setNeighbours() error {
-	for _, n := range h.neigh {
-		l, err := h.nl.LinkByName(n.link)
-		if err != nil {
-			return fmt.Errorf("finding %s in %s: %w", n.link, h.Name, err)
+func (h *Host) setNeighbours() error { return h.writeNeighbours(h.neigh) }
+
+// writeNeighbours adds or replaces permanent neighbour entries in h. A fleet
+// host has one per other host and family, so each link is looked up once.
+func (h *Host) writeNeighbours(entries []neighbour) error {
+	links := map[string]netlink.Link{}
+	for _, n := range entries {
+		l, ok := links[n.link]
+		if !ok {
+			var err error
+			if l, err = h.nl.LinkByName(n.link); err != nil {
+				return fmt.Errorf("finding %s in %s: %w", n.link, h.Name, err)
+			}
+			links[n.link] = l
 		}
 		family := unix.AF_INET
 		if n.ip.Is6() {
 			family = unix.AF_INET6
 		}
-		err = h.nl.NeighSet(&netlink.Neigh{
+		err := h.nl.NeighSet(&netlink.Neigh{
 			LinkIndex:    l.Attrs().Index,
 			Family:       family,
 			State:        netlink.NUD_PERMANENT,

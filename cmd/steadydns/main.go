@@ -1,5 +1,6 @@
 // Command steadydns is the authoritative DNS server that answers only with
-// healthy endpoints. One binary plays every role.
+// healthy endpoints. One binary plays every role on an edge host; the
+// benchmark is the separate steadydns-bench, so this one stays small.
 package main
 
 import (
@@ -17,8 +18,9 @@ commands:
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
+  testenv up --fleet [--regions N] [--probers-per-region N] [--edges N] [--aggregators N]   the fleet: edges, aggregators, probers, backends on one switch
+  testenv partition|heal [--prefix P] [A B]   cut or restore traffic between fleet hosts (client, e1, a1, r1, p1a, b1)
   testenv backend --listen ADDR   serve GET /healthz for a test backend
-  bench   [--quick] [--names N] [--rate QPS] [--duration D] [--out DIR] [--servers LIST]   measure against the XDP ceiling and Knot, NSD, gdnsd
   version                   print the version
 `
 
@@ -40,8 +42,6 @@ func main() {
 		err = detach(args)
 	case "testenv":
 		err = testenvCmd(args)
-	case "bench":
-		err = benchCmd(args)
 	case "version":
 		fmt.Println(version())
 	case "help", "-h", "--help":

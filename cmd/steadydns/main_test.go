@@ -66,4 +66,26 @@ func TestCheck(t *testing.T) {
 	if code, _, _ := run(bin, "frobnicate"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
 	}
+	if code, _, errOut := run(bin, "bench"); code != 2 || strings.Contains(errOut, "  bench") {
+		t.Errorf("bench: exit %d, want 2 with a usage that has no bench:\n%s", code, errOut)
+	}
+}
+
+// TestNoBenchmark: the server binary, which every edge host runs, links
+// neither the benchmark harness nor its charting libraries; they live in
+// steadydns-bench.
+func TestNoBenchmark(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps printed %d packages, too few to be the server's:\n%s", len(deps), out)
+	}
+	for _, p := range deps {
+		if p == "github.com/steadydns/steadydns/bench" || strings.HasPrefix(p, "gonum.org/") {
+			t.Errorf("steadydns links %s", p)
+		}
+	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
-	"github.com/steadydns/steadydns/controlplane/health"
 )
 
 func status(args []string) error {
@@ -34,7 +33,7 @@ func status(args []string) error {
 		}
 	}
 	var recs struct {
-		Table   health.Meta      `json:"table"`
+		Table   api.TableView    `json:"table"`
 		Records []api.RecordView `json:"records"`
 	}
 	var checks struct {

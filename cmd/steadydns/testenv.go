@@ -5,46 +5,139 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/testenv"
 )
 
+const testenvUsage = `usage: steadydns testenv up [--prefix P] [--backends N]
+       steadydns testenv up --fleet [--prefix P] [--regions N] [--probers-per-region N] [--edges N] [--aggregators N] [--backends N]
+       steadydns testenv partition [--prefix P] A B
+       steadydns testenv heal [--prefix P] [A B]
+       steadydns testenv down [--prefix P]
+       steadydns testenv backend --listen ADDR
+A and B name fleet hosts (client, e1, a1, p1a, b1) or a region's probers (r1).`
+
 func testenvCmd(args []string) error {
-	if len(args) > 0 && args[0] == "backend" {
+	if len(args) == 0 {
+		return errors.New(testenvUsage)
+	}
+	switch args[0] {
+	case "backend":
 		return backend(args[1:])
+	case "up":
+		return testenvUp(args[1:])
+	case "down", "partition", "heal":
+		fs := flag.NewFlagSet("testenv "+args[0], flag.ContinueOnError)
+		prefix := fs.String("prefix", "sd", "namespace and link name prefix")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if args[0] == "down" {
+			if fs.NArg() != 0 {
+				return errors.New(testenvUsage)
+			}
+			return testenv.Down(*prefix)
+		}
+		return testenvCut(*prefix, args[0] == "partition", fs.Args())
 	}
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-		return errors.New("usage: steadydns testenv up|down [--prefix P] [--backends N] | backend --listen ADDR")
-	}
-	fs := flag.NewFlagSet("testenv", flag.ContinueOnError)
+	return errors.New(testenvUsage)
+}
+
+func testenvUp(args []string) error {
+	fs := flag.NewFlagSet("testenv up", flag.ContinueOnError)
 	prefix := fs.String("prefix", "sd", "namespace and link name prefix")
-	backends := fs.Int("backends", 2, "backend hosts (up only)")
-	if err := fs.Parse(args[1:]); err != nil {
+	backends := fs.Int("backends", 2, "backend hosts")
+	fleet := fs.Bool("fleet", false, "build the fleet: client, edges, aggregators, probers in regions and backends on one switch")
+	var fo testenv.FleetOptions
+	fs.IntVar(&fo.Regions, "regions", 3, "prober regions (with --fleet)")
+	fs.IntVar(&fo.ProbersPerRegion, "probers-per-region", 2, "probers in each region (with --fleet)")
+	fs.IntVar(&fo.Edges, "edges", 2, "DNS edges (with --fleet)")
+	fs.IntVar(&fo.Aggregators, "aggregators", 2, "aggregators (with --fleet)")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if args[0] == "down" {
-		return testenv.Down(*prefix)
+	if fs.NArg() != 0 {
+		return errors.New(testenvUsage)
 	}
-	env, err := testenv.Up(testenv.Options{Prefix: *prefix, Backends: *backends})
-	if err != nil {
-		return err
-	}
-	// Native XDP on the edge's veth needs a program on the client's peer
-	// for XDP_TX replies to arrive.
+	// Native XDP on an edge's veth needs a program on the veth's peer for
+	// XDP_TX replies to arrive: the client's veth, or the edges' switch ports.
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		return fmt.Errorf("loading the xdp pass program: %w", err)
 	}
 	defer pass.Close()
-	if err := env.AttachPass(pass.XdpPass); err != nil {
+	if !*fleet {
+		var fleetOnly []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "regions", "probers-per-region", "edges", "aggregators":
+				fleetOnly = append(fleetOnly, "--"+f.Name)
+			}
+		})
+		if len(fleetOnly) > 0 {
+			return fmt.Errorf("%s: only with --fleet", strings.Join(fleetOnly, ", "))
+		}
+		return upSingle(*prefix, *backends, pass.XdpPass)
+	}
+	fo.Prefix, fo.Backends = *prefix, *backends
+	f, err := testenv.NewFleet(fo)
+	if err != nil {
+		return err
+	}
+	// The namespaces outlive this process; `testenv down` removes them.
+	if err := f.AttachPass(pass.XdpPass); err != nil {
+		return err
+	}
+	for _, h := range f.Hosts() {
+		fmt.Printf("%-7s %-14s %-13s %-15s %s\n", h.Role, h.Name, h.Link, h.V4, h.V6)
+	}
+	return nil
+}
+
+func upSingle(prefix string, backends int, pass *ebpf.Program) error {
+	env, err := testenv.Up(testenv.Options{Prefix: prefix, Backends: backends})
+	if err != nil {
+		return err
+	}
+	if err := env.AttachPass(pass); err != nil {
 		return err
 	}
 	for _, h := range env.Hosts() {
 		fmt.Printf("%-12s %-8s %-15s %s\n", h.Name, h.Link, h.V4, h.V6)
 	}
 	return nil
+}
+
+// testenvCut partitions or heals hosts of the fleet that `up --fleet` left.
+// Heal without names heals every pair.
+func testenvCut(prefix string, cut bool, names []string) error {
+	if len(names) != 2 && (cut || len(names) != 0) {
+		return errors.New(testenvUsage)
+	}
+	f, err := testenv.OpenFleet(prefix)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if len(names) == 0 {
+		return f.HealAll()
+	}
+	as, err := f.Lookup(names[0])
+	if err != nil {
+		return err
+	}
+	bs, err := f.Lookup(names[1])
+	if err != nil {
+		return err
+	}
+	if cut {
+		return f.PartitionGroups(as, bs)
+	}
+	return f.HealGroups(as, bs)
 }
 
 // backend serves a health endpoint, for the demo's backends: GET /healthz

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/selection"
@@ -24,6 +26,7 @@ import (
 // State is the running server as the API sees it.
 type State interface {
 	Source
+	Events() *health.EventLog
 	Records() *records.Compiled
 }
 
@@ -38,7 +41,7 @@ func Handler(st State, m *Metrics) http.Handler {
 	mux.HandleFunc("PUT /api/v1/checks/{id}/external", func(w http.ResponseWriter, r *http.Request) { setExternal(w, r, st) })
 	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"events": st.Table().Events()})
+		writeJSON(w, map[string]any{"events": eventViews(st.Events().Events())})
 	})
 	return mux
 }
@@ -56,12 +59,6 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-// CheckView is a check in /api/v1/checks.
-type CheckView struct {
-	health.Status
-	Records []string `json:"records"` // "name TYPE" of every record it feeds
-}
-
 func checks(w http.ResponseWriter, st State) {
 	feeds := map[string][]string{}
 	for _, s := range st.Records().Sets {
@@ -74,10 +71,10 @@ func checks(w http.ResponseWriter, st State) {
 		}
 	}
 	var out []CheckView
-	for _, s := range st.Table().Statuses() {
-		out = append(out, CheckView{Status: s, Records: feeds[s.ID]})
+	for _, s := range st.Aggregator().Statuses() {
+		out = append(out, checkView(s, feeds[s.ID]))
 	}
-	writeJSON(w, map[string]any{"table": st.Table().Meta(), "checks": out})
+	writeJSON(w, map[string]any{"table": tableView(st), "checks": out})
 }
 
 func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
@@ -86,7 +83,7 @@ func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
-	reply(w, st.Table().SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+	reply(w, st.Aggregator().SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
 }
 
 // setExternal takes an external check's state, "up" or "down"; it holds
@@ -106,7 +103,7 @@ func setExternal(w http.ResponseWriter, r *http.Request, st State) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
 		return
 	}
-	reply(w, st.Table().SetExternal(r.PathValue("id"), up, time.Now()))
+	reply(w, st.Aggregator().SetExternal(r.PathValue("id"), up, time.Now()))
 }
 
 func reply(w http.ResponseWriter, err error) {
@@ -120,29 +117,11 @@ func reply(w http.ResponseWriter, err error) {
 	}
 }
 
-// AnswerView is a candidate in /api/v1/records.
-type AnswerView struct {
-	Value   string `json:"value"`
-	Check   string `json:"check,omitempty"`
-	Healthy bool   `json:"healthy"`
-	In      bool   `json:"in"`     // eligible for answers now
-	Reason  string `json:"reason"` // why it is in or out
-}
-
-// RecordView is a record set in /api/v1/records.
-type RecordView struct {
-	Name    string       `json:"name"`
-	Type    string       `json:"type"`
-	Policy  string       `json:"policy"`
-	Dynamic bool         `json:"dynamic"`
-	Answers []AnswerView `json:"answers"`
-}
-
 func recordList(w http.ResponseWriter, st State) {
 	t := st.Table()
-	meta := t.Meta()
+	meta := tableView(st)
 	reasons := map[string]string{}
-	for _, s := range t.Statuses() {
+	for _, s := range st.Aggregator().Statuses() {
 		reasons[s.ID] = s.Reason
 	}
 	var out []RecordView
@@ -154,7 +133,7 @@ func recordList(w http.ResponseWriter, st State) {
 
 // describe explains each candidate with the data plane's own selection;
 // reasons are the checks' reasons by id.
-func describe(s *records.Set, t *health.Table, cold bool, reasons map[string]string) RecordView {
+func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]string) RecordView {
 	v := &s.Value
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0)
@@ -162,7 +141,7 @@ func describe(s *records.Set, t *health.Table, cold bool, reasons map[string]str
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
 		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
-		backup := c.Flags&1 != 0
+		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:
 			av.Reason = "cold start: no health table yet, every candidate is answered"

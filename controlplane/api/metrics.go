@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 )
 
@@ -13,7 +14,10 @@ import (
 type Source interface {
 	// XDPOutcomes returns the summed per-CPU counters, by outcome label.
 	XDPOutcomes() (map[string]uint64, error)
-	Table() *health.Table
+	// Aggregator holds the checks' states.
+	Aggregator() *health.Aggregator
+	// Table is the health table in the data plane.
+	Table() *edge.Table
 }
 
 // Metrics collects steadydns_* metrics. The XDP counters are read from the
@@ -88,15 +92,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
-	t := m.src.Table()
-	for _, s := range t.Statuses() {
+	for _, s := range m.src.Aggregator().Statuses() {
 		v := 0.0
 		if s.Up {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(m.checkUp, prometheus.GaugeValue, v, s.ID)
 	}
-	meta := t.Meta()
+	meta := tableView(m.src)
 	cold := 0.0
 	if meta.ColdOpen {
 		cold = 1

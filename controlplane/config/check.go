@@ -10,39 +10,35 @@ import (
 
 	"github.com/miekg/dns"
 	yaml "go.yaml.in/yaml/v3"
-)
 
-// checkTypes lists the probed types first, so probedTypes can share it.
-var (
-	checkTypes  = []string{"http", "https", "tcp", "udp", "icmp", "dns", "calculated", "external"}
-	probedTypes = checkTypes[:6:6]
+	"github.com/steadydns/steadydns/prober"
 )
 
 // checkKeys maps each check key to the types it applies to; nil means all.
 // A key that does not apply is an error, since it would be silently ignored.
-var checkKeys = map[string][]string{
+var checkKeys = map[string][]CheckType{
 	"type": nil, "invert": nil, "admin": nil,
 	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
 	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
-	"port":               {"http", "https", "tcp", "udp", "dns"},
-	"path":               {"http", "https"},
-	"method":             {"http", "https"},
-	"host":               {"http", "https"},
-	"expect_status":      {"http", "https"},
-	"expect_body":        {"http", "https"},
-	"expect_body_regexp": {"http", "https"},
-	"keepalive":          {"http", "https"},
-	"sni":                {"https"},
-	"tls_verify":         {"https"},
-	"payload":            {"udp"},
-	"expect_reply":       {"udp"},
-	"qname":              {"dns"},
-	"qtype":              {"dns"},
-	"expect_rcode":       {"dns"},
-	"expect_answer":      {"dns"},
-	"children":           {"calculated"},
-	"min_healthy":        {"calculated"},
-	"ttl":                {"external"},
+	"port":               {CheckHTTP, CheckHTTPS, CheckTCP, CheckUDP, CheckDNS},
+	"path":               {CheckHTTP, CheckHTTPS},
+	"method":             {CheckHTTP, CheckHTTPS},
+	"host":               {CheckHTTP, CheckHTTPS},
+	"expect_status":      {CheckHTTP, CheckHTTPS},
+	"expect_body":        {CheckHTTP, CheckHTTPS},
+	"expect_body_regexp": {CheckHTTP, CheckHTTPS},
+	"keepalive":          {CheckHTTP, CheckHTTPS},
+	"sni":                {CheckHTTPS},
+	"tls_verify":         {CheckHTTPS},
+	"payload":            {CheckUDP},
+	"expect_reply":       {CheckUDP},
+	"qname":              {CheckDNS},
+	"qtype":              {CheckDNS},
+	"expect_rcode":       {CheckDNS},
+	"expect_answer":      {CheckDNS},
+	"children":           {CheckCalculated},
+	"min_healthy":        {CheckCalculated},
+	"ttl":                {CheckExternal},
 }
 
 var checkKeyNames = slices.Sorted(maps.Keys(checkKeys))
@@ -55,15 +51,16 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	}
 	tn := f.get("type")
 	if tn == nil {
-		d.missing(f.key("type"), "required, one of %s", strings.Join(checkTypes, ", "))
+		d.missing(f.key("type"), "required, one of %s", names(checkTypes))
 		return c
 	}
-	t, ok := d.scalar(tn, f.key("type"), "a check type")
+	s, ok := d.scalar(tn, f.key("type"), "a check type")
 	if !ok {
 		return c
 	}
+	t := CheckType(s)
 	if !slices.Contains(checkTypes, t) {
-		d.errorf(tn, f.key("type"), "unknown check type %q, want one of %s", t, strings.Join(checkTypes, ", "))
+		d.errorf(tn, f.key("type"), "unknown check type %q, want one of %s", s, names(checkTypes))
 		return c
 	}
 	c.Type = t
@@ -80,19 +77,19 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 		c.HealthyThreshold = 3
 	}
 	switch t {
-	case "http", "https":
+	case CheckHTTP, CheckHTTPS:
 		c.Port = 80
-		if t == "https" {
+		if t == CheckHTTPS {
 			c.Port = 443
 			c.TLSVerify = true
 		}
 		c.Path = "/"
 		c.Method = "GET"
-		c.ExpectStatus = []StatusRange{{200, 399}}
-	case "dns":
+		c.ExpectStatus = []prober.StatusRange{{Lo: 200, Hi: 399}}
+	case CheckDNS:
 		c.Port = 53
 		c.QType = dns.TypeA
-	case "external":
+	case CheckExternal:
 		c.TTL = 30 * time.Second
 	}
 
@@ -144,21 +141,21 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 
 // statusRanges accepts one status or a list, each a code (200) or a
 // range ("200-399").
-func (d *decoder) statusRanges(n *yaml.Node, path string) []StatusRange {
+func (d *decoder) statusRanges(n *yaml.Node, path string) []prober.StatusRange {
 	if n.Kind != yaml.SequenceNode {
-		return []StatusRange{d.statusRange(n, path)}
+		return []prober.StatusRange{d.statusRange(n, path)}
 	}
-	var out []StatusRange
+	var out []prober.StatusRange
 	d.list(n, path, func(p string, item *yaml.Node) {
 		out = append(out, d.statusRange(item, p))
 	})
 	return out
 }
 
-func (d *decoder) statusRange(n *yaml.Node, path string) StatusRange {
+func (d *decoder) statusRange(n *yaml.Node, path string) prober.StatusRange {
 	s, ok := d.scalar(n, path, "a status code or range")
 	if !ok {
-		return StatusRange{}
+		return prober.StatusRange{}
 	}
 	lo, hi, isRange := strings.Cut(s, "-")
 	if !isRange {
@@ -172,7 +169,7 @@ func (d *decoder) statusRange(n *yaml.Node, path string) StatusRange {
 	case l < 100 || h > 599 || l > h:
 		d.errorf(n, path, "status range %q must lie within 100-599, low end first", s)
 	}
-	return StatusRange{l, h}
+	return prober.StatusRange{Lo: l, Hi: h}
 }
 
 // regexp compiles while loading so that a bad pattern is reported at its

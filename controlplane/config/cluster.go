@@ -128,7 +128,7 @@ func (d *decoder) cluster(f fields) Cluster {
 
 func (v *validator) cluster() {
 	c := v.c.Cluster
-	v.oneOf("cluster.config", c.Config, ConfigFile, ConfigNATS)
+	oneOf(v, "cluster.config", c.Config, ConfigFile, ConfigNATS)
 	n := c.NATS
 	if n == nil {
 		if c.Config == ConfigNATS {

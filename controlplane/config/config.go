@@ -10,12 +10,15 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/prober"
 )
 
 // MaxCandidates is K, the number of candidates a record can hold. The XDP
 // program visits all K on every query, so a record with more answers is
 // rejected rather than truncated.
-const MaxCandidates = 8
+const MaxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
 
 // Config is a loaded and validated config file.
 type Config struct {
@@ -59,7 +62,7 @@ type Zone struct {
 // never hides a setting.
 type Check struct {
 	ID   string
-	Type string // http, https, tcp, udp, icmp, dns, calculated or external
+	Type CheckType
 
 	// Target is an IP address or hostname. Empty means the address of each
 	// answer that uses the check.
@@ -67,13 +70,13 @@ type Check struct {
 	Port   uint16 // http 80, https 443 and dns 53 by default; required for tcp and udp
 
 	// http and https
-	Path             string        // default "/"
-	Method           string        // default GET
-	Host             string        // Host header; empty means the target
-	SNI              string        // https only; empty means Host, then the target
-	TLSVerify        bool          // https only; default true
-	ExpectStatus     []StatusRange // default 200-399
-	ExpectBody       string        // substring searched in the first 5,120 bytes
+	Path             string               // default "/"
+	Method           string               // default GET
+	Host             string               // Host header; empty means the target
+	SNI              string               // https only; empty means Host, then the target
+	TLSVerify        bool                 // https only; default true
+	ExpectStatus     []prober.StatusRange // default 200-399
+	ExpectBody       string               // substring searched in the first 5,120 bytes
 	ExpectBodyRegexp *regexp.Regexp
 	KeepAlive        bool // reuse one connection between runs; default a fresh connection per run
 
@@ -105,23 +108,17 @@ type Check struct {
 	Admin  string // auto, up or down; default auto
 }
 
-// StatusRange is an inclusive range of HTTP status codes.
-type StatusRange struct{ Lo, Hi int }
-
-// Contains reports whether code lies in the range.
-func (r StatusRange) Contains(code int) bool { return r.Lo <= code && code <= r.Hi }
-
 // Record is a health-checked A or AAAA record set.
 type Record struct {
-	Name        string // fully qualified, lowercase
-	Type        uint16 // dns.TypeA or dns.TypeAAAA
-	TTL         uint32 // default 60
-	Policy      string // multivalue, failover, weighted or round_robin; default multivalue
-	MaxAnswers  int    // default MaxCandidates
-	WhenAllDown string // answer_all, nodata or servfail; default answer_all
+	Name        string      // fully qualified, lowercase
+	Type        uint16      // dns.TypeA or dns.TypeAAAA
+	TTL         uint32      // default 60
+	Policy      Policy      // default multivalue
+	MaxAnswers  int         // default MaxCandidates
+	WhenAllDown WhenAllDown // default answer_all
 	MinHealthy  MinHealthy
-	TTLDegraded uint32 // TTL while failing open; 0 means TTL
-	Stale       string // stale_policy: keep or answer_all; default keep
+	TTLDegraded uint32      // TTL while failing open; 0 means TTL
+	Stale       StalePolicy // stale_policy; default keep
 	Answers     []Answer
 }
 

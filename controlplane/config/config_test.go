@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/prober"
 )
 
 // base is a valid config prefix of five lines; rows that append to it
@@ -235,18 +237,18 @@ func TestFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	http := func(id string) Check {
-		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []StatusRange{{200, 399}},
+		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
 			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
 	}
 	web1 := http("web1")
 	web1.Target, web1.Port, web1.Path, web1.Method, web1.Host = "198.18.1.1", 8080, "/healthz", "HEAD", "www.example.test"
-	web1.ExpectStatus = []StatusRange{{200, 200}, {204, 204}, {300, 399}}
+	web1.ExpectStatus = []prober.StatusRange{{Lo: 200, Hi: 200}, {Lo: 204, Hi: 204}, {Lo: 300, Hi: 399}}
 	web1.ExpectBody = "ok"
 	web1.Interval, web1.Timeout, web1.UnhealthyThreshold, web1.HealthyThreshold = time.Second, 500*time.Millisecond, 2, 4
 	web2 := http("web2")
 	web2.Type, web2.Target, web2.Port, web2.SNI = "https", "web2.backend.test", 443, "www.example.test"
-	web2.ExpectStatus, web2.KeepAlive = []StatusRange{{200, 200}}, true
-	probed := func(id, typ string) Check {
+	web2.ExpectStatus, web2.KeepAlive = []prober.StatusRange{{Lo: 200, Hi: 200}}, true
+	probed := func(id string, typ CheckType) Check {
 		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
 	}
 	db := probed("db", "tcp")
@@ -355,11 +357,11 @@ records:
 		Name: "www.example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: 8, WhenAllDown: "answer_all", Stale: "keep",
 		Answers: []Answer{{Value: netip.MustParseAddr("198.18.1.1"), Weight: 1}},
 	})
-	probed := func(id, typ string, port uint16) Check {
+	probed := func(id string, typ CheckType, port uint16) Check {
 		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
 	}
 	h := probed("h", "http", 80)
-	h.Path, h.Method, h.ExpectStatus = "/", "GET", []StatusRange{{200, 399}}
+	h.Path, h.Method, h.ExpectStatus = "/", "GET", []prober.StatusRange{{Lo: 200, Hi: 399}}
 	s := h
 	s.ID, s.Type, s.Port, s.TLSVerify = "s", "https", 443, true
 	u := probed("u", "udp", 53)
@@ -467,11 +469,21 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-func TestStatusRangeContains(t *testing.T) {
-	r := StatusRange{200, 399}
-	for code, want := range map[int]bool{199: false, 200: true, 302: true, 399: true, 400: false} {
-		if got := r.Contains(code); got != want {
-			t.Errorf("Contains(%d) = %v, want %v", code, got, want)
+// TestProbed: the daemon hands exactly the probed types to the prober, as
+// the prober's type of the same name.
+func TestProbed(t *testing.T) {
+	for _, tc := range []struct {
+		typ    CheckType
+		want   prober.Type
+		probed bool
+	}{
+		{"http", prober.HTTP, true}, {"https", prober.HTTPS, true}, {"tcp", prober.TCP, true},
+		{"udp", prober.UDP, true}, {"icmp", prober.ICMP, true}, {"dns", prober.DNS, true},
+		{"calculated", "", false}, {"external", "", false},
+	} {
+		got, ok := tc.typ.Probed()
+		if ok != tc.probed || got != tc.want {
+			t.Errorf("%s.Probed() = %q, %v; want %q, %v", tc.typ, got, ok, tc.want, tc.probed)
 		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/steadydns/steadydns/bpf"
 )
 
-// MaxRegions bounds the regions of server.geo: a region is one byte in the
-// data plane, and 0 means none.
-const MaxRegions = 63
+// MaxRegions bounds the regions of server.geo: the data plane ranks
+// MAX_REGIONS region ids, and id 0 means none.
+const MaxRegions = int(bpf.SteadydnsLimitsMAX_REGIONS) - 1
 
 // Region maps client prefixes to a region and says where its clients go
 // when it has nothing healthy.

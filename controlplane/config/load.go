@@ -225,7 +225,7 @@ func (d *decoder) zone(f fields) Zone {
 }
 
 func (d *decoder) record(f fields) Record {
-	r := Record{TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep"}
+	r := Record{TTL: 60, Policy: PolicyMultivalue, MaxAnswers: MaxCandidates, WhenAllDown: WhenAllDownAnswerAll, Stale: StaleKeep}
 	f.str("name", &r.Name)
 	if r.Name != "" {
 		r.Name = dns.Fqdn(strings.ToLower(r.Name))
@@ -243,14 +243,14 @@ func (d *decoder) record(f fields) Record {
 		}
 	}
 	uintField(f, "ttl", &r.TTL)
-	f.str("policy", &r.Policy)
+	strField(f, "policy", &r.Policy)
 	f.int("max_answers", &r.MaxAnswers)
-	f.str("when_all_down", &r.WhenAllDown)
+	strField(f, "when_all_down", &r.WhenAllDown)
 	if n := f.get("min_healthy"); n != nil {
 		r.MinHealthy = d.minHealthy(n, f.key("min_healthy"))
 	}
 	uintField(f, "ttl_degraded", &r.TTLDegraded)
-	f.str("stale_policy", &r.Stale)
+	strField(f, "stale_policy", &r.Stale)
 	f.list("answers", func(path string, n *yaml.Node) {
 		r.Answers = append(r.Answers, d.answer(d.mapping(n, path, answerKeys)))
 	})

@@ -207,10 +207,14 @@ func (d *decoder) percent(n *yaml.Node, path string) (float64, bool) {
 	return v / 100, true
 }
 
-func (f fields) str(k string, dst *string) {
+func (f fields) str(k string, dst *string) { strField(f, k, dst) }
+
+// strField decodes a string into a string type such as Policy; validate
+// checks that it is one of the type's values.
+func strField[T ~string](f fields, k string, dst *T) {
 	if n := f.get(k); n != nil {
 		if s, ok := f.d.scalar(n, f.key(k), "a string"); ok {
-			*dst = s
+			*dst = T(s)
 		}
 	}
 }

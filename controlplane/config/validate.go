@@ -26,9 +26,9 @@ func (v *validator) errorf(key, format string, args ...any) {
 }
 
 // oneOf reports val unless it is one of the allowed values.
-func (v *validator) oneOf(key, val string, allowed ...string) {
+func oneOf[T ~string](v *validator, key string, val T, allowed ...T) {
 	if !slices.Contains(allowed, val) {
-		v.errorf(key, "unknown value %q, want one of %s", val, strings.Join(allowed, ", "))
+		v.errorf(key, "unknown value %q, want one of %s", val, names(allowed))
 	}
 }
 
@@ -63,7 +63,7 @@ func (v *validator) server() {
 		}
 		seen[name] = i
 	}
-	v.oneOf("server.xdp_mode", s.XDPMode, "auto", "native", "generic")
+	oneOf(v, "server.xdp_mode", s.XDPMode, "auto", "native", "generic")
 	if len(s.Listen) == 0 {
 		v.errorf("server.listen", "at least one address is required")
 	}
@@ -146,19 +146,19 @@ func (v *validator) check(c *Check) {
 		v.errorf(key("target"), "invalid target %q, want an IP address or hostname without a port", c.Target)
 	}
 	switch c.Type {
-	case "tcp", "udp":
+	case CheckTCP, CheckUDP:
 		if c.Port == 0 && v.c.Line(key("port")) == 0 {
 			v.errorf(key("port"), "required for %s checks", c.Type)
 			break
 		}
 		fallthrough
-	case "http", "https", "dns":
+	case CheckHTTP, CheckHTTPS, CheckDNS:
 		if c.Port == 0 {
 			v.errorf(key("port"), "must not be 0")
 		}
 	}
 	switch c.Type {
-	case "http", "https":
+	case CheckHTTP, CheckHTTPS:
 		if !strings.HasPrefix(c.Path, "/") {
 			v.errorf(key("path"), "must start with /, got %q", c.Path)
 		}
@@ -174,17 +174,17 @@ func (v *validator) check(c *Check) {
 		if c.ExpectBody != "" && c.ExpectBodyRegexp != nil {
 			v.errorf(key("expect_body_regexp"), "set expect_body or expect_body_regexp, not both")
 		}
-	case "udp":
+	case CheckUDP:
 		if c.Payload == "" {
 			v.errorf(key("payload"), "required for udp checks")
 		}
-	case "dns":
+	case CheckDNS:
 		if _, ok := dns.IsDomainName(c.QName); !ok || c.QName == "" {
 			v.errorf(key("qname"), "a domain name is required for dns checks, got %q", c.QName)
 		}
-	case "calculated":
+	case CheckCalculated:
 		v.children(c, key)
-	case "external":
+	case CheckExternal:
 		if c.TTL <= 0 {
 			v.errorf(key("ttl"), "must be positive, got %s", c.TTL)
 		}
@@ -201,7 +201,7 @@ func (v *validator) check(c *Check) {
 		v.threshold(key("unhealthy_threshold"), c.UnhealthyThreshold)
 		v.threshold(key("healthy_threshold"), c.HealthyThreshold)
 	}
-	v.oneOf(key("admin"), c.Admin, "auto", "up", "down")
+	oneOf(v, key("admin"), c.Admin, "auto", "up", "down")
 }
 
 func (v *validator) threshold(key string, n int) {
@@ -308,9 +308,9 @@ func (v *validator) records() {
 		if r.TTLDegraded > r.TTL {
 			v.errorf(key("ttl_degraded"), "%d exceeds ttl %d", r.TTLDegraded, r.TTL)
 		}
-		v.oneOf(key("policy"), r.Policy, "multivalue", "failover", "weighted", "round_robin")
-		v.oneOf(key("when_all_down"), r.WhenAllDown, "answer_all", "nodata", "servfail")
-		v.oneOf(key("stale_policy"), r.Stale, "keep", "answer_all")
+		oneOf(v, key("policy"), r.Policy, policies...)
+		oneOf(v, key("when_all_down"), r.WhenAllDown, whenAllDowns...)
+		oneOf(v, key("stale_policy"), r.Stale, stalePolicies...)
 		if r.MaxAnswers < 1 || r.MaxAnswers > MaxCandidates {
 			v.errorf(key("max_answers"), "%d out of range 1-%d", r.MaxAnswers, MaxCandidates)
 		}

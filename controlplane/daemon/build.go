@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
@@ -64,7 +65,7 @@ func fits(cfg *config.Config, c *records.Compiled) error {
 	for _, class := range slices.Sorted(maps.Keys(count)) {
 		if n := count[class]; n > cfg.Server.MaxRecords {
 			return cfg.Errorf("server.max_records", "%d record sets go to map rr%d (wire names up to %d bytes), more than the %d it holds",
-				n, class, min(class, 255), cfg.Server.MaxRecords)
+				n, class, min(class, int(bpf.SteadydnsLimitsNAME_MAX_WIRE)), cfg.Server.MaxRecords)
 		}
 	}
 	return nil
@@ -109,10 +110,6 @@ func xdpAddrs(listen []netip.AddrPort) []netip.Addr {
 	return out
 }
 
-// probedTypes are the check types a prober runs; calculated and external
-// checks get their state in the aggregator.
-var probedTypes = map[string]bool{"http": true, "https": true, "tcp": true, "udp": true, "icmp": true, "dns": true}
-
 // Probes lists the checks this host's prober runs. A check without a
 // target probes the address of the first answer that uses it.
 func (p *Plan) Probes() map[string]prober.Probe {
@@ -126,9 +123,42 @@ func (p *Plan) Probes() map[string]prober.Probe {
 	}
 	out := map[string]prober.Probe{}
 	for id, c := range p.Config.HealthChecks {
-		if probedTypes[c.Type] {
-			out[id] = prober.Probe{Check: c, Index: p.Index[id], Target: targets[id]}
+		if spec, ok := probeSpec(c); ok {
+			out[id] = prober.Probe{Spec: spec, Index: p.Index[id], Target: targets[id]}
 		}
 	}
 	return out
+}
+
+// probeSpec is what the prober needs of c, as loadOptions is what the
+// loader needs of the config. ok is false for calculated and external
+// checks, which the aggregator evaluates. Thresholds, invert and admin
+// stay behind: they apply to results, in the aggregator.
+func probeSpec(c *config.Check) (spec prober.Spec, ok bool) {
+	t, ok := c.Type.Probed()
+	if !ok {
+		return prober.Spec{}, false
+	}
+	return prober.Spec{
+		Type:             t,
+		Target:           c.Target,
+		Port:             c.Port,
+		Interval:         c.Interval,
+		Timeout:          c.Timeout,
+		Path:             c.Path,
+		Method:           c.Method,
+		Host:             c.Host,
+		SNI:              c.SNI,
+		TLSVerify:        c.TLSVerify,
+		ExpectStatus:     c.ExpectStatus,
+		ExpectBody:       c.ExpectBody,
+		ExpectBodyRegexp: c.ExpectBodyRegexp,
+		KeepAlive:        c.KeepAlive,
+		Payload:          c.Payload,
+		ExpectReply:      c.ExpectReply,
+		QName:            c.QName,
+		QType:            c.QType,
+		ExpectRcode:      c.ExpectRcode,
+		ExpectAnswer:     c.ExpectAnswer,
+	}, true
 }

@@ -2,12 +2,18 @@ package daemon_test
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
+	"github.com/steadydns/steadydns/prober"
 )
 
 // TestBuildMaxRecords checks that Build rejects a config whose record sets
@@ -57,5 +63,139 @@ func TestBuildMaxRecords(t *testing.T) {
 				t.Fatalf("Build: got %v\nwant %s:%s", err, path, tt.want)
 			}
 		})
+	}
+}
+
+// TestProbes checks what the prober is given for each check of a config:
+// every probed type with the settings the file gives it and the defaults
+// it leaves out, the answer's address for a check without a target, and
+// nothing for calculated and external checks.
+func TestProbes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "steadydns.yaml")
+	write(t, filepath.Join(dir, "example.test.zone"), "$ORIGIN example.test.\n@ 3600 SOA ns1.other.test. hostmaster 1 7200 3600 1209600 300\n@ 3600 NS ns1.other.test.\n")
+	write(t, path, `server:
+  listen: ["198.18.0.2:53"]
+zones:
+  - origin: example.test.
+    file: example.test.zone
+health_checks:
+  web:
+    type: http
+    port: 8080
+    path: /healthz
+    method: HEAD
+    host: www.example.test
+    expect_status: [200, "300-399"]
+    expect_body: ok
+    keepalive: true
+    interval: 1s
+    timeout: 500ms
+    unhealthy_threshold: 2
+    healthy_threshold: 4
+    invert: true
+    admin: down
+  tls:
+    type: https
+    target: web.backend.test
+    sni: www.example.test
+    expect_body_regexp: "^ok"
+  db:
+    type: tcp
+    target: 198.18.1.5
+    port: 5432
+  syslog:
+    type: udp
+    target: fd53::9
+    port: 514
+    payload: ping
+    expect_reply: pong
+  gw:
+    type: icmp
+  ns:
+    type: dns
+    target: 198.18.0.2
+    qname: www.example.test
+    qtype: AAAA
+    expect_rcode: NXDOMAIN
+    expect_answer: fd53::10
+  both:
+    type: calculated
+    children: [web, db]
+  deploy:
+    type: external
+records:
+  - name: www.example.test.
+    type: A
+    answers:
+      - { value: 198.18.1.1, check: web }
+      - { value: 198.18.1.2, check: gw }
+      - { value: 198.18.1.3, check: both }
+      - { value: 198.18.1.4, check: deploy }
+  - name: www.example.test.
+    type: AAAA
+    answers: [{ value: "fd53::1", check: gw }]
+`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := daemon.Build(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const iv, to = 10 * time.Second, 2 * time.Second // the defaults
+	want := map[string]prober.Probe{
+		"web": {Target: netip.MustParseAddr("198.18.1.1"), Spec: prober.Spec{
+			Type: prober.HTTP, Port: 8080, Interval: time.Second, Timeout: 500 * time.Millisecond,
+			Path: "/healthz", Method: "HEAD", Host: "www.example.test",
+			ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 200}, {Lo: 300, Hi: 399}}, ExpectBody: "ok", KeepAlive: true,
+		}},
+		"tls": {Spec: prober.Spec{
+			Type: prober.HTTPS, Target: "web.backend.test", Port: 443, Interval: iv, Timeout: to,
+			Path: "/", Method: "GET", SNI: "www.example.test", TLSVerify: true,
+			ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
+		}},
+		"db":     {Spec: prober.Spec{Type: prober.TCP, Target: "198.18.1.5", Port: 5432, Interval: iv, Timeout: to}},
+		"syslog": {Spec: prober.Spec{Type: prober.UDP, Target: "fd53::9", Port: 514, Interval: iv, Timeout: to, Payload: "ping", ExpectReply: "pong"}},
+		"gw":     {Target: netip.MustParseAddr("198.18.1.2"), Spec: prober.Spec{Type: prober.ICMP, Interval: iv, Timeout: to}},
+		"ns": {Spec: prober.Spec{
+			Type: prober.DNS, Target: "198.18.0.2", Port: 53, Interval: iv, Timeout: to,
+			QName: "www.example.test.", QType: dns.TypeAAAA, ExpectRcode: dns.RcodeNameError, ExpectAnswer: "fd53::10",
+		}},
+	}
+	got := p.Probes()
+	if re := got["tls"].Spec.ExpectBodyRegexp; re == nil || re.String() != "^ok" {
+		t.Errorf("tls: expect_body_regexp became %v, want ^ok", re)
+	}
+	for id, w := range want {
+		w.Index = p.Index[id]
+		g := got[id]
+		if w.Index == 0 || g.Index != w.Index {
+			t.Errorf("%s: index %d, want %d (non-zero)", id, g.Index, w.Index)
+		}
+		g.Spec.ExpectBodyRegexp = nil // compared above; compiled programs are not comparable
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\ngot  %+v\nwant %+v", id, g, w)
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("%s is probed, want it left to the aggregator", id)
+		}
+	}
+
+	// Every setting of a Spec is filled by one check or another, so a
+	// setting added to prober.Spec cannot be left out of the control
+	// plane's copy unnoticed.
+	specs := reflect.TypeFor[prober.Spec]()
+	for i := range specs.NumField() {
+		set := false
+		for _, pr := range p.Probes() {
+			set = set || !reflect.ValueOf(pr.Spec).Field(i).IsZero()
+		}
+		if !set {
+			t.Errorf("no check sets Spec.%s: give one in this test's config", specs.Field(i).Name)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
@@ -41,20 +42,20 @@ func proberID() string {
 type Daemon struct {
 	path     string
 	objs     *loader.Objects
-	table    *health.Table
+	agg      *health.Aggregator
+	table    *edge.Table
+	events   health.EventLog
 	sched    *prober.Scheduler
 	framer   *prober.Framer
 	fb       *fallback.Server
 	metrics  *api.Metrics
-	http     *http.Server
 	outcomes []string
 
 	mu        sync.Mutex // serialises reloads
 	plan      atomic.Pointer[Plan]
+	started   steps // what start started, for a failed start and Close to undo
 	closeOnce sync.Once
 	closeErr  error
-	stopPush  context.CancelFunc
-	pushDone  chan struct{}
 }
 
 // Options change where the daemon works; the zero value is this process.
@@ -71,7 +72,9 @@ type Options struct {
 // attached, so nothing XDP passes goes unanswered.
 func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
 
-// StartWith is Start with options.
+// StartWith is Start with options. A start that fails undoes, in reverse
+// order, whatever it had started: nothing keeps running, no socket stays
+// bound, and XDP is left as it was.
 func StartWith(path string, opts Options) (*Daemon, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -85,43 +88,71 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 		slog.Warn(w)
 	}
 	d := &Daemon{path: path}
+	if err := d.start(cfg, p, opts); err != nil {
+		if uerr := d.started.undo(true); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// start brings the edge up step by step; each step that starts something
+// records how to undo it before the next step runs.
+func (d *Daemon) start(cfg *config.Config, p *Plan, opts Options) error {
+	var err error
 	if d.outcomes, err = loader.OutcomeNames(); err != nil {
-		return nil, err
+		return err
 	}
-	d.objs, err = loader.Load(loadOptions(cfg))
+	if d.objs, err = loader.Load(loadOptions(cfg)); err != nil {
+		return err
+	}
+	d.started.push(func(context.Context) error { return d.objs.Close() })
+	// The pinned table an earlier run pushed, if any: the edge is not cold
+	// while it is fresh, and the checks take their first states from it,
+	// so a restart does not make every endpoint flap.
+	pinned := make([]byte, loader.HealthTableBytes(d.objs.HealthCapacity()))
+	meta, err := d.objs.ReadHealth(pinned)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if d.table, err = health.New(d.objs, cfg, p.Index); err != nil {
-		d.objs.Close()
-		return nil, err
+	d.table = edge.New(d.objs, meta)
+	var seed health.Seed
+	if meta.Version != 0 {
+		seed = health.Seed{ConfigHash: meta.ConfigHash, Table: pinned}
+	}
+	if d.agg, err = health.New(cfg, p.Index, d.table, seed, &d.events); err != nil {
+		return err
 	}
 	// One process is prober, aggregator and edge: the prober's frames go
-	// to the table in process, encoded as they would travel.
+	// to the aggregator in process, encoded as they would travel.
 	if d.framer, err = prober.NewFramer(proberID(), "", cfg.Aggregation.TableSize); err != nil {
-		d.objs.Close()
-		return nil, err
+		return err
 	}
 	d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
 		d.framer.Record(r)
-		d.table.Observe(r)
+		d.agg.Observe(r)
 	}})
+	d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	if err := d.apply(p); err != nil {
-		d.objs.Close()
-		return nil, err
+		return err
 	}
 	d.metrics = api.NewMetrics(d)
 	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
 	if err := d.fb.Start(); err != nil {
-		d.objs.Close()
-		return nil, err
+		return err
 	}
+	d.started.push(d.fb.Shutdown)
 	for _, ifname := range cfg.Server.Interfaces {
+		// A link an earlier run pinned stays if this start fails, as it
+		// stays when a daemon closes; one this start makes goes.
+		earlier := d.objs.Linked(ifname)
 		mode, err := d.objs.Attach(ifname, loader.Mode(cfg.Server.XDPMode))
 		if err != nil {
-			d.fb.Shutdown(context.Background())
-			d.objs.Close()
-			return nil, err
+			return err
+		}
+		if !earlier {
+			d.started.pushFailed(func(context.Context) error { return d.objs.Detach(ifname) })
 		}
 		slog.Info("xdp attached", "interface", ifname, "mode", mode)
 	}
@@ -132,34 +163,33 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Server.API)
 	if err != nil {
-		d.fb.Shutdown(context.Background())
-		d.objs.Close()
-		return nil, fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
+		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
 	}
-	d.http = &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
-	go d.http.Serve(ln)
-	var ctx context.Context
-	ctx, d.stopPush = context.WithCancel(context.Background())
-	d.pushDone = make(chan struct{})
+	srv := &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	d.started.push(srv.Shutdown)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
-		defer close(d.pushDone)
+		defer close(done)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			background()
 			d.framer.Run(ctx, cfg.Aggregation.PushInterval, func(b []byte) {
-				if err := d.table.IngestFrame(b, time.Now()); err != nil {
+				if err := d.agg.IngestFrame(b, time.Now()); err != nil {
 					slog.Warn("result frame rejected", "error", err)
 				}
 			})
 		}()
 		background()
-		d.table.Run(ctx)
+		d.agg.Run(ctx)
 		wg.Wait()
 	}()
-	slog.Info("serving", "config", path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
-	return d, nil
+	d.started.push(func(context.Context) error { stop(); <-done; return nil })
+	slog.Info("serving", "config", d.path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
+	return nil
 }
 
 // backgroundNice is the CPU priority of the aggregation's threads.
@@ -179,10 +209,10 @@ func background() {
 	}
 }
 
-// apply makes a plan current: the table learns the new indexes and is
-// pushed before any record that refers to them enters the maps.
+// apply makes a plan current: the aggregator learns the new indexes and
+// pushes the table before any record that refers to them enters the maps.
 func (d *Daemon) apply(p *Plan) error {
-	d.table.Reconfigure(p.Config, p.Index)
+	d.agg.Reconfigure(p.Config, p.Index)
 	probes := p.Probes()
 	if err := d.sched.Update(probes); err != nil {
 		return err
@@ -190,7 +220,7 @@ func (d *Daemon) apply(p *Plan) error {
 	if err := d.framer.Configure(p.Config.Hash, probes); err != nil {
 		return err
 	}
-	if err := d.table.Push(time.Now()); err != nil {
+	if err := d.agg.Push(time.Now()); err != nil {
 		return err
 	}
 	v4, v6 := p.Geo.Entries()
@@ -237,7 +267,7 @@ func (d *Daemon) Reload() error {
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
 	}
-	p, err := Build(cfg, d.table.Index())
+	p, err := Build(cfg, d.agg.Index())
 	if err != nil {
 		return err
 	}
@@ -269,19 +299,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-// Close stops the fallback and the API. XDP stays attached through its
-// pinned link and keeps answering from the pinned maps, so a restart does
-// not interrupt it; `steadydns detach` removes it.
+// Close stops what Start started, in reverse order: the pushes, the API,
+// the fallback, the prober. XDP stays attached through its pinned link and
+// keeps answering from the pinned maps, so a restart does not interrupt
+// it; `steadydns detach` removes it.
 func (d *Daemon) Close() error {
-	d.closeOnce.Do(func() {
-		d.stopPush()
-		<-d.pushDone
-		d.sched.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d.closeErr = errors.Join(d.fb.Shutdown(ctx), d.http.Shutdown(ctx))
-		d.objs.Close()
-	})
+	d.closeOnce.Do(func() { d.closeErr = d.started.undo(false) })
 	return d.closeErr
 }
 
@@ -298,8 +321,14 @@ func (d *Daemon) XDPOutcomes() (map[string]uint64, error) {
 	return out, nil
 }
 
+// Aggregator implements api.Source.
+func (d *Daemon) Aggregator() *health.Aggregator { return d.agg }
+
 // Table implements api.Source.
-func (d *Daemon) Table() *health.Table { return d.table }
+func (d *Daemon) Table() *edge.Table { return d.table }
+
+// Events implements api.State.
+func (d *Daemon) Events() *health.EventLog { return &d.events }
 
 // Records implements api.State.
 func (d *Daemon) Records() *records.Compiled { return d.plan.Load().Compiled }

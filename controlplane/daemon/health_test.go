@@ -12,7 +12,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/controlplane/api"
-	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/testenv"
 )
 
@@ -126,9 +125,9 @@ func TestHealthDrivesAnswers(t *testing.T) {
 	t.Logf("backend 1 came back %v after it restarted (bound %v)", took, upBound)
 
 	// The health-check log explains both transitions.
-	var events struct{ Events []health.Event }
+	var events struct{ Events []api.EventView }
 	getAPI(t, env, "/api/v1/events", &events)
-	var down, up *health.Event
+	var down, up *api.EventView
 	for i := range events.Events {
 		ev := &events.Events[i]
 		if ev.Check == "web1" && ev.To == "unhealthy" {

@@ -30,7 +30,7 @@ func queryOPT(r *dns.Msg) (opt *dns.OPT, ok bool) {
 // RFC 7873 §5.2).
 func replyOPT(q *dns.OPT) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-	o.SetUDPSize(ednsSize)
+	o.SetUDPSize(uint16(ednsSize))
 	if q.Do() {
 		o.SetDo()
 	}
@@ -38,7 +38,7 @@ func replyOPT(q *dns.OPT) *dns.OPT {
 }
 
 // udpLimit returns the largest UDP reply to r: 512 bytes without EDNS,
-// else the client's size within 512 and 1232 (RFC 6891 §6.2.5).
+// else the client's size within 512 and ednsSize (RFC 6891 §6.2.5).
 func udpLimit(r *dns.Msg) int {
 	opt, _ := queryOPT(r)
 	if opt == nil {

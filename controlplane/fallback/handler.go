@@ -5,15 +5,18 @@ import (
 	"net/netip"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
 
 // Sizes of replies: what UDP carries without EDNS (RFC 1035 §4.2.1), the
 // UDP size steadydns advertises and accepts at most (the DNS flag day 2020
-// value, which avoids fragments), and the TCP limit.
+// value, which avoids fragments; XDP advertises the same), and the TCP
+// limit.
 const (
 	udpSize  = dns.MinMsgSize
-	ednsSize = 1232
+	ednsSize = int(bpf.SteadydnsLimitsEDNS_UDP_SIZE)
 	tcpSize  = dns.MaxMsgSize
 )
 

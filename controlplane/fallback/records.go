@@ -4,6 +4,8 @@ import (
 	"net/netip"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
 
@@ -21,14 +23,15 @@ type Query struct {
 	ECS    *dns.EDNS0_SUBNET // nil if the query had none
 }
 
-// Action is what the reply to a dynamic set does.
-type Action uint8
+// Action is what the reply to a dynamic set does: enum action of the data
+// plane, whose replies the fallback's equal.
+type Action = bpf.SteadydnsAction
 
 // Actions of a Selection.
 const (
-	Answer   Action = iota // the addresses
-	NoData                 // NOERROR with the zone's SOA, as when_all_down: nodata
-	ServFail               // SERVFAIL, as when_all_down: servfail
+	Answer   = bpf.SteadydnsActionACT_ANSWER   // the addresses
+	NoData   = bpf.SteadydnsActionACT_NODATA   // NOERROR with the zone's SOA, as when_all_down: nodata
+	ServFail = bpf.SteadydnsActionACT_SERVFAIL // SERVFAIL, as when_all_down: servfail
 )
 
 // Selection is the answer chosen for one query.

@@ -42,13 +42,14 @@ func New(g *config.Geo) *Table {
 		// The client's own region first, then its next regions; every
 		// other region shares the last rank.
 		o := &t.orders[id]
+		last := uint8(selection.GeoRanks - 1)
 		for j := range o.Rank {
-			o.Rank[j] = selection.GeoRanks - 1
+			o.Rank[j] = last
 		}
 		o.Rank[0] = 0
 		o.Rank[id] = 0
 		for k, n := range r.Next {
-			if nid := g.RegionID(n); nid != 0 && nid != id && o.Rank[nid] == selection.GeoRanks-1 {
+			if nid := g.RegionID(n); nid != 0 && nid != id && o.Rank[nid] == last {
 				o.Rank[nid] = uint8(min(k+1, selection.GeoRanks-1))
 			}
 		}

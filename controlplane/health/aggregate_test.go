@@ -1,167 +1,248 @@
-package health
+package health_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
-var agg = config.Aggregation{PushInterval: time.Second, Quorum: 0.18}
+const tableSize = 16
 
-// slots is a small aggregator: n slots, one per check, and their checkers.
-type slots struct {
-	cfgs     []slotCfg
-	children map[uint32][]uint32
-	states   []slotState
-	tracks   map[string]*track
-	list     []*track
-	now      time.Time
-	agg      config.Aggregation
+// memSink keeps the last table pushed, as a data plane would hold it.
+type memSink struct {
+	table                     []byte
+	version, hash, staleAfter uint64
 }
 
-func newSlots(cfgs ...slotCfg) *slots {
-	s := &slots{cfgs: append([]slotCfg{unusedSlot(time.Second)}, cfgs...), tracks: map[string]*track{}, now: time.Unix(1000, 0), agg: agg}
-	s.states = make([]slotState, len(s.cfgs))
-	for i := range s.states {
-		s.states[i].state, s.states[i].up = true, true
+func (m *memSink) WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error {
+	m.table = append(m.table[:0], table...)
+	m.version, m.hash, m.staleAfter = version, configHash, staleAfterNs
+	return nil
+}
+
+// agg is a real aggregator over a memory sink, fed encoded frames.
+type agg struct {
+	t     *testing.T
+	a     *health.Aggregator
+	sink  *memSink
+	log   *health.EventLog
+	cfg   *config.Config
+	index map[string]uint32
+	now   time.Time
+	seq   map[string]uint64 // checker/check → last seq sent
+}
+
+// tcp is a probed check with these thresholds.
+func tcp(unhealthy, healthy int) *config.Check {
+	return &config.Check{Type: "tcp", Interval: time.Second, UnhealthyThreshold: unhealthy, HealthyThreshold: healthy, Admin: health.AdminAuto}
+}
+
+// newAgg aggregates checks, in the order given, at indexes 1, 2…
+func newAgg(t *testing.T, ids []string, checks ...*config.Check) *agg {
+	t.Helper()
+	cfg := &config.Config{CheckIDs: ids, HealthChecks: map[string]*config.Check{}, Hash: 0x5eed,
+		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: tableSize}}
+	index := map[string]uint32{}
+	for i, id := range ids {
+		cfg.HealthChecks[id] = checks[i]
+		index[id] = uint32(i + 1)
 	}
-	return s
+	return newAggFor(t, cfg, index, health.Seed{})
 }
 
-func tcpSlot(unhealthy, healthy int) slotCfg {
-	return newSlotCfg(&config.Check{Type: "tcp", Interval: time.Second, UnhealthyThreshold: unhealthy, HealthyThreshold: healthy, Admin: AdminAuto}, time.Second)
-}
-
-func (s *slots) result(checker string, slot uint32, seq uint64, ok bool) {
-	tr := s.tracks[checker]
-	if tr == nil {
-		tr = newTrack(len(s.states), s.states)
-		s.tracks[checker] = tr
-		s.list = append(s.list, tr)
+func newAggFor(t *testing.T, cfg *config.Config, index map[string]uint32, seed health.Seed) *agg {
+	t.Helper()
+	g := &agg{t: t, sink: &memSink{}, log: &health.EventLog{}, cfg: cfg, index: index, now: time.Unix(1000, 0), seq: map[string]uint64{}}
+	a, err := health.New(cfg, index, g.sink, seed, g.log)
+	if err != nil {
+		t.Fatal(err)
 	}
+	g.a = a
+	return g
+}
+
+// frame ingests one frame from checker carrying entries, padded to the
+// table's capacity as a prober pads it.
+func (g *agg) frame(checker string, hash uint64, entries ...prober.Entry) error {
+	f := prober.Frame{Version: uint64(g.now.Unix()), ConfigHash: hash, Prober: checker, Entries: make([]prober.Entry, tableSize)}
+	copy(f.Entries, entries)
+	b, err := prober.Encode(nil, &f)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return g.a.IngestFrame(b, g.now)
+}
+
+// result sends one result of check id from checker, with this seq.
+func (g *agg) result(checker, id string, seq uint64, ok bool) {
+	g.t.Helper()
 	reason := prober.ReasonOK
 	if !ok {
 		reason = prober.ReasonTimeout
 	}
-	tr.ingest(slot, &s.cfgs[slot], &prober.Entry{Index: slot, Seq: seq, Healthy: ok, Reason: reason}, s.now.UnixNano())
+	if err := g.frame(checker, g.cfg.Hash, prober.Entry{Index: g.index[id], Seq: seq, Healthy: ok, Reason: reason}); err != nil {
+		g.t.Fatal(err)
+	}
 }
 
-func (s *slots) eval(i int) bool {
-	evaluate(i, &s.cfgs[i], &s.states[i], s.states, s.list, s.children[uint32(i)], &s.agg, s.now)
-	return s.states[i].up
+// push pushes the table and reports check id's entry in it.
+func (g *agg) push(id string) bool {
+	g.t.Helper()
+	if err := g.a.Push(g.now); err != nil {
+		g.t.Fatal(err)
+	}
+	return g.up(id)
 }
 
-// feed sends consecutive results for slot 1 from one checker, one per
-// second, and returns the state after each.
-func (s *slots) feed(checker string, results ...bool) []bool {
+func (g *agg) up(id string) bool { return loader.HealthUp(g.sink.table, g.index[id]) }
+
+func (g *agg) reason(id string) string {
+	return health.ReasonName(loader.HealthReason(g.sink.table, g.index[id]))
+}
+
+func (g *agg) status(id string) health.Status {
+	for _, s := range g.a.Statuses() {
+		if s.ID == id {
+			return s
+		}
+	}
+	g.t.Fatalf("no status for %s", id)
+	return health.Status{}
+}
+
+// feed sends consecutive results for check id from one checker, one per
+// second, pushing after each, and returns the table's state after each.
+func (g *agg) feed(checker, id string, results ...bool) []bool {
 	var out []bool
 	for _, ok := range results {
-		var seq uint64 = 1
-		if tr := s.tracks[checker]; tr != nil {
-			seq = tr.seq[1] + 1
-		}
-		s.result(checker, 1, seq, ok)
-		out = append(out, s.eval(1))
-		s.now = s.now.Add(time.Second)
+		g.seq[checker+"/"+id]++
+		g.result(checker, id, g.seq[checker+"/"+id], ok)
+		out = append(out, g.push(id))
+		g.now = g.now.Add(time.Second)
 	}
 	return out
 }
 
 func TestThresholds(t *testing.T) {
-	s := newSlots(tcpSlot(3, 2))
+	g := newAgg(t, []string{"web"}, tcp(3, 2))
 	// Down on the third failure, not the second.
-	if got := s.feed("p1", false, false, false); got[1] != true || got[2] != false {
+	if got := g.feed("p1", "web", false, false, false); got[1] != true || got[2] != false {
 		t.Fatalf("states %v, want down on the third failure only", got)
 	}
-	if r := ReasonName(s.states[1].reason); r != "timeout" {
+	if r := g.reason("web"); r != "timeout" {
 		t.Errorf("reason %q, want timeout", r)
 	}
 	// Up again on the second success, not the first.
-	if got := s.feed("p1", true, true); got[0] != false || got[1] != true {
+	if got := g.feed("p1", "web", true, true); got[0] != false || got[1] != true {
 		t.Fatalf("states %v, want up on the second success only", got)
 	}
 	// A failure streak interrupted by a success starts over.
-	if got := s.feed("p1", false, false, true, false, false); got[4] != true {
+	if got := g.feed("p1", "web", false, false, true, false, false); got[4] != true {
 		t.Errorf("states %v: interrupted failures took it down", got)
 	}
 }
 
 func TestSeqCountsOnce(t *testing.T) {
-	s := newSlots(tcpSlot(2, 2))
+	g := newAgg(t, []string{"web"}, tcp(2, 2))
 	// The same result in three frames counts once.
 	for range 3 {
-		s.result("p1", 1, 7, false)
+		g.result("p1", "web", 7, false)
 	}
-	if !s.eval(1) {
+	if !g.push("web") {
 		t.Fatal("one failure repeated in three frames took the check down")
 	}
-	s.result("p1", 1, 8, false)
-	if s.eval(1) {
+	g.result("p1", "web", 8, false)
+	if g.push("web") {
 		t.Fatal("two distinct failures did not take the check down")
 	}
-	// Padding (seq 0) changes nothing.
-	s.result("p1", 1, 0, true)
-	if s.eval(1) {
-		t.Fatal("a padding entry brought the check back")
+	// Padding (seq 0) changes nothing, even at the check's own position
+	// and index.
+	if err := g.frame("p1", g.cfg.Hash, prober.Entry{}, prober.Entry{Index: 1, Healthy: true, Reason: prober.ReasonOK}); err != nil {
+		t.Fatal(err)
+	}
+	g.result("p1", "web", 8, true)
+	if g.push("web") {
+		t.Fatal("a padding entry, or a repeated seq, brought the check back")
 	}
 }
 
 func TestInvertAdmin(t *testing.T) {
-	c := tcpSlot(1, 1)
-	c.invert = true
-	s := newSlots(c)
-	if got := s.feed("p1", true); got[0] {
+	c := tcp(1, 1)
+	c.Invert = true
+	g := newAgg(t, []string{"web"}, c)
+	if got := g.feed("p1", "web", true); got[0] {
 		t.Errorf("inverted check is up after a success")
 	}
-	if got := s.feed("p1", false); !got[0] {
+	if got := g.feed("p1", "web", false); !got[0] {
 		t.Errorf("inverted check is down after a failure")
 	}
-	s.cfgs[1].admin = adminDown
-	if got := s.feed("p1", false); got[0] || ReasonName(s.states[1].reason) != "admin_down" {
-		t.Errorf("admin down: up=%v reason %s", got[0], ReasonName(s.states[1].reason))
+	if err := g.a.SetAdmin("web", health.AdminDown); err != nil {
+		t.Fatal(err)
 	}
-	s.cfgs[1].admin = adminAuto
-	if got := s.feed("p1", false); !got[0] {
+	if got := g.feed("p1", "web", false); got[0] || g.reason("web") != "admin_down" {
+		t.Errorf("admin down: up=%v reason %s", got[0], g.reason("web"))
+	}
+	if s := g.status("web"); s.Admin != health.AdminDown || s.Up {
+		t.Errorf("admin down: status %+v", s)
+	}
+	if err := g.a.SetAdmin("web", health.AdminAuto); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.feed("p1", "web", false); !got[0] {
 		t.Errorf("back to auto: the checkers' state is lost")
+	}
+	if err := g.a.SetAdmin("web", "sideways"); err == nil || errors.Is(err, health.ErrUnknownCheck) {
+		t.Errorf("admin override sideways: %v, want a bad value error", err)
+	}
+	if err := g.a.SetAdmin("nope", health.AdminUp); !errors.Is(err, health.ErrUnknownCheck) {
+		t.Errorf("admin override of an unknown check: %v, want ErrUnknownCheck", err)
 	}
 }
 
 func TestQuorum(t *testing.T) {
-	s := newSlots(tcpSlot(1, 1))
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
 	// 10 checkers; healthy while more than 18% say so.
 	for i := range 10 {
-		s.result(string(rune('a'+i)), 1, 1, i < 2)
+		g.result(string(rune('a'+i)), "web", 1, i < 2)
 	}
-	if !s.eval(1) {
+	if !g.push("web") {
 		t.Errorf("2 of 10 healthy (20%% > 18%%): down")
 	}
-	s.result("b", 1, 2, false)
-	if s.eval(1) {
+	if s := g.status("web"); s.Checkers != 10 || s.Healthy != 2 {
+		t.Errorf("status %+v, want 10 checkers reporting, 2 healthy", s)
+	}
+	g.result("b", "web", 2, false)
+	if g.push("web") {
 		t.Errorf("1 of 10 healthy: up")
 	}
-	// Checkers not heard from within three intervals drop out of the
-	// count: the one healthy checker left is 100%.
-	s.now = s.now.Add(5 * time.Second)
-	s.result("a", 1, 3, true)
-	if !s.eval(1) || s.states[1].fresh != 1 {
-		t.Errorf("partition: up=%v fresh=%d, want up judged by the 1 checker heard", s.states[1].up, s.states[1].fresh)
+	// Checkers not heard from within three intervals and a push period
+	// drop out of the count: the one healthy checker left is 100%.
+	g.now = g.now.Add(5 * time.Second)
+	g.result("a", "web", 3, true)
+	if !g.push("web") || g.status("web").Checkers != 1 {
+		t.Errorf("partition: up=%v checkers=%d, want up judged by the 1 checker heard", g.up("web"), g.status("web").Checkers)
 	}
 }
 
 func TestHysteresis(t *testing.T) {
-	s := newSlots(tcpSlot(1, 1))
-	s.agg.Hysteresis = &config.Hysteresis{Down: 0.2, Up: 0.85}
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	g.cfg.Aggregation.Hysteresis = &config.Hysteresis{Down: 0.2, Up: 0.85}
+	g.a.Reconfigure(g.cfg, g.index)
 	steps := []struct {
 		healthy int
 		want    bool
 	}{{5, true}, {2, true}, {1, false}, {5, false}, {8, false}, {9, true}, {3, true}}
 	for k, st := range steps {
 		for i := range 10 {
-			s.result(string(rune('a'+i)), 1, uint64(k+1), i < st.healthy)
+			g.result(string(rune('a'+i)), "web", uint64(k+1), i < st.healthy)
 		}
-		if got := s.eval(1); got != st.want {
+		if got := g.push("web"); got != st.want {
 			t.Errorf("step %d: %d of 10 healthy: up=%v, want %v", k, st.healthy, got, st.want)
 		}
 	}
@@ -169,44 +250,180 @@ func TestHysteresis(t *testing.T) {
 
 func TestCalculatedAndExternal(t *testing.T) {
 	cfg := &config.Config{
-		CheckIDs: []string{"calc", "a", "b", "ext"},
+		CheckIDs: []string{"top", "calc", "a", "b", "ext", "web"},
 		HealthChecks: map[string]*config.Check{
-			"a":    {Type: "tcp", Interval: time.Second, UnhealthyThreshold: 1, HealthyThreshold: 1, Admin: AdminAuto},
-			"b":    {Type: "tcp", Interval: time.Second, UnhealthyThreshold: 1, HealthyThreshold: 1, Admin: AdminAuto},
-			"calc": {Type: "calculated", Children: []string{"a", "b"}, MinHealthy: 2, Admin: AdminAuto},
-			"ext":  {Type: "external", TTL: 10 * time.Second, Admin: AdminAuto},
+			"a":    tcp(1, 1),
+			"b":    tcp(1, 1),
+			"calc": {Type: "calculated", Children: []string{"a", "b"}, MinHealthy: 2, Admin: health.AdminAuto},
+			"top":  {Type: "calculated", Children: []string{"calc"}, MinHealthy: 1, Admin: health.AdminAuto},
+			"ext":  {Type: "external", TTL: 10 * time.Second, Admin: health.AdminAuto},
+			"web":  tcp(1, 1),
 		},
+		Hash:        1,
+		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, TableSize: tableSize},
 	}
-	index := map[string]uint32{"a": 1, "b": 2, "calc": 3, "ext": 4}
-	if order := evalOrder(cfg, index); len(order) != 1 || order[0] != 3 {
-		t.Fatalf("calculated order %v, want [3]", order)
+	// Parents sit below their children, so one push settles the chain
+	// only if children are evaluated first.
+	index := map[string]uint32{"top": 1, "calc": 2, "a": 3, "b": 4, "ext": 5, "web": 6}
+	g := newAggFor(t, cfg, index, health.Seed{})
+	g.result("p1", "b", 1, false)
+	if g.push("calc") || g.up("top") || g.reason("calc") != "calculated" {
+		t.Errorf("1 of 2 children healthy, min 2: calc up=%v (%s), top up=%v", g.up("calc"), g.reason("calc"), g.up("top"))
 	}
-	s := newSlots(newSlotCfg(cfg.HealthChecks["a"], time.Second), newSlotCfg(cfg.HealthChecks["b"], time.Second),
-		newSlotCfg(cfg.HealthChecks["calc"], time.Second), newSlotCfg(cfg.HealthChecks["ext"], time.Second))
-	s.children = map[uint32][]uint32{3: {1, 2}}
-	s.result("p1", 2, 1, false)
-	s.eval(1)
-	s.eval(2)
-	if s.eval(3) {
-		t.Errorf("calc up with 1 of 2 children healthy, min 2")
-	}
-	s.result("p1", 2, 2, true)
-	s.eval(2)
-	if !s.eval(3) {
-		t.Errorf("calc down with both children healthy")
+	g.result("p1", "b", 2, true)
+	if !g.push("calc") || !g.up("top") {
+		t.Errorf("both children healthy: calc up=%v, top up=%v", g.up("calc"), g.up("top"))
 	}
 	// External: down until reported, up while fresh, down once expired.
-	if s.eval(4) || ReasonName(s.states[4].reason) != "no_results" {
-		t.Errorf("external before any report: up=%v reason %s", s.states[4].up, ReasonName(s.states[4].reason))
+	if g.up("ext") || g.reason("ext") != "no_results" {
+		t.Errorf("external before any report: up=%v reason %s", g.up("ext"), g.reason("ext"))
 	}
-	st := &s.states[4]
-	st.extUp, st.extSet, st.extExpires = true, true, s.now.Add(10*time.Second).UnixNano()
-	s.now = s.now.Add(9 * time.Second)
-	if !s.eval(4) {
-		t.Errorf("external within its ttl: down")
+	if err := g.a.SetExternal("ext", true, g.now); err != nil {
+		t.Fatal(err)
 	}
-	s.now = s.now.Add(2 * time.Second)
-	if s.eval(4) || ReasonName(s.states[4].reason) != "external_expired" {
-		t.Errorf("external past its ttl: up=%v reason %s", s.states[4].up, ReasonName(s.states[4].reason))
+	g.now = g.now.Add(9 * time.Second)
+	if !g.push("ext") || g.reason("ext") != "external" {
+		t.Errorf("external within its ttl: up=%v reason %s", g.up("ext"), g.reason("ext"))
+	}
+	g.now = g.now.Add(2 * time.Second)
+	if g.push("ext") || g.reason("ext") != "external_expired" {
+		t.Errorf("external past its ttl: up=%v reason %s", g.up("ext"), g.reason("ext"))
+	}
+	if err := g.a.SetExternal("web", true, g.now); err == nil || errors.Is(err, health.ErrUnknownCheck) {
+		t.Errorf("external state for a tcp check: %v, want refused", err)
+	}
+	if err := g.a.SetExternal("nope", true, g.now); !errors.Is(err, health.ErrUnknownCheck) {
+		t.Errorf("external state for an unknown check: %v, want ErrUnknownCheck", err)
+	}
+}
+
+// TestPush: every push writes the whole table, entry 0 always up, with the
+// push slot as version, strictly increasing, the config hash and
+// stale_after.
+func TestPush(t *testing.T) {
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	g.result("p1", "web", 1, false)
+	g.push("web")
+	if len(g.sink.table) != loader.HealthTableBytes(tableSize) {
+		t.Fatalf("table of %d bytes, want %d", len(g.sink.table), loader.HealthTableBytes(tableSize))
+	}
+	if !loader.HealthUp(g.sink.table, 0) || health.ReasonName(loader.HealthReason(g.sink.table, 0)) != "static" {
+		t.Errorf("entry 0 is not up (static)")
+	}
+	if g.sink.version != 1000 || g.sink.hash != g.cfg.Hash || g.sink.staleAfter != uint64(10*time.Second) {
+		t.Errorf("version %d hash %x stale_after %d, want 1000 %x %d", g.sink.version, g.sink.hash, g.sink.staleAfter, g.cfg.Hash, 10*time.Second)
+	}
+	g.push("web") // the same slot again
+	if g.sink.version != 1001 {
+		t.Errorf("a second push in the same slot has version %d, want 1001", g.sink.version)
+	}
+	// Unused entries start healthy and stay so.
+	for i := uint32(2); i < tableSize; i++ {
+		if !loader.HealthUp(g.sink.table, i) {
+			t.Errorf("unused entry %d is down", i)
+		}
+	}
+}
+
+// TestFrames: a frame under another config hash, or not a frame at all,
+// is rejected and counted, and changes nothing.
+func TestFrames(t *testing.T) {
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	if err := g.frame("p1", g.cfg.Hash+1, prober.Entry{Index: 1, Seq: 1, Reason: prober.ReasonTimeout}); err == nil {
+		t.Error("a frame of another config was applied")
+	}
+	if err := g.a.IngestFrame([]byte("not a frame"), g.now); err == nil {
+		t.Error("garbage was applied as a frame")
+	}
+	if !g.push("web") {
+		t.Error("a rejected frame took the check down")
+	}
+	g.result("p1", "web", 1, true)
+	if c := g.a.Counters(); c.Frames != 1 || c.Rejected != 2 {
+		t.Errorf("counters %+v, want 1 frame applied, 2 rejected", c)
+	}
+}
+
+// TestSeed: a restarted aggregator takes each check's state and reason
+// from a table pushed under the same config, so nothing flaps; a forced
+// state seeds nothing; a table of another config is ignored.
+func TestSeed(t *testing.T) {
+	before := newAgg(t, []string{"down", "forced", "up"}, tcp(1, 1), tcp(1, 1), tcp(1, 1))
+	before.result("p1", "down", 1, false)
+	before.result("p1", "forced", 1, true)
+	if err := before.a.SetAdmin("forced", health.AdminDown); err != nil {
+		t.Fatal(err)
+	}
+	before.push("down")
+	seed := health.Seed{ConfigHash: before.cfg.Hash, Table: before.sink.table}
+
+	g := newAggFor(t, before.cfg, before.index, seed)
+	// No checker heard yet: the seeded states stay.
+	if g.push("down") || g.reason("down") != "timeout" {
+		t.Errorf("seeded down check: up=%v reason %s, want down (timeout)", g.up("down"), g.reason("down"))
+	}
+	if !g.up("forced") || !g.up("up") {
+		t.Errorf("forced up=%v, up up=%v: a forced down seeded the checkers' state", g.up("forced"), g.up("up"))
+	}
+	if len(g.log.Events()) != 0 {
+		t.Errorf("events %v after a seeded start", g.log.Events())
+	}
+
+	other := seed
+	other.ConfigHash++
+	if g := newAggFor(t, before.cfg, before.index, other); !g.push("down") || g.reason("down") != "no_results" {
+		t.Errorf("seed of another config: up=%v reason %s, want a fresh start", g.up("down"), g.reason("down"))
+	}
+	if _, err := health.New(before.cfg, before.index, &memSink{}, health.Seed{ConfigHash: seed.ConfigHash, Table: seed.Table[:8]}, &health.EventLog{}); err == nil {
+		t.Error("a seed of the wrong size was taken")
+	}
+}
+
+// TestReconfigure: a check that stays keeps its state and its admin
+// override; an index a new check takes over starts healthy.
+func TestReconfigure(t *testing.T) {
+	g := newAgg(t, []string{"web", "db"}, tcp(1, 1), tcp(1, 1))
+	g.result("p1", "web", 1, false)
+	g.result("p1", "db", 1, false)
+	if err := g.a.SetAdmin("web", health.AdminUp); err != nil {
+		t.Fatal(err)
+	}
+	g.push("web")
+	cfg := *g.cfg
+	cfg.CheckIDs = []string{"web", "mail"}
+	cfg.HealthChecks = map[string]*config.Check{"web": g.cfg.HealthChecks["web"], "mail": tcp(1, 1)}
+	g.cfg, g.index = &cfg, map[string]uint32{"web": 1, "mail": 2}
+	g.a.Reconfigure(g.cfg, g.index)
+	if !g.push("web") || g.reason("web") != "admin_up" {
+		t.Errorf("web after reload: up=%v reason %s, want the admin override kept", g.up("web"), g.reason("web"))
+	}
+	if err := g.a.SetAdmin("web", health.AdminAuto); err != nil {
+		t.Fatal(err)
+	}
+	if g.push("web") {
+		t.Errorf("web after reload: the checkers' down state was lost")
+	}
+	if !g.up("mail") {
+		t.Errorf("mail took db's index and its down state")
+	}
+}
+
+// TestEvents: a transition after the first push goes to the log, with
+// the reason and the detail of the last result.
+func TestEvents(t *testing.T) {
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	g.push("web")
+	g.a.Observe(prober.Result{ID: "web", Index: 1, Seq: 1, Time: g.now, Reason: prober.ReasonTimeout, Detail: "no reply in 1s"})
+	g.feed("p1", "web", false, true)
+	evs := g.log.Events()
+	want := []health.Event{
+		{Time: time.Unix(1000, 0), Check: "web", From: "healthy", To: "unhealthy", Reason: "timeout", Detail: "no reply in 1s"},
+		{Time: time.Unix(1001, 0), Check: "web", From: "unhealthy", To: "healthy", Reason: "ok", Detail: "no reply in 1s"},
+	}
+	if fmt.Sprint(evs) != fmt.Sprint(want) {
+		t.Errorf("events\n%v\nwant\n%v", evs, want)
+	}
+	if s := g.status("web"); len(s.Results) != 1 || s.Results[0].Detail != "no reply in 1s" || s.Since != time.Unix(1001, 0) {
+		t.Errorf("status %+v: want the observed result and the last change's time", s)
 	}
 }

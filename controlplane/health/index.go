@@ -1,6 +1,7 @@
-// Package health holds the fixed-size health table: which entry each check
-// owns, the state of every entry, and the push that writes the whole table
-// into the data plane every period, whether or not anything changed.
+// Package health aggregates checkers' results into the fixed-size health
+// table: which entry each check owns, the state of every entry, and the
+// push that hands the whole table to a Sink every period, whether or not
+// anything changed. Transitions go to an EventLog.
 package health
 
 import (

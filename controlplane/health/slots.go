@@ -102,9 +102,9 @@ func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
 	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
 		window: int64(3*c.Interval + pushInterval), minHealthy: c.MinHealthy, ttl: c.TTL}
 	switch c.Type {
-	case "calculated":
+	case config.CheckCalculated:
 		s.kind = kindCalculated
-	case "external":
+	case config.CheckExternal:
 		s.kind = kindExternal
 	}
 	return s
@@ -278,7 +278,7 @@ func evalOrder(cfg *config.Config, index map[string]uint32) []uint32 {
 		for _, ch := range cfg.HealthChecks[id].Children {
 			visit(ch)
 		}
-		if cfg.HealthChecks[id].Type == "calculated" {
+		if cfg.HealthChecks[id].Type == config.CheckCalculated {
 			out = append(out, index[id])
 		}
 	}

@@ -47,17 +47,8 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback
 		ranks, scope = a.steer(q)
 	}
 	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
-	out := fallback.Selection{TTL: v.Ttl, ECSScope: scope}
-	if p.Degraded && v.TtlDegraded != 0 {
-		out.TTL = v.TtlDegraded
-	}
-	switch p.Action {
-	case selection.NoData:
-		out.Action = fallback.NoData
-	case selection.ServFail:
-		out.Action = fallback.ServFail
-	default:
-		out.Action = fallback.Answer
+	out := fallback.Selection{Action: p.Action, TTL: p.TTL(v), ECSScope: scope}
+	if p.Action == selection.Answer {
 		out.Addrs = make([]netip.Addr, 0, len(p.Order))
 		for _, j := range p.Order {
 			out.Addrs = append(out.Addrs, s.Addrs[j])

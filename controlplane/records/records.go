@@ -110,21 +110,28 @@ func (c *Compiled) add(s *Set) {
 	c.byName[nameType{s.Name, s.Type}] = s
 }
 
-var policies = map[string]bpf.SteadydnsPolicy{
-	"multivalue":  bpf.SteadydnsPolicyPOLICY_MULTIVALUE,
-	"failover":    bpf.SteadydnsPolicyPOLICY_FAILOVER,
-	"weighted":    bpf.SteadydnsPolicyPOLICY_WEIGHTED,
-	"round_robin": bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN,
-}
-
-var whenDown = map[string]bpf.SteadydnsWhenAllDown{
-	"answer_all": bpf.SteadydnsWhenAllDownWHEN_DOWN_ANSWER_ALL,
-	"nodata":     bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA,
-	"servfail":   bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL,
-}
+// The config's policies as the data plane numbers them. These maps are the
+// only place the two meet; the config rejects any other value.
+var (
+	policies = map[config.Policy]bpf.SteadydnsPolicy{
+		config.PolicyMultivalue: bpf.SteadydnsPolicyPOLICY_MULTIVALUE,
+		config.PolicyFailover:   bpf.SteadydnsPolicyPOLICY_FAILOVER,
+		config.PolicyWeighted:   bpf.SteadydnsPolicyPOLICY_WEIGHTED,
+		config.PolicyRoundRobin: bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN,
+	}
+	whenDown = map[config.WhenAllDown]bpf.SteadydnsWhenAllDown{
+		config.WhenAllDownAnswerAll: bpf.SteadydnsWhenAllDownWHEN_DOWN_ANSWER_ALL,
+		config.WhenAllDownNoData:    bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA,
+		config.WhenAllDownServFail:  bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL,
+	}
+	stale = map[config.StalePolicy]bpf.SteadydnsStalePolicy{
+		config.StaleKeep:      bpf.SteadydnsStalePolicySTALE_KEEP,
+		config.StaleAnswerAll: bpf.SteadydnsStalePolicySTALE_ANSWER_ALL,
+	}
+)
 
 func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]uint32) (*Set, error) {
-	s := &Set{Name: r.Name, Type: r.Type, Policy: r.Policy, Dynamic: true}
+	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true}
 	v := &s.Value
 	v.Ttl = r.TTL
 	v.TtlDegraded = r.TTLDegraded
@@ -132,9 +139,7 @@ func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]
 	v.Policy = uint8(policies[r.Policy])
 	v.WhenAllDown = uint8(whenDown[r.WhenAllDown])
 	v.MaxAnswers = uint8(r.MaxAnswers)
-	if r.Stale == "answer_all" {
-		v.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL)
-	}
+	v.Stale = uint8(stale[r.Stale])
 	primaries := 0
 	for j, a := range r.Answers {
 		c := &v.Cand[j]

@@ -135,3 +135,38 @@ func TestCompileRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestCompilePolicies: every value the config accepts for policy,
+// when_all_down and stale_policy reaches the data plane as its own enum.
+func TestCompilePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		field      func(v *bpf.SteadydnsRrset) uint8
+		want       uint32
+	}{
+		{"policy", "multivalue", policyOf, uint32(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)},
+		{"policy", "failover", policyOf, uint32(bpf.SteadydnsPolicyPOLICY_FAILOVER)},
+		{"policy", "weighted", policyOf, uint32(bpf.SteadydnsPolicyPOLICY_WEIGHTED)},
+		{"policy", "round_robin", policyOf, uint32(bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN)},
+		{"when_all_down", "answer_all", whenAllDownOf, uint32(bpf.SteadydnsWhenAllDownWHEN_DOWN_ANSWER_ALL)},
+		{"when_all_down", "nodata", whenAllDownOf, uint32(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA)},
+		{"when_all_down", "servfail", whenAllDownOf, uint32(bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL)},
+		{"stale_policy", "keep", staleOf, uint32(bpf.SteadydnsStalePolicySTALE_KEEP)},
+		{"stale_policy", "answer_all", staleOf, uint32(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL)},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			c, err := compile(t, "server:\n  listen: [\"198.18.0.2:53\"]\nzones:\n  - origin: example.test.\n    file: z.zone\n"+
+				"records:\n  - name: www.example.test.\n    type: A\n    "+tc.key+": "+tc.value+"\n    answers: [{value: 198.18.1.1}]\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.field(&c.Lookup("www.example.test.", dns.TypeA).Value); uint32(got) != tc.want {
+				t.Errorf("compiled to %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func policyOf(v *bpf.SteadydnsRrset) uint8      { return v.Policy }
+func whenAllDownOf(v *bpf.SteadydnsRrset) uint8 { return v.WhenAllDown }
+func staleOf(v *bpf.SteadydnsRrset) uint8       { return v.Stale }

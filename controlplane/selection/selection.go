@@ -1,6 +1,7 @@
 // Package selection decides which candidates of a record set to answer.
 // It mirrors bpf/select.h step for step, so the fallback answers as the XDP
-// program does; the differential tests hold the two together.
+// program does; its tests run the program's own code through bpf/twin and
+// require the same answers, in the same order, with the same TTL.
 package selection
 
 import (
@@ -12,13 +13,15 @@ import (
 // K is the number of candidate slots in a record set.
 const K = uint32(len(bpf.SteadydnsRrset{}.Cand))
 
-// Action is what to answer.
-type Action uint8
+// Action is what to answer: enum action of the data plane, so both paths
+// decide among the same results.
+type Action = bpf.SteadydnsAction
 
+// Actions of a Pick.
 const (
-	Answer   Action = iota // the candidates in Pick.Order
-	NoData                 // when_all_down: nodata
-	ServFail               // when_all_down: servfail
+	Answer   = bpf.SteadydnsActionACT_ANSWER   // the candidates in Pick.Order
+	NoData   = bpf.SteadydnsActionACT_NODATA   // when_all_down: nodata
+	ServFail = bpf.SteadydnsActionACT_SERVFAIL // when_all_down: servfail
 )
 
 // Pick is the outcome of a selection.
@@ -28,6 +31,28 @@ type Pick struct {
 	Order    []int  // candidate slots to answer, in answer order
 	Eligible uint32 // the set the policy chose from, for the API
 	FailOpen bool   // the set is every primary because too few are healthy
+}
+
+// TTL is the TTL of the answers of rr: ttl_degraded, when set, while a
+// present candidate is down. It is answer_ttl of bpf/select.h.
+func (p Pick) TTL(rr *bpf.SteadydnsRrset) uint32 {
+	if p.Degraded && rr.TtlDegraded != 0 {
+		return rr.TtlDegraded
+	}
+	return rr.Ttl
+}
+
+// Open reports whether a record with stale policy stale answers as if every
+// candidate were healthy: no table yet (cold start), or a table older than
+// its stale_after under answer_all. now is CLOCK_BOOTTIME, the clock the
+// table's arrival is stamped with. It is table_open of bpf/select.h,
+// wrapping subtraction included.
+func Open(meta bpf.SteadydnsTableMeta, stale uint8, now uint64) bool {
+	if meta.Version == 0 {
+		return true
+	}
+	old := meta.StaleAfterNs != 0 && now-meta.ArrivedNs > meta.StaleAfterNs
+	return old && stale == uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL)
 }
 
 // setStats are the statistics of one candidate set, gathered in the scan.
@@ -80,7 +105,7 @@ func weightedMember(rr *bpf.SteadydnsRrset, mask, r uint32) uint32 {
 
 // GeoRanks is the number of geo ranks: the client's region, the next two
 // it fails over to, and everything else.
-const GeoRanks = 4
+const GeoRanks = int(bpf.SteadydnsLimitsGEO_RANKS)
 
 // Ranks gives the rank of each candidate region for one client; nil means
 // no geo, every candidate rank 0.

@@ -25,22 +25,22 @@ const (
 // ErrUnknownCheck is returned for a check id not in the config.
 var ErrUnknownCheck = fmt.Errorf("no such check")
 
-const (
-	maxEvents  = 1000
-	maxResults = 10 // recent results kept per check for the API
-)
+// maxResults is how many recent results are kept per check for the API.
+const maxResults = 10
 
-// Table aggregates results into states and pushes the fixed-size health
-// table. Its methods are safe for concurrent use.
-type Table struct {
-	objs *loader.Objects
+// Aggregator turns checkers' result frames into states and pushes the
+// fixed-size health table to its sink every period. Its methods are safe
+// for concurrent use.
+type Aggregator struct {
+	out Sink
+	log *EventLog
 
 	mu          sync.Mutex
 	cfgs        []slotCfg   // one per table entry
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	sink        *track              // takes padding entries' work; never read
+	padding     *track              // takes padding entries' work; never read
 	ids         map[uint32]string   // slot → check id, for configured slots
 	children    map[uint32][]uint32 // calculated slot → its children's slots
 	types       map[string]string
@@ -51,40 +51,35 @@ type Table struct {
 	agg         config.Aggregation
 	buf         []byte
 	frame       prober.Frame // decoding buffer
-	events      []Event
 	lastVersion uint64
 
 	rejected atomic.Uint64
 	frames   atomic.Uint64
 	pushCost atomic.Int64 // duration of the last push, ns
-	meta     atomic.Pointer[bpf.SteadydnsTableMeta]
 }
 
-// New makes a table for cfg over the data plane's maps. index comes from
-// Assign. The pinned table is read: its metadata keeps a restarted server
-// from counting as cold while the table it pushed before is fresh, and its
-// entries seed the checks' first states, so a restart does not make every
-// endpoint flap.
-func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Table, error) {
-	n := objs.HealthCapacity()
-	t := &Table{objs: objs, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
+// New makes an aggregator for cfg, whose table of
+// cfg.Aggregation.TableSize entries goes to out every push. index comes
+// from Assign. A seed computed under cfg gives the checks their first
+// states; transitions go to log.
+func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *EventLog) (*Aggregator, error) {
+	n := cfg.Aggregation.TableSize
+	if err := seed.check(loader.HealthTableBytes(n)); err != nil {
+		return nil, err
+	}
+	t := &Aggregator{out: out, log: log, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
 		states: make([]slotState, n), recent: map[string][]prober.Result{}}
 	// A check starts healthy, as Route 53's do, so adding one does not
 	// take endpoints out before its first results arrive.
 	for i := range t.states {
 		t.states[i].state, t.states[i].up = true, true
 	}
-	meta, err := objs.ReadHealth(t.buf)
-	if err != nil {
-		return nil, err
-	}
-	t.meta.Store(&meta)
-	t.sink = newTrack(n, nil)
+	t.padding = newTrack(n, nil)
 	t.Reconfigure(cfg, index)
-	if meta.Version != 0 && meta.ConfigHash == cfg.Hash {
+	if seed.Table != nil && seed.ConfigHash == cfg.Hash {
 		for _, i := range index {
 			st := &t.states[i]
-			st.up, st.reason, st.seeded = loader.HealthUp(t.buf, i), loader.HealthReason(t.buf, i), true
+			st.up, st.reason, st.seeded = loader.HealthUp(seed.Table, i), loader.HealthReason(seed.Table, i), true
 			// A forced state says nothing of what the checkers saw.
 			if r := bpf.SteadydnsHealthReason(st.reason); r != bpf.SteadydnsHealthReasonREASON_ADMIN_UP && r != bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN {
 				st.state = st.up
@@ -97,7 +92,7 @@ func New(objs *loader.Objects, cfg *config.Config, index map[string]uint32) (*Ta
 // Reconfigure applies a new config. A check that stays keeps its state,
 // its checkers' progress through the thresholds and an admin override set
 // through the API; a slot that no check owns any more starts over.
-func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
+func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.states)
@@ -113,7 +108,7 @@ func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 		i := index[id]
 		t.cfgs[i] = newSlotCfg(c, cfg.Aggregation.PushInterval)
 		t.ids[i] = id
-		t.types[id] = c.Type
+		t.types[id] = string(c.Type)
 		if old != nil && oldIDs[i] == id && old[i].admin != t.cfgs[i].admin {
 			t.cfgs[i].admin = old[i].admin // set through the API
 		}
@@ -144,14 +139,14 @@ func (t *Table) Reconfigure(cfg *config.Config, index map[string]uint32) {
 }
 
 // Index is the current check-to-entry assignment.
-func (t *Table) Index() map[string]uint32 {
+func (t *Aggregator) Index() map[string]uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.index
 }
 
 // SetAdmin sets a check's admin override; the next push applies it.
-func (t *Table) SetAdmin(id, override string) error {
+func (t *Aggregator) SetAdmin(id, override string) error {
 	a, ok := parseAdmin(override)
 	if !ok {
 		return fmt.Errorf("setting admin state of %s: %q is not auto, up or down", id, override)
@@ -167,7 +162,7 @@ func (t *Table) SetAdmin(id, override string) error {
 }
 
 // SetExternal records the state of an external check, valid for its TTL.
-func (t *Table) SetExternal(id string, up bool, now time.Time) error {
+func (t *Aggregator) SetExternal(id string, up bool, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i, ok := t.index[id]
@@ -183,7 +178,7 @@ func (t *Table) SetExternal(id string, up bool, now time.Time) error {
 }
 
 // Observe keeps a result's detail for the API. States come from frames.
-func (t *Table) Observe(r prober.Result) {
+func (t *Aggregator) Observe(r prober.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, known := t.index[r.ID]; !known {
@@ -199,7 +194,7 @@ func (t *Table) Observe(r prober.Result) {
 // IngestFrame applies one encoded result frame from a checker, every entry
 // of it, padding included. A frame measured under another config is
 // rejected and counted.
-func (t *Table) IngestFrame(b []byte, now time.Time) error {
+func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := prober.Decode(b, &t.frame); err != nil {
@@ -226,7 +221,7 @@ func (t *Table) IngestFrame(b []byte, now time.Time) error {
 			// Padding does a real entry's work on the sink, at its own
 			// position, so a frame costs the same however full it is.
 			if uint32(k) < n {
-				t.sink.apply(uint32(k), &t.cfgs[k], e, true, ns)
+				t.padding.apply(uint32(k), &t.cfgs[k], e, true, ns)
 			}
 			continue
 		}
@@ -240,7 +235,7 @@ func (t *Table) IngestFrame(b []byte, now time.Time) error {
 // Push evaluates every slot and writes the whole table: every entry,
 // every time, so the work does not depend on how many checks there are or
 // how many changed. Its version is the push slot.
-func (t *Table) Push(now time.Time) error {
+func (t *Aggregator) Push(now time.Time) error {
 	start := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -259,23 +254,21 @@ func (t *Table) Push(now time.Time) error {
 		version = t.lastVersion + 1
 	}
 	t.lastVersion = version
-	if err := t.objs.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
+	if err := t.out.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
 		return err
 	}
-	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: t.hash, ArrivedNs: loader.BootNs(), StaleAfterNs: uint64(t.agg.StaleAfter)}
-	t.meta.Store(&meta)
 	t.pushCost.Store(int64(time.Since(start)))
 	return nil
 }
 
 // settle evaluates slot i, logs a transition and writes its entry.
-func (t *Table) settle(i int, now time.Time) {
+func (t *Aggregator) settle(i int, now time.Time) {
 	st := &t.states[i]
 	before := st.up
 	evaluate(i, &t.cfgs[i], st, t.states, t.trackList, t.children[uint32(i)], &t.agg, now)
 	if st.pushed && before != st.up {
 		if id, ok := t.ids[uint32(i)]; ok {
-			t.logEvent(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+			t.log.Add(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
 		}
 	}
 	if !st.pushed || before != st.up {
@@ -285,7 +278,7 @@ func (t *Table) settle(i int, now time.Time) {
 	loader.PutHealthEntry(t.buf, uint32(i), st.up, st.reason)
 }
 
-func (t *Table) detail(id string) string {
+func (t *Aggregator) detail(id string) string {
 	rs := t.recent[id]
 	if len(rs) == 0 {
 		return ""
@@ -293,18 +286,10 @@ func (t *Table) detail(id string) string {
 	return rs[len(rs)-1].Detail
 }
 
-func (t *Table) logEvent(ev Event) {
-	if len(t.events) == maxEvents {
-		t.events = append(t.events[:0], t.events[1:]...)
-	}
-	t.events = append(t.events, ev)
-	slog.Info("health transition", "check", ev.Check, "from", ev.From, "to", ev.To, "reason", ev.Reason, "detail", ev.Detail)
-}
-
 // Run pushes once every push period, half a period after its start, until
 // ctx ends. Probers emit their frames at the start of the period, so the
 // push carries the results of the frames just in.
-func (t *Table) Run(ctx context.Context) {
+func (t *Aggregator) Run(ctx context.Context) {
 	for {
 		t.mu.Lock()
 		d := t.agg.PushInterval
@@ -321,79 +306,34 @@ func (t *Table) Run(ctx context.Context) {
 	}
 }
 
-// Up reports an entry's state as the data plane reads it.
-func (t *Table) Up(index uint32) bool { return t.objs.HealthUpAt(index) }
-
-// Open reports whether a record with the given stale policy answers every
-// candidate: no table yet (cold start), or a stale table under answer_all.
-func (t *Table) Open(stale uint8) bool {
-	m := t.meta.Load()
-	if m.Version == 0 {
-		return true
-	}
-	return stale == uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) && m.StaleAfterNs != 0 && loader.BootNs()-m.ArrivedNs > m.StaleAfterNs
+// Counters are the aggregator's counts since it started.
+type Counters struct {
+	Frames   uint64        // result frames applied
+	Rejected uint64        // frames undecodable or measured under another config
+	LastPush time.Duration // evaluating every slot and writing the table, the last time
 }
 
-// Meta describes the table now in the data plane.
-type Meta struct {
-	Version        uint64  `json:"version"`
-	AgeSec         float64 `json:"age_seconds"`
-	ColdOpen       bool    `json:"fail_open_cold_start"` // no table yet: every record answers all candidates
-	Stale          bool    `json:"stale"`
-	PushSeconds    float64 `json:"last_push_seconds"`
-	Frames         uint64  `json:"frames_ingested"`
-	FramesRejected uint64  `json:"frames_rejected"`
+// Counters reads the counters.
+func (t *Aggregator) Counters() Counters {
+	return Counters{Frames: t.frames.Load(), Rejected: t.rejected.Load(), LastPush: time.Duration(t.pushCost.Load())}
 }
 
-// Meta reports the table's version, age and the aggregator's counters.
-func (t *Table) Meta() Meta {
-	m := t.meta.Load()
-	out := Meta{PushSeconds: time.Duration(t.pushCost.Load()).Seconds(), Frames: t.frames.Load(), FramesRejected: t.rejected.Load()}
-	if m.Version == 0 {
-		out.ColdOpen = true
-		return out
-	}
-	age := time.Duration(loader.BootNs() - m.ArrivedNs)
-	out.Version, out.AgeSec = m.Version, age.Seconds()
-	out.Stale = m.StaleAfterNs != 0 && uint64(age) > m.StaleAfterNs
-	return out
-}
-
-// Status is one check's state for the API.
+// Status is one check's aggregated state.
 type Status struct {
-	ID       string         `json:"id"`
-	Type     string         `json:"type"`
-	Index    uint32         `json:"index"`
-	Up       bool           `json:"healthy"`
-	Reason   string         `json:"reason"`
-	Admin    string         `json:"admin"`
-	Since    time.Time      `json:"since"`
-	Checkers int            `json:"checkers_reporting"`
-	Healthy  int            `json:"checkers_healthy"`
-	Results  []ResultStatus `json:"last_results,omitempty"` // newest first
-}
-
-// ResultStatus is one recent probe result.
-type ResultStatus struct {
-	Time      time.Time `json:"time"`
-	Healthy   bool      `json:"healthy"`
-	Reason    string    `json:"reason"`
-	Detail    string    `json:"detail,omitempty"`
-	LatencyMs float64   `json:"latency_ms"`
-}
-
-// Event is a transition of a check's state: the health-check log.
-type Event struct {
-	Time   time.Time `json:"time"`
-	Check  string    `json:"check"`
-	From   string    `json:"from"`
-	To     string    `json:"to"`
-	Reason string    `json:"reason"`
-	Detail string    `json:"detail,omitempty"`
+	ID       string
+	Type     string
+	Index    uint32
+	Up       bool
+	Reason   string // ReasonName of the state's reason
+	Admin    string // AdminAuto, AdminUp or AdminDown
+	Since    time.Time
+	Checkers int             // checkers heard from recently, at the last push
+	Healthy  int             // of those, the ones that said healthy
+	Results  []prober.Result // the recent results, newest first
 }
 
 // Statuses lists every check's state, by id.
-func (t *Table) Statuses() []Status {
+func (t *Aggregator) Statuses() []Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]Status, 0, len(t.index))
@@ -406,18 +346,10 @@ func (t *Table) Statuses() []Status {
 		}
 		rs := t.recent[id]
 		for k := len(rs) - 1; k >= 0; k-- {
-			r := rs[k]
-			s.Results = append(s.Results, ResultStatus{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail, LatencyMs: float64(r.Latency.Microseconds()) / 1000})
+			s.Results = append(s.Results, rs[k])
 		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// Events returns the recent transitions, oldest first.
-func (t *Table) Events() []Event {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]Event(nil), t.events...)
 }

@@ -1,3 +1,7 @@
+// Command steadydns-bench measures steadydns against a bare XDP reflector
+// and against Knot DNS, NSD and gdnsd. It is its own binary so that the
+// server every edge host runs does not carry the harness and its charting
+// libraries.
 package main
 
 import (
@@ -13,8 +17,31 @@ import (
 	"github.com/steadydns/steadydns/bench"
 )
 
-func benchCmd(args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+const usage = `usage: steadydns-bench [flags]
+
+Builds a client and a server host in network namespaces, runs every server in
+turn on the same zone and load, then the constant-work and aggregator
+measurements, and writes the report. Needs root; installs missing tools from
+Debian. The steadydns servers run the steadydns binary given by --binary.
+
+flags:
+`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "steadydns-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run parses the flags, runs the harness and writes its results. The flag
+// set exits by itself: 0 after -h, 2 after a bad flag with the usage.
+func run(args []string) error {
+	fs := flag.NewFlagSet("steadydns-bench", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
 	quick := fs.Bool("quick", false, "the reflector and steadydns only, a few seconds each (what `make test` runs)")
 	d := bench.Defaults()
 	names := fs.Int("names", d.Names, "names in the generated zone")
@@ -28,8 +55,10 @@ func benchCmd(args []string) error {
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
-	if err := fs.Parse(args); err != nil {
-		return err
+	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
+	fs.Parse(args) // ExitOnError: returns only on success
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
 	o := d
 	if *quick {
@@ -49,6 +78,8 @@ func benchCmd(args []string) error {
 			o.Duration = *duration
 		case "runs":
 			o.Runs = *runs
+		case "binary":
+			o.Binary = *binary
 		case "prefix":
 			o.Prefix = *prefix
 		case "push-rounds":
@@ -77,7 +108,7 @@ func benchCmd(args []string) error {
 		return err
 	}
 	bench.Markdown(os.Stdout, res)
-	fmt.Fprintf(os.Stderr, "bench: results in %s\n", *out)
+	fmt.Fprintf(os.Stderr, "steadydns-bench: results in %s\n", *out)
 	return nil
 }
 

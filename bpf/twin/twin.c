@@ -1,0 +1,76 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/* twin: the XDP program's selection on its own, for tests. It runs the
+ * very functions the program runs (table_open, select_answers, answer_ttl)
+ * on inputs carried in the test packet instead of a parsed query, and
+ * writes the outcome back over the packet. The server never loads it. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "../types.h"
+#include "../maps.h"
+#include "../select.h"
+
+/* One selection's inputs, as the packet carries them. The health table is
+ * the health map, which the test writes through its memory mapping. */
+struct input {
+	struct table_meta meta;
+	__u64 now;            /* CLOCK_BOOTTIME for the open rule */
+	struct rrset rr;
+	struct geo_order order;
+	__u32 geo;            /* 0: no geo, select_answers gets no order */
+	__u32 rnd;
+	__u32 turn;
+};
+
+/* What the program would answer. */
+struct output {
+	struct pick pick;
+	__u32 ttl;
+	__u32 open;
+};
+
+/* The input lives in map memory: select_answers takes pointers that the
+ * verifier must see as sized memory, and the stack is too small. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct input);
+} inputs SEC(".maps");
+
+/* Names struct output in the BTF so that bpf2go generates it; nothing
+ * reads it. */
+const struct output output_anchor __attribute__((unused));
+
+SEC("xdp")
+int twin(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct input *in = bpf_map_lookup_elem(&inputs, &zero);
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!in || !s)
+		return XDP_ABORTED;
+	if (bpf_xdp_load_bytes(ctx, 0, in, sizeof(*in)))
+		return XDP_ABORTED;
+
+	/* As the XDP program does once it has found the record set. */
+	s->draw.open = table_open(&in->meta, in->rr.stale, in->now);
+	s->draw.rnd = in->rnd;
+	s->draw.turn = in->turn;
+	if (select_answers(s, &in->rr, in->geo ? &in->order : 0))
+		return XDP_ABORTED;
+	struct pick p = s->pick;
+
+	struct output out = {
+		.pick = p,
+		.ttl = answer_ttl(&in->rr, p.degraded),
+		.open = s->draw.open,
+	};
+	if (bpf_xdp_store_bytes(ctx, 0, &out, sizeof(out)))
+		return XDP_ABORTED;
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,152 @@
+// Package twin runs the XDP program's answer selection on its own, under
+// BPF_PROG_RUN, so that tests can hold controlplane/selection equal to it.
+//
+// The program in twin.c includes bpf/select.h and calls the functions the
+// XDP program calls: table_open, select_answers and answer_ttl. The inputs
+// the XDP program takes from the query, the maps and the clock travel in
+// the test packet instead; the health table is the harness's own health
+// map. Only tests import this package, so the server never embeds it.
+package twin
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/steadydns/steadydns/bpf"
+)
+
+// HealthEntries is the size of the harness's health table. A check index
+// past it finds no entry, which the selection reads as down.
+const HealthEntries = 64
+
+// healthStride is the distance between entries in the mapped table: an
+// array map rounds every value up to 8 bytes.
+const healthStride = (int(unsafe.Sizeof(bpf.SteadydnsHealthEntry{})) + 7) &^ 7
+
+// xdpPass is what the program returns once it has written its output.
+const xdpPass = 2
+
+// Harness is the loaded program and its health table.
+type Harness struct {
+	objs  TwinObjects
+	mem   *ebpf.Memory
+	table []byte
+}
+
+// Input is everything one selection reads.
+type Input struct {
+	Set   *bpf.SteadydnsRrset
+	Up    []bool                 // health table: entry i is up when Up[i]; the rest are down
+	Order *bpf.SteadydnsGeoOrder // the client region's ranking of regions; nil: no geo
+	Meta  bpf.SteadydnsTableMeta // the health table's metadata, for the open rule
+	Now   uint64                 // CLOCK_BOOTTIME at the query, for the open rule
+	Rnd   uint32                 // the query's random draw
+	Turn  uint32                 // the round-robin turn
+}
+
+// Result is what the XDP program answers for an Input.
+type Result struct {
+	Action   uint32 // the pick's enum action
+	Degraded bool   // a present candidate is down
+	Order    []int  // candidate slots, in answer order
+	TTL      uint32 // the answers' TTL
+	Open     bool   // the open rule held: every candidate counted healthy
+}
+
+// Load loads the program. It needs the privileges of BPF_PROG_LOAD.
+func Load() (*Harness, error) {
+	spec, err := LoadTwin()
+	if err != nil {
+		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+	}
+	// The maps come from the XDP program's header, which pins them; the
+	// twin's are private and must not meet a running server's.
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	spec.Maps[TwinMapHealth].MaxEntries = HealthEntries
+	h := &Harness{table: make([]byte, HealthEntries*healthStride)}
+	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the twin: %w", err)
+	}
+	mem, err := h.objs.Health.Memory()
+	if err != nil {
+		h.objs.Close()
+		return nil, fmt.Errorf("mapping the twin's health table: %w", err)
+	}
+	h.mem = mem
+	return h, nil
+}
+
+// Close releases the program and its maps.
+func (h *Harness) Close() error { return h.objs.Close() }
+
+// Select runs one selection through the program.
+func (h *Harness) Select(in Input) (Result, error) {
+	if len(in.Up) > HealthEntries {
+		return Result{}, fmt.Errorf("writing the twin's health table: %d entries, room for %d", len(in.Up), HealthEntries)
+	}
+	clear(h.table)
+	for i, up := range in.Up {
+		if up {
+			h.table[i*healthStride] = byte(bpf.SteadydnsHealthStateHEALTH_UP)
+		}
+	}
+	if _, err := h.mem.WriteAt(h.table, 0); err != nil {
+		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
+	}
+
+	var ti TwinInput
+	if err := recode(&ti.Meta, &in.Meta); err != nil {
+		return Result{}, err
+	}
+	if err := recode(&ti.Rr, in.Set); err != nil {
+		return Result{}, err
+	}
+	if in.Order != nil {
+		ti.Order.Rank, ti.Geo = in.Order.Rank, 1
+	}
+	ti.Now, ti.Rnd, ti.Turn = in.Now, in.Rnd, in.Turn
+	pkt, err := binary.Append(nil, binary.LittleEndian, &ti)
+	if err != nil {
+		return Result{}, fmt.Errorf("encoding the twin's input: %w", err)
+	}
+
+	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
+	ret, err := h.objs.Twin.Run(opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("running the twin: %w", err)
+	}
+	if ret != xdpPass {
+		return Result{}, fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
+	}
+	var out TwinOutput
+	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
+		return Result{}, fmt.Errorf("decoding the twin's output: %w", err)
+	}
+	r := Result{Action: out.Pick.Action, Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0}
+	for i := range min(int(out.Pick.N), len(out.Pick.Order)) {
+		r.Order = append(r.Order, int(out.Pick.Order[i]))
+	}
+	return r, nil
+}
+
+// recode copies a value of a bpf type into the twin's copy of the same C
+// type: bpf2go gives each package its own Go type, and the bytes agree.
+func recode(dst, src any) error {
+	b, err := binary.Append(nil, binary.LittleEndian, src)
+	if err != nil {
+		return fmt.Errorf("encoding %T for the twin: %w", src, err)
+	}
+	n, err := binary.Decode(b, binary.LittleEndian, dst)
+	if err != nil {
+		return fmt.Errorf("decoding %T as the twin's: %w", src, err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("decoding %T as the twin's: %d of %d bytes", src, n, len(b))
+	}
+	return nil
+}

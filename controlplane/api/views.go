@@ -1,0 +1,98 @@
+package api
+
+import (
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/health"
+)
+
+// The API's JSON. health and edge export plain data; the names users and
+// `steadydns status` read are defined here alone.
+
+// TableView is the health table now in the data plane, with the
+// aggregator's counters: "table" in /api/v1/checks and /api/v1/records.
+type TableView struct {
+	Version        uint64  `json:"version"`
+	AgeSec         float64 `json:"age_seconds"`
+	ColdOpen       bool    `json:"fail_open_cold_start"` // no table yet: every record answers all candidates
+	Stale          bool    `json:"stale"`
+	PushSeconds    float64 `json:"last_push_seconds"`
+	Frames         uint64  `json:"frames_ingested"`
+	FramesRejected uint64  `json:"frames_rejected"`
+}
+
+func tableView(src Source) TableView {
+	m, c := src.Table().Meta(), src.Aggregator().Counters()
+	return TableView{Version: m.Version, AgeSec: m.Age.Seconds(), ColdOpen: m.Cold, Stale: m.Stale,
+		PushSeconds: c.LastPush.Seconds(), Frames: c.Frames, FramesRejected: c.Rejected}
+}
+
+// CheckView is a check in /api/v1/checks.
+type CheckView struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Index    uint32       `json:"index"`
+	Up       bool         `json:"healthy"`
+	Reason   string       `json:"reason"`
+	Admin    string       `json:"admin"`
+	Since    time.Time    `json:"since"`
+	Checkers int          `json:"checkers_reporting"`
+	Healthy  int          `json:"checkers_healthy"`
+	Results  []ResultView `json:"last_results,omitempty"` // newest first
+	Records  []string     `json:"records"`                // "name TYPE" of every record it feeds
+}
+
+// ResultView is one recent probe result.
+type ResultView struct {
+	Time      time.Time `json:"time"`
+	Healthy   bool      `json:"healthy"`
+	Reason    string    `json:"reason"`
+	Detail    string    `json:"detail,omitempty"`
+	LatencyMs float64   `json:"latency_ms"`
+}
+
+func checkView(s health.Status, records []string) CheckView {
+	v := CheckView{ID: s.ID, Type: s.Type, Index: s.Index, Up: s.Up, Reason: s.Reason, Admin: s.Admin, Since: s.Since,
+		Checkers: s.Checkers, Healthy: s.Healthy, Records: records}
+	for _, r := range s.Results {
+		v.Results = append(v.Results, ResultView{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail,
+			LatencyMs: float64(r.Latency.Microseconds()) / 1000})
+	}
+	return v
+}
+
+// EventView is a transition in /api/v1/events.
+type EventView struct {
+	Time   time.Time `json:"time"`
+	Check  string    `json:"check"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+func eventViews(evs []health.Event) []EventView {
+	var out []EventView
+	for _, e := range evs {
+		out = append(out, EventView(e))
+	}
+	return out
+}
+
+// AnswerView is a candidate in /api/v1/records.
+type AnswerView struct {
+	Value   string `json:"value"`
+	Check   string `json:"check,omitempty"`
+	Healthy bool   `json:"healthy"`
+	In      bool   `json:"in"`     // eligible for answers now
+	Reason  string `json:"reason"` // why it is in or out
+}
+
+// RecordView is a record set in /api/v1/records.
+type RecordView struct {
+	Name    string       `json:"name"`
+	Type    string       `json:"type"`
+	Policy  string       `json:"policy"`
+	Dynamic bool         `json:"dynamic"`
+	Answers []AnswerView `json:"answers"`
+}

@@ -1,0 +1,287 @@
+package selection_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/bpf/twin"
+	"github.com/steadydns/steadydns/controlplane/selection"
+)
+
+// harness loads the XDP program's selection for BPF_PROG_RUN.
+func harness(t testing.TB) *twin.Harness {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("running the xdp selection under BPF_PROG_RUN needs root (running as uid %d)", os.Geteuid())
+	}
+	h, err := twin.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// outcome is one selection's answer, as both sides report it.
+type outcome struct {
+	action   uint32
+	order    []int
+	degraded bool
+	ttl      uint32
+	open     bool
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("action %d order %v degraded %v ttl %d open %v", o.action, o.order, o.degraded, o.ttl, o.open)
+}
+
+func (o outcome) equal(p outcome) bool {
+	return o.action == p.action && slices.Equal(o.order, p.order) && o.degraded == p.degraded && o.ttl == p.ttl && o.open == p.open
+}
+
+// fields lists the fields in which o and p differ.
+func (o outcome) diff(p outcome) string {
+	var d []string
+	if o.action != p.action {
+		d = append(d, fmt.Sprintf("action %d vs %d", o.action, p.action))
+	}
+	if !slices.Equal(o.order, p.order) {
+		d = append(d, fmt.Sprintf("order %v vs %v", o.order, p.order))
+	}
+	if o.degraded != p.degraded {
+		d = append(d, fmt.Sprintf("degraded %v vs %v", o.degraded, p.degraded))
+	}
+	if o.ttl != p.ttl {
+		d = append(d, fmt.Sprintf("ttl %d vs %d", o.ttl, p.ttl))
+	}
+	if o.open != p.open {
+		d = append(d, fmt.Sprintf("open %v vs %v", o.open, p.open))
+	}
+	return strings.Join(d, ", ")
+}
+
+// input is one selection's inputs.
+type input twin.Input
+
+// goSide is the fallback's answer: the open rule, Select and the TTL.
+func (in input) goSide() outcome {
+	open := selection.Open(in.Meta, in.Set.Stale, in.Now)
+	var ranks selection.Ranks
+	if in.Order != nil {
+		o := in.Order
+		// As geo.Table.Ranks and the program index the ranking.
+		ranks = func(region uint8) uint8 { return o.Rank[int(region)%len(o.Rank)] }
+	}
+	up := func(i uint32) bool { return int(i) < len(in.Up) && in.Up[i] }
+	p := selection.Select(in.Set, up, ranks, open, in.Rnd, in.Turn)
+	return outcome{action: uint32(p.Action), order: p.Order, degraded: p.Degraded, ttl: p.TTL(in.Set), open: open}
+}
+
+// xdpSide is the XDP program's answer, from its own code.
+func (in input) xdpSide(t testing.TB, h *twin.Harness) outcome {
+	t.Helper()
+	r, err := h.Select(twin.Input(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outcome{action: r.Action, order: r.Order, degraded: r.Degraded, ttl: r.TTL, open: r.Open}
+}
+
+// String prints every input, so a failure can be replayed by hand.
+func (in input) String() string {
+	var b strings.Builder
+	s := in.Set
+	fmt.Fprintf(&b, "set: n %d policy %d max_answers %d min_healthy %d when_all_down %d stale %d ttl %d ttl_degraded %d flags %#x\n",
+		s.N, s.Policy, s.MaxAnswers, s.MinHealthy, s.WhenAllDown, s.Stale, s.Ttl, s.TtlDegraded, s.Flags)
+	for i, c := range s.Cand {
+		fmt.Fprintf(&b, "  slot %d: check %d weight %d priority %d flags %#x region %d\n", i, c.Check, c.Weight, c.Priority, c.Flags, c.Region)
+	}
+	var up []int
+	for i, u := range in.Up {
+		if u {
+			up = append(up, i)
+		}
+	}
+	fmt.Fprintf(&b, "table: %d entries, up %v\n", len(in.Up), up)
+	if in.Order != nil {
+		fmt.Fprintf(&b, "geo ranks: %v\n", in.Order.Rank)
+	} else {
+		b.WriteString("geo: none\n")
+	}
+	fmt.Fprintf(&b, "meta %+v now %d rnd %d turn %d", in.Meta, in.Now, in.Rnd, in.Turn)
+	return b.String()
+}
+
+// same runs in on both sides, fails with the inputs when they differ in
+// any field, and returns the common outcome.
+func same(t testing.TB, h *twin.Harness, in input) outcome {
+	t.Helper()
+	x, g := in.xdpSide(t, h), in.goSide()
+	if !x.equal(g) {
+		t.Fatalf("xdp and go differ: %s\nxdp: %s\ngo:  %s\n%s", x.diff(g), x, g, in)
+	}
+	return x
+}
+
+// fresh is the metadata of a table that arrived at boot time 1000s and
+// never goes stale.
+var fresh = bpf.SteadydnsTableMeta{Version: 1, ArrivedNs: 1000e9}
+
+const now = 1001e9
+
+// randomInput draws one selection's inputs: every policy (and one value no
+// policy has, which both sides read as multivalue), max_answers and
+// min_healthy from 0 past K, weights with zeros, priorities, backups, geo
+// rankings past the last rank, n from 0 to K with junk in unused slots,
+// checks past the table's end, tables from all down to all up, and table
+// metadata around the stale boundary.
+func randomInput(rng *rand.Rand) input {
+	k := int(selection.K)
+	s := &bpf.SteadydnsRrset{
+		N:           uint8(rng.IntN(k + 1)),
+		Policy:      uint8(rng.IntN(5)),
+		WhenAllDown: uint8(rng.IntN(3)),
+		MaxAnswers:  uint8(rng.IntN(k + 2)),
+		MinHealthy:  uint8(rng.IntN(4)),
+		Stale:       uint8(rng.IntN(2)),
+		Ttl:         uint32(1 + rng.IntN(300)),
+	}
+	if rng.IntN(3) == 0 {
+		s.MinHealthy = uint8(rng.IntN(k + 2))
+	}
+	if rng.IntN(2) == 0 {
+		s.TtlDegraded = uint32(1 + rng.IntN(30))
+	}
+	if rng.IntN(2) == 0 {
+		s.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
+	}
+	checks := 1 + rng.IntN(12)
+	junk := rng.IntN(2) == 0
+	for i := range s.Cand {
+		if i >= int(s.N) && !junk {
+			break
+		}
+		c := &s.Cand[i]
+		c.Check = uint32(rng.IntN(checks))
+		if rng.IntN(20) == 0 {
+			c.Check = uint32(twin.HealthEntries + rng.IntN(100)) // no entry: down
+		}
+		c.Weight = uint8(rng.IntN(256))
+		if rng.IntN(4) == 0 {
+			c.Weight = 0
+		}
+		c.Priority = uint8(rng.IntN(3))
+		if rng.IntN(10) == 0 {
+			c.Priority = uint8(rng.IntN(256))
+		}
+		if rng.IntN(4) == 0 {
+			c.Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+		}
+		c.Region = uint8(rng.IntN(4))
+		if rng.IntN(10) == 0 {
+			c.Region = uint8(rng.IntN(256))
+		}
+		c.Addr[0], c.Addr[1], c.Addr[2], c.Addr[3] = 198, 18, 5, byte(i+1)
+	}
+	// How healthy the table is: all down and all up come often.
+	p := []float64{0, 0.25, 0.5, 0.75, 1}[rng.IntN(5)]
+	up := make([]bool, checks+rng.IntN(twin.HealthEntries-checks+1))
+	for i := range up {
+		up[i] = rng.Float64() < p
+	}
+	in := input{Set: s, Up: up, Meta: fresh, Now: now, Rnd: rng.Uint32(), Turn: rng.Uint32()}
+	if rng.IntN(4) == 0 {
+		in.Rnd, in.Turn = uint32(rng.IntN(16)), uint32(rng.IntN(16))
+	}
+	if rng.IntN(2) == 0 {
+		var o bpf.SteadydnsGeoOrder
+		for r := range o.Rank {
+			o.Rank[r] = uint8(rng.IntN(selection.GeoRanks + 2))
+		}
+		in.Order = &o
+	}
+	switch rng.IntN(6) {
+	case 0: // no table yet
+		in.Meta = bpf.SteadydnsTableMeta{}
+	case 1: // never stale
+		in.Meta.StaleAfterNs = 0
+		in.Now = rng.Uint64()
+	default: // around the stale boundary, and clocks that wrap
+		in.Meta.Version = 1 + rng.Uint64N(1000)
+		in.Meta.ArrivedNs = rng.Uint64()
+		in.Meta.StaleAfterNs = 1 + rng.Uint64N(10e9)
+		switch rng.IntN(4) {
+		case 0:
+			in.Now = in.Meta.ArrivedNs + in.Meta.StaleAfterNs
+		case 1:
+			in.Now = in.Meta.ArrivedNs + in.Meta.StaleAfterNs + 1
+		case 2:
+			in.Now = in.Meta.ArrivedNs + rng.Uint64N(in.Meta.StaleAfterNs)
+		default:
+			in.Now = rng.Uint64()
+		}
+	}
+	return in
+}
+
+// TestTwinRandom: on 20,000 random inputs the fallback's selection gives
+// exactly what the XDP program's own code gives: the action, the answers in
+// order, the TTL, the degraded flag and the open rule.
+func TestTwinRandom(t *testing.T) {
+	h := harness(t)
+	rng := rand.New(rand.NewPCG(9, 20))
+	actions := map[uint32]int{}
+	for range 20_000 {
+		o := same(t, h, randomInput(rng))
+		actions[o.action]++
+	}
+	// The draw must reach every action, or the comparison proves little.
+	for _, a := range []selection.Action{selection.Answer, selection.NoData, selection.ServFail} {
+		if actions[uint32(a)] < 100 {
+			t.Errorf("action %d drawn %d times in 20,000: the inputs do not cover it", a, actions[uint32(a)])
+		}
+	}
+}
+
+// TestTwinEveryHealthCombination: sets that use every feature at once, one
+// check per candidate, under all 2^K tables, every policy and every
+// when_all_down, with and without min_healthy and geo.
+func TestTwinEveryHealthCombination(t *testing.T) {
+	h := harness(t)
+	k := int(selection.K)
+	var order bpf.SteadydnsGeoOrder
+	order.Rank = [64]uint8{0, 1, 2, 3}
+	for policy := range uint8(4) {
+		for wad := range uint8(3) {
+			for _, minHealthy := range []uint8{0, 3} {
+				for _, geo := range []*bpf.SteadydnsGeoOrder{nil, &order} {
+					s := &bpf.SteadydnsRrset{N: uint8(k), Policy: policy, WhenAllDown: wad, MaxAnswers: 3, MinHealthy: minHealthy, Ttl: 60, TtlDegraded: 10}
+					for i := range s.Cand {
+						c := &s.Cand[i]
+						c.Check = uint32(1 + i)
+						c.Weight = uint8(i % 3 * 10) // zeros among them
+						c.Priority = uint8((k - i) % 3)
+						c.Region = uint8(i % 4)
+						if i%4 == 3 {
+							c.Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+						}
+					}
+					for combo := range 1 << k {
+						up := make([]bool, k+1)
+						up[0] = true
+						for i := range k {
+							up[1+i] = combo&(1<<i) != 0
+						}
+						x := uint32(combo) * 2654435761 // a spread of draws and turns
+						same(t, h, input{Set: s, Up: up, Order: geo, Meta: fresh, Now: now, Rnd: x, Turn: x >> 7})
+					}
+				}
+			}
+		}
+	}
+}
