@@ -88,6 +88,9 @@ func Connect(opts Options) (*Conn, error) {
 		nats.Name(fmt.Sprintf("steadydns %s (%s)", opts.ID, strings.Join(roles, ","))),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		// By default a client stops after the same authorization error
+		// twice; a host whose key is added later must then get in.
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(time.Second),
 		// Messages are sent every period, so one held back during a
 		// disconnection is stale when it finally goes: fail it instead.
@@ -191,8 +194,8 @@ func (c *Conn) Counters() ConnCounters {
 func (c *Conn) Close() { c.nc.Close() }
 
 // MaxChunk is the most payload bytes one message carries now: ChunkSize,
-// capped by the connected server's max_payload less the header. It is 0
-// while the connection has never been up.
+// capped by the server's max_payload less the header. It is 0 until a
+// server has been reached.
 func (c *Conn) MaxChunk() int {
 	limit := int(c.nc.MaxPayload()) - HeaderSize
 	if limit <= 0 {
@@ -203,6 +206,9 @@ func (c *Conn) MaxChunk() int {
 	}
 	return limit
 }
+
+// ErrNotConnected is returned by Publish while the connection is down.
+var ErrNotConnected = errors.New("not connected")
 
 // Publish sends payload, the message of kind for push slot slot made under
 // config hash hash, as this host. A payload larger than MaxChunk goes as
@@ -218,8 +224,8 @@ func (c *Conn) Publish(kind Kind, slot, hash uint64, payload []byte) error {
 		return fmt.Errorf("publishing %s: %d bytes exceed %d", kind, len(payload), MaxMessage)
 	}
 	limit := c.MaxChunk()
-	if limit == 0 {
-		return fmt.Errorf("publishing %s: %w", kind, nats.ErrConnectionClosed)
+	if limit == 0 || !c.nc.IsConnected() {
+		return fmt.Errorf("publishing %s: %w", kind, ErrNotConnected)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
