@@ -76,6 +76,8 @@ type slotState struct {
 
 // track is what one checker said about every slot, as parallel arrays.
 type track struct {
+	checker  string // the prober's id
+	region   string // the prober's region, as its last frame said
 	seq      []uint64
 	seen     []int64 // unix ns of the last frame that carried the slot
 	okRun    []uint16
@@ -97,10 +99,10 @@ func newTrack(capacity int, initial []slotState) *track {
 	return t
 }
 
-func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
+func newSlotCfg(c *config.Check, agg *config.Aggregation) slotCfg {
 	a, _ := parseAdmin(c.Admin) // the config allows only the three
 	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
-		window: int64(3*c.Interval + pushInterval), minHealthy: c.MinHealthy, ttl: c.TTL}
+		window: int64(agg.CheckerTimeout), minHealthy: c.MinHealthy, ttl: c.TTL}
 	switch c.Type {
 	case config.CheckCalculated:
 		s.kind = kindCalculated
