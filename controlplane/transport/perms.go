@@ -103,18 +103,23 @@ func AuthorizationConfig(users map[Role][]string) (string, error) {
 			roles[i] = string(r)
 		}
 		fmt.Fprintf(&b, "    # %s\n    {\n      nkey: %s\n      permissions: {\n", strings.Join(roles, ", "), k)
-		fmt.Fprintf(&b, "        publish: {allow: [%s]}\n", quoted(pub))
-		fmt.Fprintf(&b, "        subscribe: {allow: [%s]}\n", quoted(sub))
+		fmt.Fprintf(&b, "        publish: {allow: [\n%s        ]}\n", quoted(pub))
+		fmt.Fprintf(&b, "        subscribe: {allow: [\n%s        ]}\n", quoted(sub))
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String(), nil
 }
 
+// quoted lists ss one per line, quoted, as a config array's elements.
 func quoted(ss []string) string {
-	q := make([]string, len(ss))
+	var b strings.Builder
 	for i, s := range ss {
-		q[i] = `"` + s + `"`
+		sep := ","
+		if i == len(ss)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "          %q%s\n", s, sep)
 	}
-	return strings.Join(q, ", ")
+	return b.String()
 }
