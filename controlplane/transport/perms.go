@@ -29,8 +29,10 @@ var (
 	readConfigSub = []string{"_INBOX.>"}
 
 	rolePub = map[Role][]string{
-		RoleProber:     {SubjectAll(KindFrame)},
-		RoleAggregator: {SubjectAll(KindTable)},
+		RoleProber: {SubjectAll(KindFrame)},
+		// An aggregator's API sends state changes to the others, as an
+		// edge's does.
+		RoleAggregator: {SubjectAll(KindTable), SubjectAll(KindState)},
 		RoleEdge:       {SubjectAll(KindState)},
 		RoleAdmin: {
 			"$KV." + ConfigBucket + ".>",
