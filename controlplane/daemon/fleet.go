@@ -110,8 +110,15 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 		return nil, fmt.Errorf("loading the fleet config: %w", err)
 	}
 	var err error
+	// Each attempt is bounded: while the servers' JetStream is still
+	// electing its leader a request can wait for its whole context.
+	attempt := func(fn func(context.Context) error) error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return fn(actx)
+	}
 	for f.store == nil {
-		if f.store, err = f.conn.OpenConfigStore(ctx); err == nil {
+		if err = attempt(func(c context.Context) (err error) { f.store, err = f.conn.OpenConfigStore(c); return err }); err == nil {
 			break
 		}
 		slog.Warn("waiting for the config bucket", "error", err)
@@ -122,7 +129,9 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 		}
 	}
 	for {
-		value, rev, err := f.store.Latest(ctx)
+		var value []byte
+		var rev uint64
+		err := attempt(func(c context.Context) (err error) { value, rev, err = f.store.Latest(c); return err })
 		if err == nil {
 			cfg, err := d.composeConfig(host, value, rev)
 			if err != nil {
