@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Internet checksums, computed from scratch. A query sent from a socket on
  * a veth carries CHECKSUM_PARTIAL (only the pseudo-header sum), so an
- * incremental update of the query's checksum would be wrong (DESIGN §4).
+ * incremental update of the query's checksum would be wrong.
  * Sums are taken over raw memory words in host order; folding makes the
  * result right to store as is. */
 #ifndef STEADYDNS_CSUM_H

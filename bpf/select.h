@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Answer selection (DESIGN §7). One scan over all K candidates computes
- * every set the decision needs; the choice among them is made at the end,
- * so a record failing open costs what a healthy one costs.
+/* Answer selection (docs/design.md). One scan over all K candidates
+ * computes every set the decision needs; the choice among them is made
+ * at the end, so a record failing open costs what a healthy one costs.
  * controlplane/selection mirrors this file step for step in Go; its tests
  * run this very code through bpf/twin and require equal answers. */
 #ifndef STEADYDNS_SELECT_H

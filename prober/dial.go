@@ -13,10 +13,10 @@ import (
 // it connects, so however it is closed, by us or by net when the dial
 // times out after the handshake, the kernel sends RST and keeps no
 // TIME_WAIT entry: 10,000 checks a second to one backend would otherwise
-// exhaust the ephemeral ports within seconds (NOTES.md, "Health checks at
-// high rates"), and a prober falling behind would collapse as the kernel
-// searched an exhausted port range. Keepalive is off: a probe connection
-// never lives long enough to use it, and it costs four setsockopt calls.
+// exhaust the ephemeral ports within seconds, and a prober falling behind
+// would collapse as the kernel searched an exhausted port range. Keepalive
+// is off: a probe connection never lives long enough to use it, and it
+// costs four setsockopt calls.
 var dialer = net.Dialer{KeepAlive: -1, Control: lingerZero}
 
 func lingerZero(network, _ string, c syscall.RawConn) error {

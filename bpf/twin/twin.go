@@ -11,20 +11,16 @@ package twin
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/loader"
 )
 
 // HealthEntries is the size of the harness's health table. A check index
 // past it finds no entry, which the selection reads as down.
 const HealthEntries = 64
-
-// healthStride is the distance between entries in the mapped table: an
-// array map rounds every value up to 8 bytes.
-const healthStride = (int(unsafe.Sizeof(bpf.SteadydnsHealthEntry{})) + 7) &^ 7
 
 // xdpPass is what the program returns once it has written its output.
 const xdpPass = 2
@@ -49,11 +45,11 @@ type Input struct {
 
 // Result is what the XDP program answers for an Input.
 type Result struct {
-	Action   uint32 // the pick's enum action
-	Degraded bool   // a present candidate is down
-	Order    []int  // candidate slots, in answer order
-	TTL      uint32 // the answers' TTL
-	Open     bool   // the open rule held: every candidate counted healthy
+	Action   bpf.SteadydnsAction // the pick's enum action
+	Degraded bool                // a present candidate is down
+	Order    []int               // candidate slots, in answer order
+	TTL      uint32              // the answers' TTL
+	Open     bool                // the open rule held: every candidate counted healthy
 }
 
 // Load loads the program. It needs the privileges of BPF_PROG_LOAD.
@@ -67,8 +63,16 @@ func Load() (*Harness, error) {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
-	spec.Maps[TwinMapHealth].MaxEntries = HealthEntries
-	h := &Harness{table: make([]byte, HealthEntries*healthStride)}
+	// The generated specs point into spec, so what is set through them
+	// is what loads.
+	var specs TwinSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+	}
+	specs.Health.MaxEntries = HealthEntries
+	// The table is encoded by the loader, which encodes the server's: one
+	// layout and one stride for both.
+	h := &Harness{table: make([]byte, loader.HealthTableBytes(HealthEntries))}
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the twin: %w", err)
 	}
@@ -91,9 +95,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	}
 	clear(h.table)
 	for i, up := range in.Up {
-		if up {
-			h.table[i*healthStride] = byte(bpf.SteadydnsHealthStateHEALTH_UP)
-		}
+		loader.PutHealthEntry(h.table, uint32(i), up, 0)
 	}
 	if _, err := h.mem.WriteAt(h.table, 0); err != nil {
 		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
@@ -127,7 +129,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
 		return Result{}, fmt.Errorf("decoding the twin's output: %w", err)
 	}
-	r := Result{Action: out.Pick.Action, Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0}
+	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0}
 	for i := range min(int(out.Pick.N), len(out.Pick.Order)) {
 		r.Order = append(r.Order, int(out.Pick.Order[i]))
 	}

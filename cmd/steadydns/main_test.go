@@ -89,3 +89,66 @@ func TestNoBenchmark(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsStandAlone: every package has a README.md, and no source or doc
+// cites a document that is not in the repository. Users have only the
+// repository, so what they need belongs in its own docs/.
+func TestDocsStandAlone(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dirs := strings.Fields(string(out))
+	if len(dirs) < 10 {
+		t.Fatalf("go list printed %d packages, too few to be the module's:\n%s", len(dirs), out)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "README.md")); err != nil {
+			t.Errorf("package %s has no README.md", d)
+		}
+	}
+
+	// Spelled in pieces so that neither this file nor a grep for the
+	// names finds them here.
+	design, notes := strings.ToUpper("design"), strings.ToUpper("notes")
+	outside := []string{design + ".md", design + " §", notes + ".md", ".." + "/shared"}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if path != root && strings.HasPrefix(e.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".c", ".h":
+		default:
+			return nil
+		}
+		files++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, s := range outside {
+			if bytes.Contains(b, []byte(s)) {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s mentions %q, which is not in the repository: state the fact or point at docs/", rel, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d files under %s, too few to be the repository", files, root)
+	}
+}

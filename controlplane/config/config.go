@@ -117,7 +117,7 @@ type Record struct {
 	MaxAnswers  int         // default MaxCandidates
 	WhenAllDown WhenAllDown // default answer_all
 	MinHealthy  MinHealthy
-	TTLDegraded uint32      // TTL while failing open; 0 means TTL
+	TTLDegraded uint32      // TTL while any candidate is down; 0 means TTL
 	Stale       StalePolicy // stale_policy; default keep
 	Answers     []Answer
 }

@@ -263,8 +263,8 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
-// xdpReply builds the reply the XDP program writes (DESIGN §4): the
-// query's header and question, then answers owned by a pointer to the
+// xdpReply builds the reply the XDP program writes (docs/design.md, "What
+// XDP answers"): the query's header and question, then answers owned by a pointer to the
 // question, then an OPT when the query had one.
 func xdpReply(query []byte, qEnd int, qtype uint16, ttl uint32, addrs []netip.Addr, opt, do bool) []byte {
 	out := slices.Clone(query[:qEnd])

@@ -2,10 +2,10 @@ package health
 
 import "fmt"
 
-// Sink takes every table the aggregator pushes. *loader.Objects writes it
-// into this host's data plane; an edge's table (controlplane/edge) does
-// the same and remembers what it wrote; a fleet's aggregator without XDP
-// hands it to the transport instead. table is only valid during the call.
+// Sink takes every table the aggregator pushes. An edge's table
+// (controlplane/edge) writes it into this host's data plane and remembers
+// what it wrote; a fleet's aggregator without XDP hands it to the
+// transport instead. table is only valid during the call.
 type Sink interface {
 	WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error
 }

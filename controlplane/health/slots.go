@@ -11,10 +11,10 @@ import (
 // The aggregator keeps its state in arrays of one slot per table entry,
 // configured or not, and every push walks all of them: the work per push
 // depends on the table's capacity, never on how many checks are configured
-// or how many fail (DESIGN §1). No slot holds a pointer, so the garbage
-// collector need not scan the arrays: a table of 65,536 entries would
-// otherwise make every collection walk megabytes, and the fallback, which
-// allocates for every query, would wait on it.
+// or how many fail (docs/design.md, "Constant work"). No slot holds a
+// pointer, so the garbage collector need not scan the arrays: a table of
+// 65,536 entries would otherwise make every collection walk megabytes, and
+// the fallback, which allocates for every query, would wait on it.
 
 // admin is an admin override as a slot keeps it.
 type admin uint8

@@ -49,9 +49,9 @@ var (
 	weighted   = bpf.SteadydnsPolicyPOLICY_WEIGHTED
 	roundRobin = bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN
 
-	answer   = uint32(selection.Answer)
-	nodata   = uint32(selection.NoData)
-	servfail = uint32(selection.ServFail)
+	answer   = selection.Answer
+	nodata   = selection.NoData
+	servfail = selection.ServFail
 
 	// eu's ranking: region 1 (eu) first, region 2 (us) next, region 5
 	// last; region 3 ranks past the last rank.

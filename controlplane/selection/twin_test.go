@@ -29,7 +29,7 @@ func harness(t testing.TB) *twin.Harness {
 
 // outcome is one selection's answer, as both sides report it.
 type outcome struct {
-	action   uint32
+	action   selection.Action
 	order    []int
 	degraded bool
 	ttl      uint32
@@ -79,7 +79,7 @@ func (in input) goSide() outcome {
 	}
 	up := func(i uint32) bool { return int(i) < len(in.Up) && in.Up[i] }
 	p := selection.Select(in.Set, up, ranks, open, in.Rnd, in.Turn)
-	return outcome{action: uint32(p.Action), order: p.Order, degraded: p.Degraded, ttl: p.TTL(in.Set), open: open}
+	return outcome{action: p.Action, order: p.Order, degraded: p.Degraded, ttl: p.TTL(in.Set), open: open}
 }
 
 // xdpSide is the XDP program's answer, from its own code.
@@ -235,15 +235,15 @@ func randomInput(rng *rand.Rand) input {
 func TestTwinRandom(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(9, 20))
-	actions := map[uint32]int{}
+	actions := map[selection.Action]int{}
 	for range 20_000 {
 		o := same(t, h, randomInput(rng))
 		actions[o.action]++
 	}
 	// The draw must reach every action, or the comparison proves little.
 	for _, a := range []selection.Action{selection.Answer, selection.NoData, selection.ServFail} {
-		if actions[uint32(a)] < 100 {
-			t.Errorf("action %d drawn %d times in 20,000: the inputs do not cover it", a, actions[uint32(a)])
+		if actions[a] < 100 {
+			t.Errorf("action %d drawn %d times in 20,000: the inputs do not cover it", a, actions[a])
 		}
 	}
 }
