@@ -411,6 +411,11 @@ func TestReconfigure(t *testing.T) {
 	if !g.up("mail") {
 		t.Errorf("mail took db's index and its down state")
 	}
+	// p1 reported db, not mail: it is not among mail's checkers until it
+	// does, though it was heard within checker_timeout.
+	if s := g.status("mail"); s.Checkers != 0 || s.Reason != "no_results" || len(s.Votes) != 1 || s.Votes[0].Counted {
+		t.Errorf("mail after reload: checkers %d reason %s votes %v, want db's checker not counted", s.Checkers, s.Reason, s.Votes)
+	}
 }
 
 // TestEvents: a transition after the first push goes to the log, with
