@@ -226,8 +226,8 @@ func TestQuorum(t *testing.T) {
 	if g.push("web") {
 		t.Errorf("1 of 10 healthy: up")
 	}
-	// Checkers not heard from within three intervals and a push period
-	// drop out of the count: the one healthy checker left is 100%.
+	// Checkers not heard from within checker_timeout (3s) drop out of
+	// the count: the one healthy checker left is 100%.
 	g.now = g.now.Add(5 * time.Second)
 	g.result("a", "web", 3, true)
 	if !g.push("web") || g.status("web").Checkers != 1 {
