@@ -123,7 +123,7 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 			if oldIDs[i] != t.ids[i] {
 				t.states[i] = slotState{state: true, up: true}
 				for _, tr := range t.trackList {
-					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i] = 0, 0, 0, false
+					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i], tr.counted[i] = 0, 0, 0, false, false
 					tr.up[i] = true
 				}
 			}
@@ -343,7 +343,7 @@ type Vote struct {
 	Region  string
 	Healthy bool
 	Heard   time.Time // the last frame that carried a result for the check; zero if none has
-	Counted bool      // heard within aggregation.checker_timeout: in the quorum's denominator
+	Counted bool      // heard within aggregation.checker_timeout at the last push: in the quorum's denominator
 }
 
 // Statuses lists every check's state, by id.
@@ -362,12 +362,12 @@ func (t *Aggregator) Statuses() []Status {
 		for k := len(rs) - 1; k >= 0; k-- {
 			s.Results = append(s.Results, rs[k])
 		}
-		now := time.Now().UnixNano()
 		for _, tr := range t.trackList {
-			v := Vote{Checker: tr.checker, Region: tr.region, Healthy: tr.up[i]}
+			// Counted is what the last push counted, so the votes agree
+			// with Checkers and with the state they produced.
+			v := Vote{Checker: tr.checker, Region: tr.region, Healthy: tr.up[i], Counted: tr.counted[i]}
 			if tr.reported[i] {
 				v.Heard = time.Unix(0, tr.seen[i])
-				v.Counted = now-tr.seen[i] <= t.cfgs[i].window
 			}
 			s.Votes = append(s.Votes, v)
 		}

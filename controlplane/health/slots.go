@@ -85,6 +85,7 @@ type track struct {
 	up       []bool // after the consecutive thresholds
 	reason   []uint8
 	reported []bool
+	counted  []bool // in the slot's quorum denominator at the last push
 }
 
 func newTrack(capacity int, initial []slotState) *track {
@@ -92,6 +93,7 @@ func newTrack(capacity int, initial []slotState) *track {
 		seq: make([]uint64, capacity), seen: make([]int64, capacity),
 		okRun: make([]uint16, capacity), failRun: make([]uint16, capacity),
 		up: make([]bool, capacity), reason: make([]uint8, capacity), reported: make([]bool, capacity),
+		counted: make([]bool, capacity),
 	}
 	for i := range initial {
 		t.up[i] = initial[i].state
@@ -200,6 +202,7 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 		recent := b2u(now-t.seen[i] <= cfg.window)
 		heard := b2u(t.reported[i]) & recent
 		up, r := b2u(t.up[i]), t.reason[i]
+		t.counted[i] = heard != 0
 		fresh += heard
 		healthy += heard & up
 		// The reason shown is a failing checker's while any fails.
