@@ -132,7 +132,7 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 	if err != nil {
 		return nil, err
 	}
-	framer, err := prober.NewFramer("bench", aggTable)
+	framer, err := prober.NewFramer("bench", "", aggTable)
 	if err != nil {
 		return nil, err
 	}

@@ -13,13 +13,22 @@ import (
 // are little endian.
 const (
 	FrameMagic  = 0x46504453 // "SDPF" in the first four bytes
-	FrameFormat = 1          // bumped whenever the layout changes
-	HeaderSize  = 64
+	FrameFormat = 2          // bumped whenever the layout changes
+	HeaderSize  = 96
 	EntrySize   = 24
 	MaxProberID = 32 // bytes of prober id the header holds
+	MaxRegion   = 32 // bytes of region name the header holds
 )
 
-var zeros [MaxProberID]byte
+var zeros [max(MaxProberID, MaxRegion)]byte
+
+// cstring is a zero-padded name field's text.
+func cstring(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
 
 // Frame is one prober's report for one frame period: the latest result of
 // every check it runs, padded with zero entries to its capacity, so its size
@@ -28,6 +37,7 @@ type Frame struct {
 	Version    uint64 // frame sequence: the frame period's slot number, so it increases across restarts
 	ConfigHash uint64 // hash of the config the results were measured under
 	Prober     string // prober id, at most MaxProberID bytes
+	Region     string // the prober's region, at most MaxRegion bytes; "" for none
 	Entries    []Entry
 }
 
@@ -49,6 +59,9 @@ func Encode(dst []byte, f *Frame) ([]byte, error) {
 	if len(f.Prober) > MaxProberID {
 		return dst, fmt.Errorf("encoding frame: prober id %q is longer than %d bytes", f.Prober, MaxProberID)
 	}
+	if len(f.Region) > MaxRegion {
+		return dst, fmt.Errorf("encoding frame: region %q is longer than %d bytes", f.Region, MaxRegion)
+	}
 	if uint64(len(f.Entries)) > math.MaxUint32 {
 		return dst, fmt.Errorf("encoding frame: %d entries", len(f.Entries))
 	}
@@ -62,6 +75,8 @@ func Encode(dst []byte, f *Frame) ([]byte, error) {
 	dst = b.AppendUint64(dst, f.ConfigHash)
 	dst = append(dst, f.Prober...)
 	dst = append(dst, zeros[:MaxProberID-len(f.Prober)]...)
+	dst = append(dst, f.Region...)
+	dst = append(dst, zeros[:MaxRegion-len(f.Region)]...)
 	for _, e := range f.Entries {
 		dst = b.AppendUint32(dst, e.Index)
 		dst = b.AppendUint32(dst, uint32(min(e.Latency.Microseconds(), math.MaxUint32)))
@@ -93,11 +108,8 @@ func Decode(b []byte, f *Frame) error {
 	}
 	f.Version = le.Uint64(b[16:])
 	f.ConfigHash = le.Uint64(b[24:])
-	id := b[32:HeaderSize]
-	if i := bytes.IndexByte(id, 0); i >= 0 {
-		id = id[:i]
-	}
-	f.Prober = string(id)
+	f.Prober = cstring(b[32:64])
+	f.Region = cstring(b[64:HeaderSize])
 	f.Entries = f.Entries[:0]
 	for p := b[HeaderSize:]; len(p) > 0; p = p[EntrySize:] {
 		f.Entries = append(f.Entries, Entry{

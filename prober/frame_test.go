@@ -12,7 +12,7 @@ import (
 )
 
 func TestFrameRoundTrip(t *testing.T) {
-	f := Frame{Version: 1 << 40, ConfigHash: 0xfeedface12345678, Prober: "prober-eu-1", Entries: []Entry{
+	f := Frame{Version: 1 << 40, ConfigHash: 0xfeedface12345678, Prober: "prober-eu-1", Region: "eu-west", Entries: []Entry{
 		{Index: 7, Seq: 1_700_000_000_123, Healthy: true, Reason: ReasonOK, Latency: 1234 * time.Microsecond},
 		{Index: 65535, Seq: 9, Reason: ReasonStatus, Latency: 2 * time.Second},
 		{}, // padding
@@ -36,7 +36,7 @@ func TestFrameRoundTrip(t *testing.T) {
 // TestFrameLayout pins the byte layout that README.md documents, so a
 // change to it cannot go unnoticed by receivers.
 func TestFrameLayout(t *testing.T) {
-	f := Frame{Version: 0x0102030405060708, ConfigHash: 0x1112131415161718, Prober: "p1", Entries: []Entry{
+	f := Frame{Version: 0x0102030405060708, ConfigHash: 0x1112131415161718, Prober: "p1", Region: "eu", Entries: []Entry{
 		{Index: 0x21222324, Seq: 0x3132333435363738, Healthy: true, Reason: ReasonBodyMismatch, Latency: 0x41424344 * time.Microsecond},
 	}}
 	b, err := Encode(nil, &f)
@@ -44,9 +44,10 @@ func TestFrameLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []byte{
-		'S', 'D', 'P', 'F', 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		'S', 'D', 'P', 'F', 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
 		8, 7, 6, 5, 4, 3, 2, 1, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,
 		'p', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		'e', 'u', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		0x24, 0x23, 0x22, 0x21, 0x44, 0x43, 0x42, 0x41, 0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31,
 		1, byte(ReasonBodyMismatch), 0, 0, 0, 0, 0, 0,
 	}
@@ -73,7 +74,7 @@ func TestDecodeRejects(t *testing.T) {
 		"empty":      nil,
 		"short":      good[:HeaderSize-1],
 		"magic":      bad(func(b []byte) []byte { b[0] = 'X'; return b }),
-		"format":     bad(func(b []byte) []byte { b[4] = 2; return b }),
+		"format":     bad(func(b []byte) []byte { b[4] = 1; return b }),
 		"truncated":  good[:len(good)-1],
 		"extra":      append(bytes.Clone(good), 0),
 		"more count": bad(func(b []byte) []byte { b[8] = 3; return b }),
@@ -84,6 +85,9 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	if _, err := Encode(nil, &Frame{Prober: "a prober id that is longer than 32 bytes"}); err == nil {
 		t.Error("Encode accepted a 40-byte prober id")
+	}
+	if _, err := Encode(nil, &Frame{Prober: "p", Region: "a region name that is longer than 32 bytes"}); err == nil {
+		t.Error("Encode accepted a 43-byte region")
 	}
 }
 
@@ -99,8 +103,8 @@ func probesAt(indexes ...uint32) map[string]Probe {
 // with no checks as with the capacity all used.
 func TestFramerConstantSize(t *testing.T) {
 	const capacity = 1000
-	empty, _ := NewFramer("p1", capacity)
-	full, _ := NewFramer("p1", capacity)
+	empty, _ := NewFramer("p1", "", capacity)
+	full, _ := NewFramer("p1", "", capacity)
 	all := map[string]Probe{}
 	for i := range capacity {
 		all[fmt.Sprint("c", i)] = Probe{Index: uint32(i + 1)}
@@ -137,7 +141,7 @@ func TestFramerConstantSize(t *testing.T) {
 }
 
 func TestFramer(t *testing.T) {
-	f, err := NewFramer("p1", 4)
+	f, err := NewFramer("p1", "", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +191,7 @@ func TestFramer(t *testing.T) {
 }
 
 func TestFramerRun(t *testing.T) {
-	f, _ := NewFramer("p1", 8)
+	f, _ := NewFramer("p1", "", 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const period = 50 * time.Millisecond

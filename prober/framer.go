@@ -19,18 +19,21 @@ type Framer struct {
 	slot  map[uint32]int // health-table index → entry position
 }
 
-// NewFramer returns a framer for the prober with this id, whose frames hold
-// capacity entries however many checks run.
-func NewFramer(prober string, capacity int) (*Framer, error) {
+// NewFramer returns a framer for the prober with this id and region,
+// whose frames hold capacity entries however many checks run.
+func NewFramer(prober, region string, capacity int) (*Framer, error) {
 	if len(prober) > MaxProberID {
 		return nil, fmt.Errorf("making framer: prober id %q is longer than %d bytes", prober, MaxProberID)
+	}
+	if len(region) > MaxRegion {
+		return nil, fmt.Errorf("making framer: region %q is longer than %d bytes", region, MaxRegion)
 	}
 	if capacity < 0 {
 		return nil, fmt.Errorf("making framer: capacity %d is negative", capacity)
 	}
 	return &Framer{
 		capacity: capacity,
-		frame:    Frame{Prober: prober, Entries: make([]Entry, capacity)},
+		frame:    Frame{Prober: prober, Region: region, Entries: make([]Entry, capacity)},
 		slot:     map[uint32]int{},
 	}, nil
 }
@@ -85,7 +88,7 @@ func (f *Framer) AppendFrame(dst []byte, version uint64) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.frame.Version = version
-	dst, _ = Encode(dst, &f.frame) // NewFramer checked the prober id
+	dst, _ = Encode(dst, &f.frame) // NewFramer checked the prober id and region
 	return dst
 }
 

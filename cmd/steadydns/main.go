@@ -13,7 +13,10 @@ import (
 const usage = `usage: steadydns <command> [flags]
 
 commands:
-  serve   --config FILE     run the edge: XDP, fallback, health table, API
+  serve   --config FILE [--role prober,aggregator,edge] [--id NAME] [--region NAME] [--nkey-seed FILE]
+                            run the roles given (all by default): XDP, fallback, health checks, the table, API
+  config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]
+                            validate the fleet sections and store them, with the zone files, in the NATS config bucket
   check   --config FILE     validate a config and its zones; exit 1 with file:line: key: on error
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
@@ -36,6 +39,8 @@ func main() {
 		err = serve(context.Background(), args)
 	case "check":
 		err = check(args)
+	case "config":
+		err = configCmd(args)
 	case "status":
 		err = status(args)
 	case "detach":

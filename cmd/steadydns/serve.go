@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
 )
 
@@ -24,16 +25,32 @@ func configFlag(name string, args []string) (string, *flag.FlagSet, error) {
 }
 
 func serve(ctx context.Context, args []string) error {
-	path, _, err := configFlag("serve", args)
-	if err != nil {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (YAML)")
+	roles := fs.String("role", "", "roles to play, comma-separated: prober, aggregator, edge (default all)")
+	id := fs.String("id", "", "this host's id in the fleet (default the host name)")
+	region := fs.String("region", "", "this prober's region, shown with its votes")
+	seed := fs.String("nkey-seed", "", "file holding this host's NKey seed, its identity on NATS")
+	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *path == "" {
+		return errors.New("--config is required")
+	}
+	ident := daemon.Identity{ID: *id, Region: *region, NKeySeed: *seed}
+	if *roles != "" {
+		rs, err := config.ParseRoles(*roles)
+		if err != nil {
+			return fmt.Errorf("--role: %w", err)
+		}
+		ident.Roles = rs
 	}
 	// One P more than the CPUs: the health aggregation runs on threads of
 	// lower priority (daemon.background) and takes a P while it does, and
 	// the fallback must still have one; the kernel then lets the fallback's
 	// thread go first.
 	runtime.GOMAXPROCS(runtime.NumCPU() + 1)
-	d, err := daemon.Start(path)
+	d, err := daemon.StartWith(*path, daemon.Options{Identity: ident})
 	if err != nil {
 		return err
 	}

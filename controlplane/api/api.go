@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,11 +22,17 @@ import (
 	"github.com/steadydns/steadydns/controlplane/selection"
 )
 
-// State is the running server as the API sees it.
+// State is the running server as the API sees it. On a host of a fleet
+// Aggregator is nil unless it aggregates and Table nil unless it is an
+// edge.
 type State interface {
 	Source
 	Events() *health.EventLog
 	Records() *records.Compiled
+	// SetAdmin and SetExternal change a check's state: on a single host
+	// in its aggregator, in a fleet in every aggregator.
+	SetAdmin(id, value string) error
+	SetExternal(id string, up bool) error
 }
 
 // Handler returns the API's routes.
@@ -71,10 +76,10 @@ func checks(w http.ResponseWriter, st State) {
 		}
 	}
 	var out []CheckView
-	for _, s := range st.Aggregator().Statuses() {
+	for _, s := range st.Statuses() {
 		out = append(out, checkView(s, feeds[s.ID]))
 	}
-	writeJSON(w, map[string]any{"table": tableView(st), "checks": out})
+	writeJSON(w, map[string]any{"table": tableView(st), "fleet": st.Fleet(), "checks": out})
 }
 
 func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
@@ -83,7 +88,7 @@ func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
-	reply(w, st.Aggregator().SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+	reply(w, st.SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
 }
 
 // setExternal takes an external check's state, "up" or "down"; it holds
@@ -103,7 +108,7 @@ func setExternal(w http.ResponseWriter, r *http.Request, st State) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
 		return
 	}
-	reply(w, st.Aggregator().SetExternal(r.PathValue("id"), up, time.Now()))
+	reply(w, st.SetExternal(r.PathValue("id"), up))
 }
 
 func reply(w http.ResponseWriter, err error) {
@@ -119,9 +124,13 @@ func reply(w http.ResponseWriter, err error) {
 
 func recordList(w http.ResponseWriter, st State) {
 	t := st.Table()
+	if t == nil {
+		writeError(w, http.StatusNotFound, "this host is not an edge: it has no records in a data plane")
+		return
+	}
 	meta := tableView(st)
 	reasons := map[string]string{}
-	for _, s := range st.Aggregator().Statuses() {
+	for _, s := range st.Statuses() {
 		reasons[s.ID] = s.Reason
 	}
 	var out []RecordView

@@ -87,6 +87,14 @@ func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
 func (s *server) Events() *health.EventLog       { return &s.events }
 func (s *server) Records() *records.Compiled     { return s.compiled }
+func (s *server) Statuses() []health.Status      { return s.agg.Statuses() }
+func (s *server) Fleet() api.FleetView {
+	return api.FleetView{ID: "h1", Roles: []string{"prober", "aggregator", "edge"}}
+}
+func (s *server) SetAdmin(id, v string) error { return s.agg.SetAdmin(id, v) }
+func (s *server) SetExternal(id string, up bool) error {
+	return s.agg.SetExternal(id, up, time.Now())
+}
 
 func newServer(t *testing.T) *server {
 	t.Helper()
@@ -266,8 +274,16 @@ func TestChecks(t *testing.T) {
 		if c["id"] != "web1" {
 			continue
 		}
-		if got := keys(c); !slices.Equal(got, []string{"admin", "checkers_healthy", "checkers_reporting", "healthy", "id", "index", "last_results", "reason", "records", "since", "type"}) {
+		if got := keys(c); !slices.Equal(got, []string{"admin", "checkers_healthy", "checkers_reporting", "healthy", "id", "index", "last_results", "reason", "records", "since", "type", "votes"}) {
 			t.Errorf("check keys %v", got)
+		}
+		vote := c["votes"].([]any)[0].(map[string]any)
+		if got := keys(vote); !slices.Equal(got, []string{"checker", "counted", "healthy", "last_heard"}) {
+			t.Errorf("vote keys %v", got)
+		}
+		if vote["checker"] != "p1" || vote["healthy"] != false || vote["counted"] != true {
+			// One failure meets web1's unhealthy_threshold of 1.
+			t.Errorf("p1's vote on web1: %v", vote)
 		}
 		res := c["last_results"].([]any)[0].(map[string]any)
 		if got := keys(res); !slices.Equal(got, []string{"detail", "healthy", "latency_ms", "reason", "time"}) {

@@ -18,6 +18,11 @@ type Source interface {
 	Aggregator() *health.Aggregator
 	// Table is the health table in the data plane.
 	Table() *edge.Table
+	// Statuses are the checks' states: the aggregator's where this host
+	// aggregates, else as the edge's table has them.
+	Statuses() []health.Status
+	// Fleet is this host's place in a fleet.
+	Fleet() FleetView
 }
 
 // Metrics collects steadydns_* metrics. The XDP counters are read from the
@@ -36,6 +41,12 @@ type Metrics struct {
 	frames     *prometheus.Desc
 	rejected   *prometheus.Desc
 	pushCost   *prometheus.Desc
+	following  *prometheus.Desc
+	switches   *prometheus.Desc
+	revision   *prometheus.Desc
+	refused    *prometheus.Desc
+	messages   *prometheus.Desc
+	permErrs   *prometheus.Desc
 }
 
 // NewMetrics makes the collector.
@@ -51,6 +62,12 @@ func NewMetrics(src Source) *Metrics {
 		frames:    prometheus.NewDesc("steadydns_frames_total", "Result frames the aggregator applied.", nil, nil),
 		rejected:  prometheus.NewDesc("steadydns_frames_rejected_total", "Result frames rejected: undecodable or measured under another config hash.", nil, nil),
 		pushCost:  prometheus.NewDesc("steadydns_health_push_seconds", "Duration of the last health-table push: evaluating every check and writing the whole table.", nil, nil),
+		following: prometheus.NewDesc("steadydns_edge_following", "1 for the aggregator whose tables this edge writes.", []string{"aggregator"}, nil),
+		switches:  prometheus.NewDesc("steadydns_edge_aggregator_switches_total", "Times this edge followed another aggregator because the one it followed went silent.", nil, nil),
+		revision:  prometheus.NewDesc("steadydns_config_revision", "Revision of the fleet config in use; 0 for a local file.", nil, nil),
+		refused:   prometheus.NewDesc("steadydns_config_revisions_refused_total", "Config revisions from the bucket that failed validation and were not applied.", nil, nil),
+		messages:  prometheus.NewDesc("steadydns_fleet_messages_total", "Fleet messages received over NATS, by kind and what became of them (delivered, missing, rejected for another config hash, corrupt…).", []string{"kind", "result"}, nil),
+		permErrs:  prometheus.NewDesc("steadydns_fleet_permission_errors_total", "Publishes or subscriptions the NATS servers refused this host.", nil, nil),
 	}
 }
 
@@ -73,7 +90,8 @@ func (m *Metrics) FallbackCount(outcome string) uint64 {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queries, m.checkUp, m.tableAge, m.tableVer, m.coldStart, m.errDesc, m.frames, m.rejected, m.pushCost} {
+	for _, d := range []*prometheus.Desc{m.queries, m.checkUp, m.tableAge, m.tableVer, m.coldStart, m.errDesc, m.frames, m.rejected, m.pushCost,
+		m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs} {
 		ch <- d
 	}
 }
@@ -92,7 +110,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
-	for _, s := range m.src.Aggregator().Statuses() {
+	for _, s := range m.src.Statuses() {
 		v := 0.0
 		if s.Up {
 			v = 1
@@ -110,4 +128,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.frames, prometheus.CounterValue, float64(meta.Frames))
 	ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(meta.FramesRejected))
 	ch <- prometheus.MustNewConstMetric(m.pushCost, prometheus.GaugeValue, meta.PushSeconds)
+	f := m.src.Fleet()
+	if f.Following != "" {
+		ch <- prometheus.MustNewConstMetric(m.following, prometheus.GaugeValue, 1, f.Following)
+	}
+	ch <- prometheus.MustNewConstMetric(m.switches, prometheus.CounterValue, float64(f.Switches))
+	ch <- prometheus.MustNewConstMetric(m.revision, prometheus.GaugeValue, float64(f.Revision))
+	ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(f.Refused))
+	ch <- prometheus.MustNewConstMetric(m.permErrs, prometheus.CounterValue, float64(f.PermissionErrors))
+	for kind, c := range f.Messages {
+		for result, n := range c {
+			ch <- prometheus.MustNewConstMetric(m.messages, prometheus.CounterValue, float64(n), kind, result)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 )
 
@@ -22,7 +23,14 @@ type TableView struct {
 }
 
 func tableView(src Source) TableView {
-	m, c := src.Table().Meta(), src.Aggregator().Counters()
+	var m edge.Meta
+	var c health.Counters
+	if t := src.Table(); t != nil {
+		m = t.Meta()
+	}
+	if a := src.Aggregator(); a != nil {
+		c = a.Counters()
+	}
 	return TableView{Version: m.Version, AgeSec: m.Age.Seconds(), ColdOpen: m.Cold, Stale: m.Stale,
 		PushSeconds: c.LastPush.Seconds(), Frames: c.Frames, FramesRejected: c.Rejected}
 }
@@ -40,6 +48,31 @@ type CheckView struct {
 	Healthy  int          `json:"checkers_healthy"`
 	Results  []ResultView `json:"last_results,omitempty"` // newest first
 	Records  []string     `json:"records"`                // "name TYPE" of every record it feeds
+	Votes    []VoteView   `json:"votes,omitempty"`        // each checker's vote, where this host aggregates
+}
+
+// VoteView is one checker's vote on a check.
+type VoteView struct {
+	Checker string    `json:"checker"`
+	Region  string    `json:"region,omitempty"`
+	Healthy bool      `json:"healthy"`
+	Heard   time.Time `json:"last_heard"`
+	Counted bool      `json:"counted"` // heard within aggregation.checker_timeout
+}
+
+// FleetView is this host's place in a fleet: "fleet" in /api/v1/checks.
+type FleetView struct {
+	ID               string                       `json:"id"`
+	Roles            []string                     `json:"roles"`
+	Region           string                       `json:"region,omitempty"`
+	ConfigHash       string                       `json:"config_hash"`
+	ConfigSource     string                       `json:"config_source"` // file or nats
+	Revision         uint64                       `json:"config_revision,omitempty"`
+	Refused          uint64                       `json:"config_revisions_refused,omitempty"`
+	Following        string                       `json:"following,omitempty"` // the aggregator whose tables this edge writes
+	Switches         uint64                       `json:"aggregator_switches,omitempty"`
+	PermissionErrors uint64                       `json:"permission_errors,omitempty"`
+	Messages         map[string]map[string]uint64 `json:"messages,omitempty"` // kind → result → count
 }
 
 // ResultView is one recent probe result.
@@ -54,6 +87,9 @@ type ResultView struct {
 func checkView(s health.Status, records []string) CheckView {
 	v := CheckView{ID: s.ID, Type: s.Type, Index: s.Index, Up: s.Up, Reason: s.Reason, Admin: s.Admin, Since: s.Since,
 		Checkers: s.Checkers, Healthy: s.Healthy, Records: records}
+	for _, vt := range s.Votes {
+		v.Votes = append(v.Votes, VoteView(vt))
+	}
 	for _, r := range s.Results {
 		v.Results = append(v.Results, ResultView{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail,
 			LatencyMs: float64(r.Latency.Microseconds()) / 1000})

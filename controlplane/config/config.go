@@ -29,13 +29,15 @@ type Config struct {
 	CheckIDs     []string          // ids in file order
 	Records      []Record
 	Aggregation  Aggregation
+	Cluster      Cluster
 
 	// Hash identifies the health-relevant config: health_checks, records and
 	// aggregation, after defaults. Hosts reject frames and tables whose hash
 	// differs from their own. Formatting and key order do not change it.
 	Hash uint64
 
-	lines map[string]int // key path -> line
+	lines    map[string]int    // key path -> line
+	sections map[string]string // top-level key -> its file, where not File
 }
 
 // Server is the server section: where this host answers and is managed.
@@ -144,6 +146,10 @@ type Aggregation struct {
 	StaleAfter   time.Duration // default 10s; 0 means tables never go stale
 	TableSize    int           // entries; a power of two from 16 to 1<<22, default 65536
 	Hysteresis   *Hysteresis   // nil means the quorum alone decides
+	// CheckerTimeout is how long a checker counts in the quorum after its
+	// last frame: a prober cut off by a partition leaves the denominator
+	// then. Default three push intervals.
+	CheckerTimeout time.Duration
 }
 
 // Hysteresis replaces the single quorum with two thresholds, so a check
@@ -161,7 +167,7 @@ func (c *Config) Line(key string) int { return c.lines[key] }
 // reported at the line of its nearest enclosing key, which is where the
 // reader has to add it.
 func (c *Config) Errorf(key, format string, args ...any) *Error {
-	return newError(c.File, c.lines, key, format, args...)
+	return newError(sectionFile(c.File, c.sections, key), c.lines, key, format, args...)
 }
 
 // nearestLine finds the line of key or, failing that, of its closest ancestor.

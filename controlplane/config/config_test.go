@@ -73,7 +73,18 @@ func TestErrors(t *testing.T) {
 		{"geo prefix in two regions", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/24\"] }\n      us: { prefixes: [\"198.18.0.0/24\"] }\n", `config.yaml:6: server.geo.regions.us: prefix 198.18.0.0/24 is also in region eu`},
 		{"geo unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefix: [\"198.18.0.0/24\"] }\n", `config.yaml:5: server.geo.regions.eu.prefix: unknown key`},
 		{"answer in an unknown region", geoBase + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, region: ap }\n", `config.yaml:14: records[0].answers[0].region: unknown region "ap": define it under server.geo.regions`},
-		{"unknown top-level key", base + "cluster:\n  peers: []\n", `config.yaml:6: cluster: unknown key`},
+		{"unknown top-level key", base + "clusters:\n  peers: []\n", `config.yaml:6: clusters: unknown key`},
+		{"cluster unknown key", base + "cluster:\n  peers: []\n", `config.yaml:7: cluster.peers: unknown key`},
+		{"cluster config nats without nats", base + "cluster:\n  config: nats\n", `config.yaml:7: cluster.config: nats needs cluster.nats to say where the servers are`},
+		{"cluster config unknown", base + "cluster:\n  config: etcd\n", `config.yaml:7: cluster.config: unknown value "etcd", want one of file, nats`},
+		{"cluster nats without urls", base + "cluster:\n  nats:\n    tls: null\n", `config.yaml:7: cluster.nats.urls: at least one server is required`},
+		{"cluster nats bad url", base + "cluster:\n  nats:\n    urls: [\"http://198.18.64.21:4222\"]\n", `config.yaml:8: cluster.nats.urls[0]: invalid url "http://198.18.64.21:4222", want nats|tls://host:port`},
+		{"cluster embed bad listen", base + "cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    embed:\n      listen: 4222\n", `config.yaml:10: cluster.nats.embed.listen: invalid address "4222", want host:port such as 0.0.0.0:4222`},
+		{"cluster embed bad route", base + "cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    embed:\n      routes: [\"198.18.64.22:6222\"]\n", `config.yaml:10: cluster.nats.embed.routes[0]: invalid url "198.18.64.22:6222", want nats-route|nats|tls://host:port`},
+		{"cluster bad user key", base + "cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    users:\n      aggregator: [\"SUAKEY\"]\n", `config.yaml:10: cluster.nats.users.aggregator[0]: "SUAKEY" is not an NKey user public key (they start with U)`},
+		{"cluster unknown role", base + "cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    users:\n      resolver: []\n", `config.yaml:10: cluster.nats.users.resolver: unknown key`},
+		{"cluster tls missing key", base + "cluster:\n  nats:\n    urls: [\"tls://198.18.64.21:4222\"]\n    tls:\n      ca: /nonexistent/ca.pem\n", "config.yaml:9: cluster.nats.tls.cert: required\nconfig.yaml:9: cluster.nats.tls.key: required\nconfig.yaml:10: cluster.nats.tls.ca: open /nonexistent/ca.pem: no such file or directory"},
+		{"checker timeout below push", base + "aggregation:\n  push_interval: 2s\n  checker_timeout: 1s\n", `config.yaml:8: aggregation.checker_timeout: 1s must be at least push_interval 2s`},
 		{"unknown nested key", "server:\n  listn: [\"198.18.0.2:53\"]\n", `config.yaml:2: server.listn: unknown key`},
 		{"duplicate key", base + "aggregation:\n  quorum: 10%\n  quorum: 20%\n", `config.yaml:8: aggregation.quorum: duplicate key, first at line 7`},
 		{"list expected", "server:\n  listen: 198.18.0.2:53\n", `config.yaml:2: server.listen: expected a list, got "198.18.0.2:53"`},
@@ -301,7 +312,7 @@ func TestFull(t *testing.T) {
 	}})
 	same(t, "Aggregation", c.Aggregation, Aggregation{
 		PushInterval: 500 * time.Millisecond, Quorum: 0.125, StaleAfter: 5 * time.Second, TableSize: 1024,
-		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85},
+		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85}, CheckerTimeout: 1500 * time.Millisecond,
 	})
 
 	// Lines let other packages report their own errors at the right place.
@@ -341,7 +352,7 @@ records:
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
 		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 65536,
 	})
-	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536})
+	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536, CheckerTimeout: 3 * time.Second})
 	same(t, "Record", c.Records[0], Record{
 		Name: "www.example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: 8, WhenAllDown: "answer_all", Stale: "keep",
 		Answers: []Answer{{Value: netip.MustParseAddr("198.18.1.1"), Weight: 1}},

@@ -39,7 +39,9 @@ func (e *Error) Error() string {
 // first one a reader meets. A single error is returned as itself so that
 // callers can type-assert it without errors.As.
 func joinErrors(errs []*Error) error {
-	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	slices.SortStableFunc(errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
 	switch len(errs) {
 	case 0:
 		return nil

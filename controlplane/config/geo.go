@@ -66,7 +66,7 @@ func (d *decoder) geo(f fields) *Geo {
 		if n := rf.get("file"); n != nil {
 			if s, ok := d.scalar(n, rf.key("file"), "a file name"); ok {
 				if !filepath.IsAbs(s) {
-					s = filepath.Join(filepath.Dir(d.file), s)
+					s = filepath.Join(filepath.Dir(d.fileOf("server")), s)
 				}
 				ps, err := readPrefixes(s)
 				if err != nil {

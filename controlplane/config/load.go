@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,57 @@ func Load(path string) (*Config, error) {
 // Parse validates config data. file names the data in errors, and zone
 // files with relative paths resolve against its directory.
 func Parse(file string, data []byte) (*Config, error) {
+	doc, err := parseDoc(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return decode(&decoder{file: file, lines: map[string]int{}}, doc)
+}
+
+// LocalSections are the sections a host of a fleet always reads from its
+// own file; the others are the fleet's and may come from a pushed revision.
+var LocalSections = []string{"server", "cluster"}
+
+// ParseFleet composes a host's config from its own file, which gives the
+// server and cluster sections, and a revision of the fleet sections
+// (zones, health_checks, records, aggregation) pushed to the config bucket.
+// Errors name the file each key came from; zone files resolve against the
+// revision's directory. The revision's own server and cluster sections,
+// which were the pushing host's, are ignored.
+func ParseFleet(localFile string, local []byte, fleetFile string, fleet []byte) (*Config, error) {
+	ldoc, err := parseDoc(localFile, local)
+	if err != nil {
+		return nil, err
+	}
+	fdoc, err := parseDoc(fleetFile, fleet)
+	if err != nil {
+		return nil, err
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode, Line: 1}
+	d := &decoder{file: localFile, lines: map[string]int{}, sections: map[string]string{}}
+	var errs []*Error
+	for _, pair := range pairs(rootOf(ldoc)) {
+		if !slices.Contains(LocalSections, pair[0].Value) {
+			errs = append(errs, &Error{File: localFile, Line: pair[0].Line, Key: pair[0].Value,
+				Msg: "with cluster.config: nats this section comes from the config bucket (steadydns config push): remove it here"})
+			continue
+		}
+		root.Content = append(root.Content, pair[0], pair[1])
+	}
+	for _, pair := range pairs(rootOf(fdoc)) {
+		if slices.Contains(LocalSections, pair[0].Value) {
+			continue
+		}
+		d.sections[pair[0].Value] = fleetFile
+		root.Content = append(root.Content, pair[0], pair[1])
+	}
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return decode(d, root)
+}
+
+func parseDoc(file string, data []byte) (*yaml.Node, error) {
 	var doc, next yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
@@ -38,8 +90,36 @@ func Parse(file string, data []byte) (*Config, error) {
 	case err != io.EOF:
 		return nil, syntaxError(file, err)
 	}
-	d := &decoder{file: file, lines: map[string]int{}}
-	c := d.config(&doc)
+	return &doc, nil
+}
+
+// rootOf is a document's top-level mapping, or nil.
+func rootOf(doc *yaml.Node) *yaml.Node {
+	root := doc
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		root = doc.Content[0]
+	}
+	root = value(root)
+	if root == nil || root.Kind != yaml.MappingNode {
+		return nil
+	}
+	return root
+}
+
+// pairs lists a mapping's keys and values.
+func pairs(n *yaml.Node) [][2]*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	var out [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out = append(out, [2]*yaml.Node{n.Content[i], n.Content[i+1]})
+	}
+	return out
+}
+
+func decode(d *decoder, doc *yaml.Node) (*Config, error) {
+	c := d.config(doc)
 	// Validation runs only on a cleanly decoded file: a value that failed to
 	// decode would otherwise be reported a second time as missing.
 	if len(d.errs) > 0 {
@@ -53,18 +133,18 @@ func Parse(file string, data []byte) (*Config, error) {
 }
 
 var (
-	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation"}
+	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
 	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "max_records", "geo"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
 	answerKeys      = []string{"value", "check", "weight", "priority", "backup", "region"}
-	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis"}
+	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis", "checker_timeout"}
 	hysteresisKeys  = []string{"down", "up"}
 )
 
 func (d *decoder) config(doc *yaml.Node) *Config {
-	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, lines: d.lines}
+	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, lines: d.lines, sections: d.sections}
 	root := doc
 	if doc.Kind == yaml.DocumentNode {
 		root = doc.Content[0]
@@ -91,6 +171,7 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
+	c.Cluster = d.cluster(f.mapping("cluster", clusterKeys))
 	return c
 }
 
@@ -132,7 +213,7 @@ func (d *decoder) zone(f fields) Zone {
 	f.str("file", &z.File)
 	if z.File != "" {
 		if !filepath.IsAbs(z.File) {
-			z.File = filepath.Join(filepath.Dir(d.file), z.File)
+			z.File = filepath.Join(filepath.Dir(d.fileOf("zones")), z.File)
 		}
 		abs, err := filepath.Abs(z.File)
 		if err != nil {
@@ -219,6 +300,8 @@ func (d *decoder) aggregation(f fields) Aggregation {
 	f.percent("quorum", &a.Quorum)
 	f.duration("stale_after", &a.StaleAfter)
 	f.int("table_size", &a.TableSize)
+	a.CheckerTimeout = 3 * a.PushInterval
+	f.duration("checker_timeout", &a.CheckerTimeout)
 	if f.has("hysteresis") {
 		h := f.mapping("hysteresis", hysteresisKeys)
 		a.Hysteresis = &Hysteresis{}

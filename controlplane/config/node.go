@@ -14,18 +14,34 @@ import (
 // only nodes know the line of every key, and because unknown and duplicate
 // keys must be errors.
 type decoder struct {
-	file  string
-	lines map[string]int // key path -> line, for the validator and other packages
-	errs  []*Error
+	file     string
+	sections map[string]string // top-level key -> the file it came from, when not file
+	lines    map[string]int    // key path -> line, for the validator and other packages
+	errs     []*Error
+}
+
+// fileOf is the file a key path was read from: a fleet's hosts read some
+// sections from their own file and the rest from a pushed revision.
+func (d *decoder) fileOf(key string) string { return sectionFile(d.file, d.sections, key) }
+
+func sectionFile(file string, sections map[string]string, key string) string {
+	top := key
+	if i := strings.IndexAny(key, ".["); i >= 0 {
+		top = key[:i]
+	}
+	if f, ok := sections[top]; ok {
+		return f
+	}
+	return file
 }
 
 func (d *decoder) errorf(n *yaml.Node, key, format string, args ...any) {
-	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.fileOf(key), Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 // missing reports a required key that is absent, at its parent's line.
 func (d *decoder) missing(key, format string, args ...any) {
-	d.errs = append(d.errs, newError(d.file, d.lines, key, format, args...))
+	d.errs = append(d.errs, newError(d.fileOf(key), d.lines, key, format, args...))
 }
 
 // value follows aliases and turns null into nil, so that "key:" with

@@ -45,6 +45,7 @@ func (c *Config) validate() []*Error {
 	v.checkCycles()
 	v.records()
 	v.aggregation()
+	v.cluster()
 	return v.errs
 }
 
@@ -377,6 +378,11 @@ func (v *validator) aggregation() {
 		// Tables arrive once per push interval, so anything shorter would
 		// call every table stale just before the next one arrives.
 		v.errorf("aggregation.stale_after", "%s must be longer than push_interval %s (or 0 for never)", a.StaleAfter, a.PushInterval)
+	}
+	if a.CheckerTimeout < a.PushInterval {
+		// Frames arrive once per push interval: a shorter timeout would
+		// drop every checker between two frames.
+		v.errorf("aggregation.checker_timeout", "%s must be at least push_interval %s", a.CheckerTimeout, a.PushInterval)
 	}
 	if a.TableSize < 16 || a.TableSize > 1<<22 || a.TableSize&(a.TableSize-1) != 0 {
 		v.errorf("aggregation.table_size", "%d is not a power of two from 16 to %d", a.TableSize, 1<<22)

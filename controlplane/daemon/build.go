@@ -4,7 +4,9 @@
 package daemon
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -44,6 +46,10 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 		return nil, cfg.Errorf("aggregation.table_size", "%v", err)
 	}
 	p.Index = index
+	// Frames and tables carry the hash, and a receiver drops those of
+	// another: with the indexes in it, two hosts whose reload histories
+	// placed a check at different entries never read each other's tables.
+	cfg.Hash = layoutHash(cfg.Hash, cfg.CheckIDs, index)
 	if p.Compiled, err = records.Compile(cfg, p.Zones, index); err != nil {
 		return nil, err
 	}
@@ -161,4 +167,18 @@ func probeSpec(c *config.Check) (spec prober.Spec, ok bool) {
 		ExpectRcode:      c.ExpectRcode,
 		ExpectAnswer:     c.ExpectAnswer,
 	}, true
+}
+
+// layoutHash folds the check-to-entry assignment into the config hash.
+func layoutHash(h uint64, ids []string, index map[string]uint32) uint64 {
+	f := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], h)
+	f.Write(b[:])
+	for _, id := range ids {
+		f.Write([]byte(id))
+		binary.LittleEndian.PutUint32(b[:4], index[id])
+		f.Write(b[:4])
+	}
+	return f.Sum64()
 }

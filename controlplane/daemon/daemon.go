@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,19 +25,11 @@ import (
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
-
-// proberID names this host's prober in its frames.
-func proberID() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "local"
-	}
-	return h[:min(len(h), prober.MaxProberID)]
-}
 
 // Daemon is a running edge.
 type Daemon struct {
@@ -50,6 +43,8 @@ type Daemon struct {
 	fb       *fallback.Server
 	metrics  *api.Metrics
 	outcomes []string
+	id       Identity
+	fleet    *fleet // nil on a single host: frames and tables pass in process
 
 	mu        sync.Mutex // serialises reloads
 	plan      atomic.Pointer[Plan]
@@ -65,6 +60,9 @@ type Options struct {
 	// prober opens sockets later, from its own goroutines, so a caller
 	// that entered a namespace for one thread only (tests) must say so.
 	Netns prober.Netns
+	// Identity is this host's place in a fleet; the zero value plays
+	// every role under the host name.
+	Identity Identity
 }
 
 // Start loads the config at path and brings the edge up: records and a
@@ -76,19 +74,8 @@ func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
 // order, whatever it had started: nothing keeps running, no socket stays
 // bound, and XDP is left as it was.
 func StartWith(path string, opts Options) (*Daemon, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	p, err := Build(cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range p.Compiled.Warnings {
-		slog.Warn(w)
-	}
-	d := &Daemon{path: path}
-	if err := d.start(cfg, p, opts); err != nil {
+	d := &Daemon{path: path, id: opts.Identity}
+	if err := d.start(opts); err != nil {
 		if uerr := d.started.undo(true); uerr != nil {
 			return nil, errors.Join(err, uerr)
 		}
@@ -97,47 +84,139 @@ func StartWith(path string, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// start brings the edge up step by step; each step that starts something
-// records how to undo it before the next step runs.
-func (d *Daemon) start(cfg *config.Config, p *Plan, opts Options) error {
-	var err error
-	if d.outcomes, err = loader.OutcomeNames(); err != nil {
-		return err
-	}
-	if d.objs, err = loader.Load(loadOptions(cfg)); err != nil {
-		return err
-	}
-	d.started.push(func(context.Context) error { return d.objs.Close() })
-	// The pinned table an earlier run pushed, if any: the edge is not cold
-	// while it is fresh, and the checks take their first states from it,
-	// so a restart does not make every endpoint flap.
-	pinned := make([]byte, loader.HealthTableBytes(d.objs.HealthCapacity()))
-	meta, err := d.objs.ReadHealth(pinned)
+// configWait bounds how long a host started with cluster.config: nats
+// waits for the fleet's NATS servers and a first config revision.
+const configWait = 60 * time.Second
+
+// start brings the host up step by step; each step that starts something
+// records how to undo it before the next step runs. An edge loads its maps,
+// an aggregator builds its aggregator, a prober its scheduler; in a fleet
+// they meet over NATS, on a single host in process.
+func (d *Daemon) start(opts Options) error {
+	cfg, err := config.Load(d.path)
 	if err != nil {
 		return err
 	}
-	d.table = edge.New(d.objs, meta)
+	id := d.id
+	host := id.hostID()
+	if err := transport.ValidSenderID(host); err != nil {
+		return fmt.Errorf("--id: %w", err)
+	}
+	if cfg.Cluster.NATS == nil {
+		if id.Roles != nil && len(id.Roles) != len(config.Roles) {
+			return cfg.Errorf("cluster", "--role %s needs cluster.nats: without it one process plays every role", roleList(id.Roles))
+		}
+	} else if err := d.join(cfg, id); err != nil {
+		return err
+	}
+	if cfg.Cluster.Config == config.ConfigNATS {
+		ctx, cancel := context.WithTimeout(context.Background(), configWait)
+		cfg, err = d.fetchConfig(ctx, host)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	p, err := Build(cfg, nil)
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Compiled.Warnings {
+		slog.Warn(w)
+	}
 	var seed health.Seed
-	if meta.Version != 0 {
-		seed = health.Seed{ConfigHash: meta.ConfigHash, Table: pinned}
+	if id.has(config.RoleEdge) {
+		if seed, err = d.startEdge(cfg); err != nil {
+			return err
+		}
 	}
-	if d.agg, err = health.New(cfg, p.Index, d.table, seed, &d.events); err != nil {
-		return err
+	if id.has(config.RoleAggregator) {
+		var out health.Sink = d.table
+		if d.fleet != nil {
+			out = publisher{d.fleet.conn}
+		}
+		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
+			return err
+		}
 	}
-	// One process is prober, aggregator and edge: the prober's frames go
-	// to the aggregator in process, encoded as they would travel.
-	if d.framer, err = prober.NewFramer(proberID(), cfg.Aggregation.TableSize); err != nil {
-		return err
+	if id.has(config.RoleProber) {
+		if d.framer, err = prober.NewFramer(host, id.Region, cfg.Aggregation.TableSize); err != nil {
+			return err
+		}
+		d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
+			d.framer.Record(r)
+			if d.agg != nil {
+				d.agg.Observe(r)
+			}
+		}})
+		d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	}
-	d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
-		d.framer.Record(r)
-		d.agg.Observe(r)
-	}})
-	d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	if err := d.apply(p); err != nil {
 		return err
 	}
 	d.metrics = api.NewMetrics(d)
+	if id.has(config.RoleEdge) {
+		if err := d.serveEdge(cfg, p); err != nil {
+			return err
+		}
+	}
+	if d.fleet != nil {
+		if err := d.subscribeFleet(cfg, host); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Server.API)
+	if err != nil {
+		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
+	}
+	srv := &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	d.started.push(srv.Shutdown)
+	d.startLoops(cfg)
+	slog.Info("serving", "config", d.path, "id", host, "roles", roleList(id.Roles), "listen", cfg.Server.Listen,
+		"api", ln.Addr().String(), "records", len(p.Compiled.Sets))
+	return nil
+}
+
+func roleList(roles []config.Role) string {
+	if roles == nil {
+		roles = config.Roles
+	}
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ",")
+}
+
+// startEdge loads the data plane's maps and the table in them. The pinned
+// table an earlier run pushed is the aggregator's seed when it runs here
+// too: the edge is not cold while it is fresh, and the checks take their
+// first states from it, so a restart does not make every endpoint flap.
+func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
+	var err error
+	if d.outcomes, err = loader.OutcomeNames(); err != nil {
+		return health.Seed{}, err
+	}
+	if d.objs, err = loader.Load(loadOptions(cfg)); err != nil {
+		return health.Seed{}, err
+	}
+	d.started.push(func(context.Context) error { return d.objs.Close() })
+	pinned := make([]byte, loader.HealthTableBytes(d.objs.HealthCapacity()))
+	meta, err := d.objs.ReadHealth(pinned)
+	if err != nil {
+		return health.Seed{}, err
+	}
+	d.table = edge.New(d.objs, meta)
+	if meta.Version == 0 {
+		return health.Seed{}, nil
+	}
+	return health.Seed{ConfigHash: meta.ConfigHash, Table: pinned}, nil
+}
+
+// serveEdge starts the fallback and then attaches XDP, so nothing XDP
+// passes goes unanswered.
+func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
 	if err := d.fb.Start(); err != nil {
 		return err
@@ -161,35 +240,97 @@ func (d *Daemon) start(cfg *config.Config, p *Plan, opts Options) error {
 	if err := d.objs.RemoveStaleLayouts(); err != nil {
 		slog.Warn("removing stale maps", "error", err)
 	}
-	ln, err := net.Listen("tcp", cfg.Server.API)
-	if err != nil {
-		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
+	return nil
+}
+
+// subscribeFleet receives what this host's roles take: an aggregator the
+// probers' frames and the state changes of every host's API, an edge the
+// tables of the aggregator it follows. A fleet config from the bucket is
+// watched for new revisions.
+func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
+	if d.agg != nil {
+		err := d.subscribe(transport.KindFrame, func(m transport.Message) {
+			if err := d.agg.IngestFrame(m.Payload, time.Now()); err != nil {
+				slog.Warn("result frame rejected", "from", m.Sender, "error", err)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if err := d.subscribe(transport.KindState, d.applyState); err != nil {
+			return err
+		}
 	}
-	srv := &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	d.started.push(srv.Shutdown)
+	if d.table != nil {
+		d.fleet.follow = &follower{timeout: followTimeout(cfg)}
+		err := d.subscribe(transport.KindTable, func(m transport.Message) {
+			if !d.fleet.follow.take(m.Sender, time.Now()) {
+				return
+			}
+			stale := uint64(d.plan.Load().Config.Aggregation.StaleAfter)
+			if err := d.table.WriteHealth(m.Payload, m.Slot, m.Hash, stale); err != nil {
+				slog.Warn("health table dropped", "from", m.Sender, "error", err)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if d.fleet.store != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := d.watchConfig(ctx, host); err != nil && ctx.Err() == nil {
+				slog.Error("watching the config bucket", "error", err)
+			}
+		}()
+		d.started.push(func(context.Context) error { cancel(); <-done; return nil })
+	}
+	return nil
+}
+
+// followTimeout is how long an edge waits for the next table from the
+// aggregator it follows before it follows another: three push periods, so
+// one late or lost table does not make it switch.
+func followTimeout(cfg *config.Config) time.Duration { return 3 * cfg.Aggregation.PushInterval }
+
+// startLoops runs the prober's frames and the aggregator's pushes, once
+// every push period, on threads of lower priority.
+func (d *Daemon) startLoops(cfg *config.Config) {
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
+	var wg sync.WaitGroup
+	if d.framer != nil {
+		emit := func(b []byte) {
+			if err := d.agg.IngestFrame(b, time.Now()); err != nil {
+				slog.Warn("result frame rejected", "error", err)
+			}
+		}
+		if d.fleet != nil {
+			emit = func(b []byte) {
+				p := d.plan.Load()
+				slot := uint64(time.Now().UnixNano() / int64(p.Config.Aggregation.PushInterval))
+				if err := d.fleet.conn.Publish(transport.KindFrame, slot, p.Config.Hash, b); err != nil {
+					slog.Warn("publishing a result frame", "error", err)
+				}
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			background()
-			d.framer.Run(ctx, cfg.Aggregation.PushInterval, func(b []byte) {
-				if err := d.agg.IngestFrame(b, time.Now()); err != nil {
-					slog.Warn("result frame rejected", "error", err)
-				}
-			})
+			d.framer.Run(ctx, cfg.Aggregation.PushInterval, emit)
 		}()
-		background()
-		d.agg.Run(ctx)
-		wg.Wait()
-	}()
-	d.started.push(func(context.Context) error { stop(); <-done; return nil })
-	slog.Info("serving", "config", d.path, "listen", cfg.Server.Listen, "api", ln.Addr().String(), "records", len(p.Compiled.Sets))
-	return nil
+	}
+	if d.agg != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			background()
+			d.agg.Run(ctx)
+		}()
+	}
+	d.started.push(func(context.Context) error { stop(); wg.Wait(); return nil })
 }
 
 // backgroundNice is the CPU priority of the aggregation's threads.
@@ -212,17 +353,38 @@ func background() {
 // apply makes a plan current: the aggregator learns the new indexes and
 // pushes the table before any record that refers to them enters the maps.
 func (d *Daemon) apply(p *Plan) error {
-	d.agg.Reconfigure(p.Config, p.Index)
-	probes := p.Probes()
-	if err := d.sched.Update(probes); err != nil {
-		return err
+	if d.agg != nil {
+		d.agg.Reconfigure(p.Config, p.Index)
 	}
-	if err := d.framer.Configure(p.Config.Hash, probes); err != nil {
-		return err
+	if d.sched != nil {
+		probes := p.Probes()
+		if err := d.sched.Update(probes); err != nil {
+			return err
+		}
+		if err := d.framer.Configure(p.Config.Hash, probes); err != nil {
+			return err
+		}
 	}
-	if err := d.agg.Push(time.Now()); err != nil {
-		return err
+	// In a fleet the table comes from an aggregator, which may be
+	// another host: a record may briefly point at an index whose entry is
+	// the previous config's, and the hash check makes the edge wait for
+	// tables of the new config.
+	if d.agg != nil && d.fleet == nil {
+		if err := d.agg.Push(time.Now()); err != nil {
+			return err
+		}
 	}
+	if d.objs != nil {
+		if err := d.applyEdge(p); err != nil {
+			return err
+		}
+	}
+	d.plan.Store(p)
+	return nil
+}
+
+// applyEdge writes the records, geo and zone SOAs into the maps.
+func (d *Daemon) applyEdge(p *Plan) error {
 	v4, v6 := p.Geo.Entries()
 	if err := d.objs.SyncGeo(v4, v6, p.Geo.Orders()); err != nil {
 		return err
@@ -240,11 +402,7 @@ func (d *Daemon) apply(p *Plan) error {
 			return err
 		}
 	}
-	if err := d.objs.SyncRecords(p.Compiled.Entries()); err != nil {
-		return err
-	}
-	d.plan.Store(p)
-	return nil
+	return d.objs.SyncRecords(p.Compiled.Entries())
 }
 
 func (d *Daemon) view(p *Plan) *fallback.View {
@@ -254,27 +412,58 @@ func (d *Daemon) view(p *Plan) *fallback.View {
 // Reload rereads the config. A config that does not load, or that changes
 // what only a restart can change, is rejected and the running one stays.
 func (d *Daemon) Reload() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	cfg, err := config.Load(d.path)
 	if err != nil {
 		return err
 	}
+	if cfg.Cluster.Config == config.ConfigNATS {
+		if d.fleet == nil || d.fleet.store == nil {
+			return cfg.Errorf("cluster.config", "the config source changed: restart to apply it")
+		}
+		// The local file changed: compose it with the revision in use.
+		ctx, cancel := context.WithTimeout(context.Background(), configWait)
+		defer cancel()
+		value, rev, err := d.fleet.store.Latest(ctx)
+		if err != nil {
+			return fmt.Errorf("reloading: %w", err)
+		}
+		if cfg, err = d.composeConfig(d.id.hostID(), value, rev); err != nil {
+			return err
+		}
+		if err := d.reloadWith(cfg); err != nil {
+			return err
+		}
+		d.fleet.revision.Store(rev)
+		return nil
+	}
+	return d.reloadWith(cfg)
+}
+
+// reloadWith applies a new config. One that changes what only a restart
+// can change is rejected and the running one stays.
+func (d *Daemon) reloadWith(cfg *config.Config) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	cur := d.plan.Load().Config
 	if !reflect.DeepEqual(cur.Server, cfg.Server) {
 		return cfg.Errorf("server", "the server section changed: restart to apply it")
 	}
+	if !reflect.DeepEqual(cur.Cluster, cfg.Cluster) {
+		return cfg.Errorf("cluster", "the cluster section changed: restart to apply it")
+	}
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
 	}
-	p, err := Build(cfg, d.agg.Index())
+	p, err := Build(cfg, d.plan.Load().Index)
 	if err != nil {
 		return err
 	}
 	if err := d.apply(p); err != nil {
 		return err
 	}
-	d.fb.SetView(d.view(p))
+	if d.fb != nil {
+		d.fb.SetView(d.view(p))
+	}
 	slog.Info("reloaded", "config", d.path, "records", len(p.Compiled.Sets))
 	return nil
 }
@@ -310,6 +499,9 @@ func (d *Daemon) Close() error {
 
 // XDPOutcomes implements api.Source.
 func (d *Daemon) XDPOutcomes() (map[string]uint64, error) {
+	if d.objs == nil {
+		return nil, nil // not an edge: no data plane
+	}
 	counts, err := d.objs.Outcomes()
 	if err != nil {
 		return nil, err
@@ -335,3 +527,52 @@ func (d *Daemon) Records() *records.Compiled { return d.plan.Load().Compiled }
 
 // Metrics is the daemon's collector.
 func (d *Daemon) Metrics() *api.Metrics { return d.metrics }
+
+// Statuses implements api.Source: the aggregator's view where this host
+// aggregates, else each check's entry in the table the edge follows.
+func (d *Daemon) Statuses() []health.Status {
+	if d.agg != nil {
+		return d.agg.Statuses()
+	}
+	if d.table == nil {
+		return nil
+	}
+	p := d.plan.Load()
+	out := make([]health.Status, 0, len(p.Index))
+	for _, id := range p.Config.CheckIDs {
+		i := p.Index[id]
+		out = append(out, health.Status{ID: id, Type: string(p.Config.HealthChecks[id].Type), Index: i, Up: d.table.Up(i),
+			Reason: "from the table of " + d.Fleet().Following})
+	}
+	return out
+}
+
+// Fleet implements api.Source.
+func (d *Daemon) Fleet() api.FleetView {
+	p := d.plan.Load()
+	v := api.FleetView{ID: d.id.hostID(), Region: d.id.Region, ConfigHash: fmt.Sprintf("%016x", p.Config.Hash), ConfigSource: p.Config.Cluster.Config}
+	for _, r := range config.Roles {
+		if d.id.has(r) {
+			v.Roles = append(v.Roles, string(r))
+		}
+	}
+	f := d.fleet
+	if f == nil {
+		return v
+	}
+	v.Revision, v.Refused = f.revision.Load(), f.refused.Load()
+	if f.follow != nil {
+		v.Following, v.Switches = f.follow.following(), f.follow.switches.Load()
+	}
+	v.PermissionErrors = f.conn.Counters().PermissionErrors
+	v.Messages = map[string]map[string]uint64{}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for kind, sub := range f.subs {
+		c := sub.Counters()
+		v.Messages[kind.String()] = map[string]uint64{"delivered": c.Delivered, "missing": c.Missing, "corrupt": c.Corrupt,
+			"malformed": c.Malformed, "wrong_kind": c.WrongKind, "wrong_sender": c.WrongSender, "other_config": c.Rejected,
+			"late": c.Late, "duplicate": c.Duplicate, "dropped": c.Dropped}
+	}
+	return v
+}

@@ -36,6 +36,8 @@ type agg struct {
 	index map[string]uint32
 	now   time.Time
 	seq   map[string]uint64 // checker/check → last seq sent
+	// region is the region a checker's frames carry; none if absent.
+	region map[string]string
 }
 
 // tcp is a probed check with these thresholds.
@@ -47,7 +49,8 @@ func tcp(unhealthy, healthy int) *config.Check {
 func newAgg(t *testing.T, ids []string, checks ...*config.Check) *agg {
 	t.Helper()
 	cfg := &config.Config{CheckIDs: ids, HealthChecks: map[string]*config.Check{}, Hash: 0x5eed,
-		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: tableSize}}
+		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: tableSize,
+			CheckerTimeout: 3 * time.Second}} // config's default: three push periods
 	index := map[string]uint32{}
 	for i, id := range ids {
 		cfg.HealthChecks[id] = checks[i]
@@ -58,7 +61,8 @@ func newAgg(t *testing.T, ids []string, checks ...*config.Check) *agg {
 
 func newAggFor(t *testing.T, cfg *config.Config, index map[string]uint32, seed health.Seed) *agg {
 	t.Helper()
-	g := &agg{t: t, sink: &memSink{}, log: &health.EventLog{}, cfg: cfg, index: index, now: time.Unix(1000, 0), seq: map[string]uint64{}}
+	g := &agg{t: t, sink: &memSink{}, log: &health.EventLog{}, cfg: cfg, index: index, now: time.Unix(1000, 0), seq: map[string]uint64{},
+		region: map[string]string{}}
 	a, err := health.New(cfg, index, g.sink, seed, g.log)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +74,8 @@ func newAggFor(t *testing.T, cfg *config.Config, index map[string]uint32, seed h
 // frame ingests one frame from checker carrying entries, padded to the
 // table's capacity as a prober pads it.
 func (g *agg) frame(checker string, hash uint64, entries ...prober.Entry) error {
-	f := prober.Frame{Version: uint64(g.now.Unix()), ConfigHash: hash, Prober: checker, Entries: make([]prober.Entry, tableSize)}
+	f := prober.Frame{Version: uint64(g.now.Unix()), ConfigHash: hash, Prober: checker, Region: g.region[checker],
+		Entries: make([]prober.Entry, tableSize)}
 	copy(f.Entries, entries)
 	b, err := prober.Encode(nil, &f)
 	if err != nil {
@@ -221,8 +226,8 @@ func TestQuorum(t *testing.T) {
 	if g.push("web") {
 		t.Errorf("1 of 10 healthy: up")
 	}
-	// Checkers not heard from within three intervals and a push period
-	// drop out of the count: the one healthy checker left is 100%.
+	// Checkers not heard from within checker_timeout (3s) drop out of
+	// the count: the one healthy checker left is 100%.
 	g.now = g.now.Add(5 * time.Second)
 	g.result("a", "web", 3, true)
 	if !g.push("web") || g.status("web").Checkers != 1 {
@@ -405,6 +410,11 @@ func TestReconfigure(t *testing.T) {
 	}
 	if !g.up("mail") {
 		t.Errorf("mail took db's index and its down state")
+	}
+	// p1 reported db, not mail: it is not among mail's checkers until it
+	// does, though it was heard within checker_timeout.
+	if s := g.status("mail"); s.Checkers != 0 || s.Reason != "no_results" || len(s.Votes) != 1 || s.Votes[0].Counted {
+		t.Errorf("mail after reload: checkers %d reason %s votes %v, want db's checker not counted", s.Checkers, s.Reason, s.Votes)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +108,7 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 	}
 	for id, c := range cfg.HealthChecks {
 		i := index[id]
-		t.cfgs[i] = newSlotCfg(c, cfg.Aggregation.PushInterval)
+		t.cfgs[i] = newSlotCfg(c, &cfg.Aggregation)
 		t.ids[i] = id
 		t.types[id] = string(c.Type)
 		if old != nil && oldIDs[i] == id && old[i].admin != t.cfgs[i].admin {
@@ -121,7 +123,7 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 			if oldIDs[i] != t.ids[i] {
 				t.states[i] = slotState{state: true, up: true}
 				for _, tr := range t.trackList {
-					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i] = 0, 0, 0, false
+					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i], tr.counted[i] = 0, 0, 0, false, false
 					tr.up[i] = true
 				}
 			}
@@ -209,9 +211,11 @@ func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 	tr := t.tracks[f.Prober]
 	if tr == nil {
 		tr = newTrack(len(t.states), t.states)
+		tr.checker = f.Prober
 		t.tracks[f.Prober] = tr
 		t.trackList = append(t.trackList, tr)
 	}
+	tr.region = f.Region
 	t.frames.Add(1)
 	ns := now.UnixNano()
 	n := uint32(len(t.cfgs))
@@ -330,6 +334,16 @@ type Status struct {
 	Checkers int             // checkers heard from recently, at the last push
 	Healthy  int             // of those, the ones that said healthy
 	Results  []prober.Result // the recent results, newest first
+	Votes    []Vote          // every checker ever heard from, by id
+}
+
+// Vote is what one checker says of a check, after its thresholds.
+type Vote struct {
+	Checker string
+	Region  string
+	Healthy bool
+	Heard   time.Time // the last frame that carried a result for the check; zero if none has
+	Counted bool      // heard within aggregation.checker_timeout at the last push: in the quorum's denominator
 }
 
 // Statuses lists every check's state, by id.
@@ -348,6 +362,16 @@ func (t *Aggregator) Statuses() []Status {
 		for k := len(rs) - 1; k >= 0; k-- {
 			s.Results = append(s.Results, rs[k])
 		}
+		for _, tr := range t.trackList {
+			// Counted is what the last push counted, so the votes agree
+			// with Checkers and with the state they produced.
+			v := Vote{Checker: tr.checker, Region: tr.region, Healthy: tr.up[i], Counted: tr.counted[i]}
+			if tr.reported[i] {
+				v.Heard = time.Unix(0, tr.seen[i])
+			}
+			s.Votes = append(s.Votes, v)
+		}
+		slices.SortFunc(s.Votes, func(a, b Vote) int { return strings.Compare(a.Checker, b.Checker) })
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

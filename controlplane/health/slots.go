@@ -76,6 +76,8 @@ type slotState struct {
 
 // track is what one checker said about every slot, as parallel arrays.
 type track struct {
+	checker  string // the prober's id
+	region   string // the prober's region, as its last frame said
 	seq      []uint64
 	seen     []int64 // unix ns of the last frame that carried the slot
 	okRun    []uint16
@@ -83,6 +85,7 @@ type track struct {
 	up       []bool // after the consecutive thresholds
 	reason   []uint8
 	reported []bool
+	counted  []bool // in the slot's quorum denominator at the last push
 }
 
 func newTrack(capacity int, initial []slotState) *track {
@@ -90,6 +93,7 @@ func newTrack(capacity int, initial []slotState) *track {
 		seq: make([]uint64, capacity), seen: make([]int64, capacity),
 		okRun: make([]uint16, capacity), failRun: make([]uint16, capacity),
 		up: make([]bool, capacity), reason: make([]uint8, capacity), reported: make([]bool, capacity),
+		counted: make([]bool, capacity),
 	}
 	for i := range initial {
 		t.up[i] = initial[i].state
@@ -97,10 +101,10 @@ func newTrack(capacity int, initial []slotState) *track {
 	return t
 }
 
-func newSlotCfg(c *config.Check, pushInterval time.Duration) slotCfg {
+func newSlotCfg(c *config.Check, agg *config.Aggregation) slotCfg {
 	a, _ := parseAdmin(c.Admin) // the config allows only the three
 	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
-		window: int64(3*c.Interval + pushInterval), minHealthy: c.MinHealthy, ttl: c.TTL}
+		window: int64(agg.CheckerTimeout), minHealthy: c.MinHealthy, ttl: c.TTL}
 	switch c.Type {
 	case config.CheckCalculated:
 		s.kind = kindCalculated
@@ -198,6 +202,7 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 		recent := b2u(now-t.seen[i] <= cfg.window)
 		heard := b2u(t.reported[i]) & recent
 		up, r := b2u(t.up[i]), t.reason[i]
+		t.counted[i] = heard != 0
 		fresh += heard
 		healthy += heard & up
 		// The reason shown is a failing checker's while any fails.

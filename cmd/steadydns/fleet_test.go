@@ -1,0 +1,486 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/nats-io/nkeys"
+
+	"github.com/steadydns/steadydns/testenv"
+)
+
+// Timing of the fleet under test: a backend's death must leave the answers
+// within interval × unhealthy_threshold + two push periods.
+const (
+	fleetInterval  = 500 * time.Millisecond
+	fleetThreshold = 2
+	fleetPush      = 500 * time.Millisecond
+	fleetBound     = fleetInterval*fleetThreshold + 2*fleetPush
+)
+
+// fleetSections are the sections every host of the fleet shares, pushed to
+// the config bucket. web1 and web2 probe the two backends over HTTP.
+const fleetSections = `zones:
+  - origin: example.test.
+    file: example.test.zone
+health_checks:
+  web1: { type: http, target: 198.18.67.1, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
+  web2: { type: http, target: 198.18.67.2, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
+records:
+  - name: www.example.test.
+    type: A
+    ttl: 30
+    answers:
+      - { value: 198.18.67.1, check: web1 }
+      - { value: 198.18.67.2, check: web2 }
+aggregation:
+  push_interval: 500ms
+  stale_after: 3s
+  table_size: 1024
+`
+
+const fleetZone = `$ORIGIN example.test.
+$TTL 300
+@ SOA ns hostmaster 1 3600 600 86400 60
+@ NS ns
+ns A 198.18.65.1
+`
+
+// fleetRig is a running fleet: every role a process of its own in a host
+// of its own.
+type fleetRig struct {
+	t     *testing.T
+	f     *testenv.Fleet
+	bin   string
+	dir   string
+	seeds map[string]string // role → seed file
+	procs map[string]*exec.Cmd
+}
+
+// TestFleet runs two aggregators (each embedding a NATS server, the two
+// joined by routes), two edges and three regions of two probers, each its
+// own process in its own network namespace, and checks what a user of a
+// fleet depends on.
+func TestFleet(t *testing.T) {
+	testenv.SkipUnlessRoot(t)
+	r := newFleetRig(t)
+	for _, a := range r.f.Aggregators {
+		r.start(a, "aggregator", "")
+	}
+	r.push("fleet.yaml")
+	for _, e := range r.f.Edges {
+		r.start(e, "edge", "")
+	}
+	for i, region := range r.f.Regions {
+		for _, p := range r.f.Probers[i] {
+			r.start(p, "prober", region)
+		}
+	}
+	both := []string{"198.18.67.1", "198.18.67.2"}
+	// Cold edges answer every candidate: wait for tables first.
+	for _, e := range []string{"e1", "e2"} {
+		r.waitFor(e+" following an aggregator", 30*time.Second, func() bool { return r.fleetView(r.host(e), e).Following != "" })
+	}
+	r.waitAnswers(both, 20*time.Second)
+
+	t.Run("one region loses a backend", func(t *testing.T) {
+		// Four checkers of six still see b1: far above the 18% quorum.
+		if err := r.f.PartitionRegion("r1", r.f.Backends[0]); err != nil {
+			t.Fatal(err)
+		}
+		defer r.f.HealRegion("r1", r.f.Backends[0])
+		deadline := time.Now().Add(4 * fleetBound)
+		for time.Now().Before(deadline) {
+			r.expectAnswers(t, both)
+			time.Sleep(100 * time.Millisecond)
+		}
+		v := r.votes("e1", "a1", "web1")
+		if len(v) != 6 {
+			t.Fatalf("a1 shows %d votes on web1, want 6: %+v", len(v), v)
+		}
+		for _, vt := range v {
+			wantUp := vt.Region != "r1"
+			if vt.Healthy != wantUp || !vt.Counted {
+				t.Errorf("vote %+v: want healthy=%v from region %s, counted", vt, wantUp, vt.Region)
+			}
+		}
+	})
+
+	t.Run("every region loses a backend", func(t *testing.T) {
+		// Twenty deaths, from the moment the backend stops to the moment
+		// both edges' XDP stop answering it.
+		var took []time.Duration
+		for range 20 {
+			r.stopBackend(0)
+			took = append(took, r.waitAnswers([]string{"198.18.67.2"}, 4*fleetBound))
+			r.startBackend(0)
+			r.waitAnswers(both, 4*fleetBound)
+		}
+		slices.Sort(took)
+		p50, p99 := took[len(took)/2], took[len(took)-1]
+		t.Logf("death to both edges' answers: p50 %v, p99 %v over %d trials (bound %v)", p50, p99, len(took), fleetBound)
+		if p99 > fleetBound {
+			t.Errorf("p99 %v exceeds interval × threshold + two push periods = %v", p99, fleetBound)
+		}
+	})
+
+	t.Run("a prober's key cannot publish tables", func(t *testing.T) {
+		// A host holding a prober's seed claims the aggregator role: the
+		// servers refuse its tables, and the edges never follow it.
+		r.startAs(r.f.Probers[2][0], "rogue", "aggregator", r.seeds["prober"], "")
+		time.Sleep(4 * fleetPush)
+		if n := r.fleetView(r.f.Probers[2][0], "rogue").PermissionErrors; n == 0 {
+			t.Error("a prober's key published tables without a permission error")
+		}
+		for _, e := range []string{"e1", "e2"} {
+			if f := r.fleetView(r.host(e), e).Following; f != "a1" && f != "a2" {
+				t.Errorf("%s follows %q", e, f)
+			}
+		}
+		r.expectAnswers(t, both)
+		r.kill("rogue")
+	})
+
+	t.Run("a bad revision is refused everywhere", func(t *testing.T) {
+		// Valid where it was pushed, whose server section defines the
+		// region eu, and invalid on every host, whose own has none.
+		r.push("bad.yaml")
+		time.Sleep(4 * fleetPush)
+		for _, h := range []string{"e1", "e2", "a1", "a2"} {
+			if v := r.fleetView(r.host(h), h); v.Refused == 0 || v.Revision != 1 {
+				t.Errorf("%s: revision %d, refused %d; want revision 1 kept and the new one refused", h, v.Revision, v.Refused)
+			}
+		}
+		r.expectAnswers(t, both)
+	})
+
+	t.Run("an aggregator dies", func(t *testing.T) {
+		r.kill("a1")
+		time.Sleep(4 * fleetPush)
+		for _, e := range []string{"e1", "e2"} {
+			v := r.fleetView(r.host(e), e)
+			if v.Following != "a2" {
+				t.Errorf("%s follows %q with a1 dead, want a2", e, v.Following)
+			}
+			if age := r.tableAge(r.host(e)); age > 2*fleetPush.Seconds() {
+				t.Errorf("%s's table is %.1fs old with a2 alive", e, age)
+			}
+		}
+		r.stopBackend(1)
+		r.waitAnswers([]string{"198.18.67.1"}, 4*fleetBound)
+		r.startBackend(1)
+		r.waitAnswers(both, 4*fleetBound)
+	})
+}
+
+func newFleetRig(t *testing.T) *fleetRig {
+	bin := build(t)
+	f := testenv.StartFleet(t, testenv.FleetOptions{Regions: 3, ProbersPerRegion: 2, Edges: 2, Aggregators: 2, Backends: 2})
+	r := &fleetRig{t: t, f: f, bin: bin, dir: t.TempDir(), seeds: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for name, p := range r.procs {
+			p.Process.Kill()
+			p.Wait()
+			delete(r.procs, name)
+		}
+		// The edges' XDP links and maps are pinned: remove them.
+		for _, e := range f.Edges {
+			os.RemoveAll(r.bpffs(e.Role))
+		}
+	})
+	users := map[string]string{}
+	for _, role := range []string{"prober", "aggregator", "edge", "admin"} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		r.seeds[role] = r.write(role+".seed", string(seed))
+		users[role] = pub
+	}
+	cluster := fmt.Sprintf(`cluster:
+  config: nats
+  nats:
+    urls: ["nats://198.18.66.1:4222", "nats://198.18.66.2:4222"]
+    embed:
+      listen: 0.0.0.0:4222
+      cluster_listen: 0.0.0.0:6222
+      routes: ["nats-route://198.18.66.1:6222", "nats-route://198.18.66.2:6222"]
+      store_dir: %s
+    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }
+`, filepath.Join(r.dir, "nats"), users["prober"], users["aggregator"], users["edge"], users["admin"])
+	r.write("example.test.zone", fleetZone)
+	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+cluster+fleetSections)
+	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
+	r.write("bad.yaml", geo+cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
+	for _, h := range f.Hosts() {
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n", h.V4, h.V4)
+		if h.Role[0] == 'e' {
+			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
+		}
+		r.write(h.Role+".yaml", server+cluster)
+	}
+	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n", f.Probers[2][0].V4, f.Probers[2][0].V4)+
+		strings.Replace(cluster, "    embed:\n      listen: 0.0.0.0:4222\n      cluster_listen: 0.0.0.0:6222\n      routes: [\"nats-route://198.18.66.1:6222\", \"nats-route://198.18.66.2:6222\"]\n      store_dir: "+filepath.Join(r.dir, "nats")+"\n", "", 1))
+	for i := range f.Backends {
+		r.startBackend(i)
+	}
+	return r
+}
+
+func (r *fleetRig) bpffs(role string) string {
+	return "/sys/fs/bpf/" + r.f.Prefix() + "-" + role
+}
+
+func (r *fleetRig) write(name, data string) string {
+	r.t.Helper()
+	p := filepath.Join(r.dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+func (r *fleetRig) host(role string) *testenv.Host {
+	r.t.Helper()
+	hs, err := r.f.Lookup(role)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return hs[0]
+}
+
+// start runs a role on h under its own id and the role's seed.
+func (r *fleetRig) start(h *testenv.Host, role, region string) {
+	r.startAs(h, h.Role, role, r.seeds[role], region)
+}
+
+func (r *fleetRig) startAs(h *testenv.Host, id, role, seed, region string) {
+	r.t.Helper()
+	cfg := filepath.Join(r.dir, id+".yaml")
+	args := []string{"serve", "--config", cfg, "--role", role, "--id", id, "--nkey-seed", seed}
+	if region != "" {
+		args = append(args, "--region", region)
+	}
+	r.spawn(id, h, r.bin, args...)
+}
+
+func (r *fleetRig) spawn(name string, h *testenv.Host, bin string, args ...string) {
+	r.t.Helper()
+	cmd := h.Command(bin, args...)
+	log, err := os.Create(filepath.Join(r.dir, name+".log"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting %s: %v", name, err)
+	}
+	r.procs[name] = cmd
+	r.t.Cleanup(func() {
+		if r.t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			r.t.Logf("%s's log:\n%s", name, tail(string(b), 40))
+		}
+		log.Close()
+	})
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func (r *fleetRig) kill(name string) {
+	r.t.Helper()
+	p, ok := r.procs[name]
+	if !ok {
+		r.t.Fatalf("no process %s", name)
+	}
+	p.Process.Signal(syscall.SIGKILL)
+	p.Wait()
+	delete(r.procs, name)
+}
+
+func (r *fleetRig) startBackend(i int) {
+	b := r.f.Backends[i]
+	r.spawn(b.Role, b, r.bin, "testenv", "backend", "--listen", b.V4.String()+":80")
+}
+
+func (r *fleetRig) stopBackend(i int) { r.kill(r.f.Backends[i].Role) }
+
+// push stores a config file's fleet sections in the bucket, from the
+// client host.
+func (r *fleetRig) push(name string) {
+	r.t.Helper()
+	var out []byte
+	var err error
+	// The aggregators' servers may still be forming their cluster.
+	for try := 0; try < 30; try++ {
+		cmd := r.f.Client.Command(r.bin, "config", "push", "--config", filepath.Join(r.dir, name), "--nkey-seed", r.seeds["admin"])
+		if out, err = cmd.CombinedOutput(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	r.t.Fatalf("config push %s: %v\n%s", name, err, out)
+}
+
+// answers asks one edge's XDP for www.example.test A from the client.
+func (r *fleetRig) answers(edge *testenv.Host) ([]string, error) {
+	var got []string
+	err := r.f.Client.Do(func() error {
+		m := new(dns.Msg)
+		m.SetQuestion("www.example.test.", dns.TypeA)
+		c := &dns.Client{Timeout: 500 * time.Millisecond}
+		in, _, err := c.Exchange(m, net.JoinHostPort(edge.V4.String(), "53"))
+		if err != nil {
+			return err
+		}
+		for _, rr := range in.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				got = append(got, a.A.String())
+			}
+		}
+		return nil
+	})
+	sort.Strings(got)
+	return got, err
+}
+
+// waitAnswers waits until both edges answer exactly want, and returns how
+// long that took.
+func (r *fleetRig) waitAnswers(want []string, limit time.Duration) time.Duration {
+	r.t.Helper()
+	start := time.Now()
+	for {
+		ok := true
+		var last []string
+		for _, e := range r.f.Edges {
+			got, err := r.answers(e)
+			if err != nil || !slices.Equal(got, want) {
+				ok, last = false, got
+				break
+			}
+		}
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			r.t.Fatalf("edges did not answer %v within %v; last %v", want, limit, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *fleetRig) waitFor(what string, limit time.Duration, ok func() bool) {
+	r.t.Helper()
+	for start := time.Now(); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > limit {
+			r.t.Fatalf("%s: not within %v", what, limit)
+		}
+	}
+}
+
+func (r *fleetRig) expectAnswers(t *testing.T, want []string) {
+	t.Helper()
+	for _, e := range r.f.Edges {
+		if got, err := r.answers(e); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s answers %v (%v), want %v", e.Role, got, err, want)
+		}
+	}
+}
+
+type apiChecks struct {
+	Table struct {
+		AgeSec float64 `json:"age_seconds"`
+	} `json:"table"`
+	Fleet struct {
+		Following        string `json:"following"`
+		Revision         uint64 `json:"config_revision"`
+		Refused          uint64 `json:"config_revisions_refused"`
+		PermissionErrors uint64 `json:"permission_errors"`
+	} `json:"fleet"`
+	Checks []struct {
+		ID    string `json:"id"`
+		Votes []struct {
+			Checker string `json:"checker"`
+			Region  string `json:"region"`
+			Healthy bool   `json:"healthy"`
+			Counted bool   `json:"counted"`
+		} `json:"votes"`
+	} `json:"checks"`
+}
+
+// checks reads /api/v1/checks of the host running id, from that host.
+func (r *fleetRig) checks(h *testenv.Host, id string) apiChecks {
+	r.t.Helper()
+	port := "9153"
+	if id == "rogue" {
+		port = "9154"
+	}
+	var out apiChecks
+	var resp *http.Response
+	var err error
+	for try := 0; ; try++ {
+		// A host still starting has no api yet.
+		if resp, err = h.HTTPClient().Get("http://" + net.JoinHostPort(h.V4.String(), port) + "/api/v1/checks"); err == nil || try == 100 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("api of %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("api of %s: %s", id, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		r.t.Fatalf("api of %s: %v", id, err)
+	}
+	return out
+}
+
+func (r *fleetRig) fleetView(h *testenv.Host, id string) struct {
+	Following        string `json:"following"`
+	Revision         uint64 `json:"config_revision"`
+	Refused          uint64 `json:"config_revisions_refused"`
+	PermissionErrors uint64 `json:"permission_errors"`
+} {
+	return r.checks(h, id).Fleet
+}
+
+func (r *fleetRig) tableAge(h *testenv.Host) float64 { return r.checks(h, h.Role).Table.AgeSec }
+
+type vote struct {
+	Checker, Region  string
+	Healthy, Counted bool
+}
+
+// votes are the checkers' votes on check as aggregator agg shows them.
+func (r *fleetRig) votes(_, agg, check string) []vote {
+	r.t.Helper()
+	var out []vote
+	for _, c := range r.checks(r.host(agg), agg).Checks {
+		if c.ID == check {
+			for _, v := range c.Votes {
+				out = append(out, vote(v))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,352 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/transport"
+	"github.com/steadydns/steadydns/prober"
+)
+
+// Identity is who this host is in a fleet: `steadydns serve --role --id
+// --region --nkey-seed`.
+type Identity struct {
+	Roles    []config.Role // nil: every role
+	ID       string        // "": the host name
+	Region   string        // the prober's region, shown with its votes
+	NKeySeed string        // file holding the host's NKey seed; "": no NKey
+}
+
+func (id Identity) has(r config.Role) bool { return id.Roles == nil || slices.Contains(id.Roles, r) }
+
+// hostID is the host's id: --id, or the host name.
+func (id Identity) hostID() string {
+	if id.ID != "" {
+		return id.ID
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "local"
+	}
+	return h[:min(len(h), prober.MaxProberID)]
+}
+
+// fleet is this host's part of a fleet: its NATS connection, the server it
+// embeds as an aggregator, and what it receives.
+type fleet struct {
+	srv    *transport.Server // nil unless an aggregator embeds one
+	conn   *transport.Conn
+	store  *transport.ConfigStore // nil unless the fleet sections come from the bucket
+	follow *follower              // nil unless an edge
+
+	mu   sync.Mutex
+	subs map[transport.Kind]*transport.Subscription
+
+	revision atomic.Uint64 // config revision in use; 0 for a local file
+	refused  atomic.Uint64 // config revisions that failed validation
+}
+
+// join embeds a NATS server if this host is an aggregator that should,
+// and connects. It records the undos on d.started.
+func (d *Daemon) join(cfg *config.Config, id Identity) error {
+	n := cfg.Cluster.NATS
+	f := &fleet{subs: map[transport.Kind]*transport.Subscription{}}
+	d.fleet = f
+	tls := transport.TLS{}
+	if n.TLS != nil {
+		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
+	}
+	host := id.hostID()
+	if e := n.Embed; e != nil && id.has(config.RoleAggregator) {
+		users := map[transport.Role][]string{}
+		for r, keys := range n.Users {
+			users[transport.Role(r)] = keys
+		}
+		srv, err := transport.Embed(transport.EmbedOptions{
+			Listen: e.Listen, ClusterListen: e.ClusterListen, Routes: e.Routes,
+			ServerName: host, Users: users, TLS: tls,
+			// Each server keeps its own JetStream files, also when several
+			// run on one machine.
+			StoreDir: filepath.Join(e.StoreDir, host),
+		})
+		if err != nil {
+			return err
+		}
+		f.srv = srv
+		d.started.push(func(context.Context) error { srv.Shutdown(); return nil })
+	}
+	roles := make([]transport.Role, 0, len(config.Roles))
+	for _, r := range config.Roles {
+		if id.has(r) {
+			roles = append(roles, transport.Role(r))
+		}
+	}
+	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: host, Roles: roles, NKeySeedFile: id.NKeySeed, TLS: tls})
+	if err != nil {
+		return err
+	}
+	f.conn = conn
+	d.started.push(func(context.Context) error { conn.Close(); return nil })
+	return nil
+}
+
+// fetchConfig reads the newest revision of the fleet sections from the
+// config bucket and composes it with this host's own file.
+func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, error) {
+	f := d.fleet
+	if err := f.conn.WaitConnected(ctx); err != nil {
+		return nil, fmt.Errorf("loading the fleet config: %w", err)
+	}
+	var err error
+	// Each attempt is bounded: while the servers' JetStream is still
+	// electing its leader a request can wait for its whole context.
+	attempt := func(fn func(context.Context) error) error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return fn(actx)
+	}
+	for f.store == nil {
+		if err = attempt(func(c context.Context) (err error) { f.store, err = f.conn.OpenConfigStore(c); return err }); err == nil {
+			break
+		}
+		slog.Warn("waiting for the config bucket", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("loading the fleet config: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(time.Second):
+		}
+	}
+	for {
+		var value []byte
+		var rev uint64
+		err := attempt(func(c context.Context) (err error) { value, rev, err = f.store.Latest(c); return err })
+		if err == nil {
+			cfg, err := d.composeConfig(host, value, rev)
+			if err != nil {
+				return nil, err
+			}
+			f.revision.Store(rev)
+			return cfg, nil
+		}
+		slog.Warn("waiting for a config revision: run steadydns config push", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("loading the fleet config: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// composeConfig is this host's config with revision rev of the fleet
+// sections, materialized under the system's temporary directory so that
+// errors name the revision's file and its zone files resolve.
+func (d *Daemon) composeConfig(host string, value []byte, rev uint64) (*config.Config, error) {
+	b, err := config.UnmarshalBundle(value)
+	if err != nil {
+		return nil, fmt.Errorf("config revision %d: %w", rev, err)
+	}
+	dir := filepath.Join(os.TempDir(), "steadydns", host, "config", strconv.FormatUint(rev, 10))
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("config revision %d: %w", rev, err)
+	}
+	return config.LoadFleet(d.path, b, dir)
+}
+
+// watchConfig reloads on every new revision in the bucket. A revision
+// that fails validation is refused and logged, and the running config
+// keeps serving.
+func (d *Daemon) watchConfig(ctx context.Context, host string) error {
+	f := d.fleet
+	return f.store.Watch(ctx, func(value []byte, rev uint64) {
+		if rev <= f.revision.Load() {
+			return
+		}
+		cfg, err := d.composeConfig(host, value, rev)
+		if err == nil {
+			err = d.reloadWith(cfg)
+		}
+		if err != nil {
+			f.refused.Add(1)
+			slog.Error("config revision refused, the running config stays", "revision", rev, "error", err)
+			return
+		}
+		f.revision.Store(rev)
+		slog.Info("config revision applied", "revision", rev)
+	})
+}
+
+// subscribe starts receiving one kind of message for as long as the
+// daemon runs; messages made under another config are counted and
+// dropped by the transport.
+func (d *Daemon) subscribe(kind transport.Kind, fn func(transport.Message)) error {
+	accept := func(hash uint64) bool { return hash == d.plan.Load().Config.Hash }
+	sub, err := d.fleet.conn.Subscribe(kind, accept, fn)
+	if err != nil {
+		return err
+	}
+	d.fleet.mu.Lock()
+	d.fleet.subs[kind] = sub
+	d.fleet.mu.Unlock()
+	d.started.push(func(context.Context) error { return sub.Unsubscribe() })
+	return nil
+}
+
+// publisher is the aggregator's Sink in a fleet: every table goes to every
+// edge over NATS, whole, every push period.
+type publisher struct{ conn *transport.Conn }
+
+func (p publisher) WriteHealth(table []byte, version, configHash, _ uint64) error {
+	if err := p.conn.Publish(transport.KindTable, version, configHash, table); err != nil {
+		return fmt.Errorf("publishing the health table: %w", err)
+	}
+	return nil
+}
+
+// follower picks the aggregator whose tables an edge writes: it stays with
+// one while that one's tables keep arriving, so two aggregators that
+// disagree for a moment do not make answers flip between them, and moves
+// to another only after timeout without a table.
+type follower struct {
+	timeout time.Duration
+
+	mu       sync.Mutex
+	current  string
+	last     time.Time
+	switches atomic.Uint64
+}
+
+// take reports whether a table from sender, arriving at now, is the one to
+// write.
+func (f *follower) take(sender string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sender != f.current {
+		if f.current != "" && now.Sub(f.last) <= f.timeout {
+			return false
+		}
+		if f.current != "" {
+			f.switches.Add(1)
+			slog.Warn("following another aggregator", "from", f.current, "to", sender, "silent_for", now.Sub(f.last).Round(time.Millisecond))
+		} else {
+			slog.Info("following aggregator", "aggregator", sender)
+		}
+		f.current = sender
+	}
+	f.last = now
+	return true
+}
+
+// following is the aggregator followed now, or "".
+func (f *follower) following() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.current
+}
+
+// State changes travel as fixed-size messages, like everything else.
+const (
+	stateSize  = 96
+	maxStateID = stateSize - 8
+	stateAdmin = 1
+	stateExt   = 2
+)
+
+// encodeState is an admin or external change of check id: for admin, v is
+// 0 auto, 1 up, 2 down; for external, 0 down, 1 up.
+func encodeState(kind, v uint8, id string) ([]byte, error) {
+	if len(id) > maxStateID {
+		return nil, fmt.Errorf("check id %q is longer than the %d bytes a state message holds", id, maxStateID)
+	}
+	b := make([]byte, stateSize)
+	b[0], b[1] = kind, v
+	binary.LittleEndian.PutUint16(b[2:], uint16(len(id)))
+	copy(b[8:], id)
+	return b, nil
+}
+
+func decodeState(b []byte) (kind, v uint8, id string, err error) {
+	if len(b) != stateSize {
+		return 0, 0, "", fmt.Errorf("state message of %d bytes, want %d", len(b), stateSize)
+	}
+	n := int(binary.LittleEndian.Uint16(b[2:]))
+	if n > maxStateID || (b[0] != stateAdmin && b[0] != stateExt) {
+		return 0, 0, "", errors.New("malformed state message")
+	}
+	return b[0], b[1], string(b[8 : 8+n]), nil
+}
+
+var adminValues = []string{health.AdminAuto, health.AdminUp, health.AdminDown}
+
+// SetAdmin forces a check up or down, or back to auto. In a fleet the
+// change goes to every aggregator, this one included.
+func (d *Daemon) SetAdmin(id, value string) error {
+	v := slices.Index(adminValues, value)
+	switch {
+	case v < 0:
+		return fmt.Errorf("setting admin state of %s: %q is not auto, up or down", id, value)
+	case d.fleet == nil:
+		return d.agg.SetAdmin(id, value)
+	}
+	return d.publishState(stateAdmin, uint8(v), id)
+}
+
+// SetExternal reports an external check's state, which holds for its ttl.
+func (d *Daemon) SetExternal(id string, up bool) error {
+	if d.fleet == nil {
+		return d.agg.SetExternal(id, up, time.Now())
+	}
+	p := d.plan.Load()
+	if c, ok := p.Config.HealthChecks[id]; ok && c.Type != config.CheckExternal {
+		return fmt.Errorf("setting external state of %s: it is a %s check", id, c.Type)
+	}
+	var v uint8
+	if up {
+		v = 1
+	}
+	return d.publishState(stateExt, v, id)
+}
+
+func (d *Daemon) publishState(kind, v uint8, id string) error {
+	p := d.plan.Load()
+	if _, ok := p.Index[id]; !ok {
+		return fmt.Errorf("setting the state of %s: %w", id, health.ErrUnknownCheck)
+	}
+	b, err := encodeState(kind, v, id)
+	if err != nil {
+		return err
+	}
+	slot := uint64(time.Now().UnixNano() / int64(p.Config.Aggregation.PushInterval))
+	return d.fleet.conn.Publish(transport.KindState, slot, p.Config.Hash, b)
+}
+
+// applyState is an aggregator taking a state change from any host.
+func (d *Daemon) applyState(m transport.Message) {
+	kind, v, id, err := decodeState(m.Payload)
+	if err == nil {
+		switch kind {
+		case stateAdmin:
+			if int(v) < len(adminValues) {
+				err = d.agg.SetAdmin(id, adminValues[v])
+			} else {
+				err = fmt.Errorf("admin value %d", v)
+			}
+		case stateExt:
+			err = d.agg.SetExternal(id, v == 1, time.Now())
+		}
+	}
+	if err != nil {
+		slog.Warn("state change dropped", "from", m.Sender, "error", err)
+	}
+}

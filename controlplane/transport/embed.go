@@ -1,0 +1,229 @@
+package transport
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbedOptions configure a NATS server run inside the process.
+type EmbedOptions struct {
+	Listen        string   // clients' host:port; port 0 picks a free one
+	ClusterListen string   // routes' host:port; empty runs a lone server
+	Routes        []string // other servers' route addresses, host:port or nats-route:// URLs
+	ClusterName   string   // the same on every server of the cluster; default "steadydns"
+	ServerName    string   // unique in the cluster (the host id fits)
+	Users         map[Role][]string
+	TLS           TLS    // Cert and Key serve clients and routes; CA verifies routes
+	StoreDir      string // JetStream's files: the config bucket
+}
+
+// readyWait bounds how long Embed waits for the server to listen.
+const readyWait = 10 * time.Second
+
+// Server is an embedded NATS server.
+type Server struct {
+	s *server.Server
+}
+
+// Embed starts a NATS server with JetStream and per-role NKey users
+// (Permissions) and returns once it accepts clients. Servers whose Routes
+// reach each other form one cluster.
+func Embed(opts EmbedOptions) (*Server, error) {
+	so, err := serverOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedding nats server: %w", err)
+	}
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("embedding nats server: %w", err)
+	}
+	log := &serverLog{}
+	s.SetLoggerV2(log, false, false, false)
+	s.Start()
+	if !s.ReadyForConnections(readyWait) {
+		s.Shutdown()
+		if msg := log.fatal.Load(); msg != nil {
+			return nil, fmt.Errorf("embedding nats server: %s", *msg)
+		}
+		return nil, fmt.Errorf("embedding nats server: not listening after %v", readyWait)
+	}
+	return &Server{s: s}, nil
+}
+
+func serverOptions(opts EmbedOptions) (*server.Options, error) {
+	if opts.ServerName == "" {
+		return nil, errors.New("no server name")
+	}
+	if opts.StoreDir == "" {
+		return nil, errors.New("no jetstream store directory")
+	}
+	keys, order, err := keyRoles(opts.Users)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := hostPort(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address: %w", err)
+	}
+	so := &server.Options{
+		ServerName: opts.ServerName,
+		Host:       host,
+		Port:       port,
+		NoSigs:     true, // the process owns its signals
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+	}
+	for _, k := range order {
+		pub, sub := Permissions(keys[k]...)
+		so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: k, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: sub},
+		}})
+	}
+	var cert []tls.Certificate
+	var pool *x509.CertPool
+	if opts.TLS.enabled() {
+		if opts.TLS.Cert == "" || opts.TLS.Key == "" {
+			return nil, errors.New("tls: an embedded server needs cert and key")
+		}
+		c, err := tls.LoadX509KeyPair(opts.TLS.Cert, opts.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("loading tls certificate: %w", err)
+		}
+		cert = []tls.Certificate{c}
+		if opts.TLS.CA != "" {
+			if pool, err = loadCA(opts.TLS.CA); err != nil {
+				return nil, err
+			}
+		}
+		// Clients prove who they are with their NKey; a certificate they
+		// present anyway is checked against CA.
+		so.TLS = true
+		so.TLSTimeout = 2
+		so.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: cert, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	}
+	if opts.ClusterListen == "" {
+		if len(opts.Routes) > 0 {
+			return nil, errors.New("routes without a cluster listen address")
+		}
+		return so, nil
+	}
+	ch, cp, err := hostPort(opts.ClusterListen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster listen address: %w", err)
+	}
+	so.Cluster = server.ClusterOpts{Name: opts.ClusterName, Host: ch, Port: cp}
+	if so.Cluster.Name == "" {
+		so.Cluster.Name = "steadydns"
+	}
+	if cert != nil {
+		if pool == nil {
+			return nil, errors.New("tls: routes need a ca to verify the other servers")
+		}
+		// Only a server with a certificate from CA joins the cluster.
+		so.Cluster.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: cert, RootCAs: pool,
+			ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+		so.Cluster.TLSTimeout = 2
+	}
+	for _, r := range opts.Routes {
+		if !strings.Contains(r, "://") {
+			r = "nats-route://" + r
+		}
+		u, err := url.Parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", r, err)
+		}
+		so.Routes = append(so.Routes, u)
+	}
+	return so, nil
+}
+
+func hostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q", p)
+	}
+	if port == 0 {
+		// nats-server reads 0 as its default port.
+		port = server.RANDOM_PORT
+	}
+	return h, port, nil
+}
+
+func loadCA(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading tls ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("reading tls ca %s: no certificate", file)
+	}
+	return pool, nil
+}
+
+// ClientURL is the URL clients connect to, with the port actually bound.
+func (s *Server) ClientURL() string { return s.s.ClientURL() }
+
+// ClusterAddr is the address other servers route to, with the port
+// actually bound; empty for a lone server.
+func (s *Server) ClusterAddr() string {
+	if a := s.s.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// Routes is the number of other servers this one has a route to.
+func (s *Server) Routes() int { return s.s.NumRoutes() }
+
+// Shutdown stops the server and waits until it has.
+func (s *Server) Shutdown() {
+	s.s.Shutdown()
+	s.s.WaitForShutdown()
+}
+
+// serverLog sends the server's log to slog. Notices, which include a
+// banner of a dozen lines at every start, go to debug.
+type serverLog struct {
+	fatal atomic.Pointer[string]
+}
+
+func (l *serverLog) Noticef(format string, v ...any) {
+	slog.Debug(fmt.Sprintf(format, v...), "component", "nats-server")
+}
+func (l *serverLog) Warnf(format string, v ...any) {
+	slog.Warn(fmt.Sprintf(format, v...), "component", "nats-server")
+}
+func (l *serverLog) Errorf(format string, v ...any) {
+	slog.Error(fmt.Sprintf(format, v...), "component", "nats-server")
+}
+func (l *serverLog) Debugf(format string, v ...any) {
+	slog.Debug(fmt.Sprintf(format, v...), "component", "nats-server")
+}
+
+// Tracef is never called: the server runs with tracing off.
+func (l *serverLog) Tracef(format string, v ...any) {}
+
+// Fatalf is what the server says when it cannot run, such as a port in
+// use. The server does not exit the process: Embed returns the message.
+func (l *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.fatal.Store(&msg)
+}
