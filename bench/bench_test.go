@@ -11,6 +11,7 @@ import (
 
 	"github.com/steadydns/steadydns/bench"
 	"github.com/steadydns/steadydns/controlplane/daemon"
+	"github.com/steadydns/steadydns/prober"
 )
 
 // TestMain lets this test binary play the steadydns binary: the harness
@@ -120,7 +121,7 @@ func checkAggregator(t *testing.T, a *bench.Aggregator) {
 	if a == nil || len(a.Cells) != 4 {
 		t.Fatalf("aggregator: %+v, want 4 cells (10 and 65,535 checks, passing and failing)", a)
 	}
-	if a.FrameBytes != 64+24*65536 || a.TableBytes <= 0 {
+	if a.FrameBytes != prober.FrameSize(65536) || a.TableBytes <= 0 {
 		t.Errorf("aggregator frame %d bytes, table %d bytes", a.FrameBytes, a.TableBytes)
 	}
 	for _, c := range a.Cells {

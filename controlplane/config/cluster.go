@@ -172,6 +172,11 @@ func (v *validator) cluster() {
 			seen[k] = key
 		}
 	}
+	if n.Embed != nil && len(n.Users) == 0 {
+		// An embedded server grants each role its subjects by key; with
+		// no keys it could not tell a prober from an aggregator.
+		v.errorf("cluster.nats.embed", "an embedded server needs cluster.nats.users: the NKey public keys of each role")
+	}
 	if len(n.Users) > 0 && len(n.Users[RoleAggregator]) == 0 {
 		v.errorf("cluster.nats.users", "with users, the aggregator role needs at least one key")
 	}
