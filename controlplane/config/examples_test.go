@@ -1,10 +1,13 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nkeys"
 )
 
 // TestFleetExample: every host file of examples/fleet loads with the fleet
@@ -42,10 +45,30 @@ func TestFleetExample(t *testing.T) {
 		t.Fatalf("host files %v, want %v", got, want)
 	}
 
+	// The example holds no keys: docs/fleet.md has each user make them
+	// and append a users block under cluster.nats, as here.
+	users := "    users:\n"
+	for _, r := range []string{"prober", "aggregator", "edge", "admin"} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		users += "      " + r + ": [" + pub + "]\n"
+	}
+	keyed := t.TempDir()
 	var routes []string
 	bpffs := map[string]string{}
 	for _, h := range hosts {
-		c, err := LoadFleet(h, b, t.TempDir())
+		data, err := os.ReadFile(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withKeys := filepath.Join(keyed, filepath.Base(h))
+		if err := os.WriteFile(withKeys, append(data, users...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadFleet(withKeys, b, t.TempDir())
 		if err != nil {
 			t.Errorf("%s with the pushed fleet sections: %v", h, err)
 			continue
