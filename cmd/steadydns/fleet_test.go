@@ -106,7 +106,7 @@ func TestFleet(t *testing.T) {
 			r.expectAnswers(t, both)
 			time.Sleep(100 * time.Millisecond)
 		}
-		v := r.votes("e1", "a1", "web1")
+		v := r.votes("a1", "web1")
 		if len(v) != 6 {
 			t.Fatalf("a1 shows %d votes on web1, want 6: %+v", len(v), v)
 		}
@@ -404,16 +404,18 @@ func (r *fleetRig) expectAnswers(t *testing.T, want []string) {
 	}
 }
 
+type apiFleet struct {
+	Following        string `json:"following"`
+	Revision         uint64 `json:"config_revision"`
+	Refused          uint64 `json:"config_revisions_refused"`
+	PermissionErrors uint64 `json:"permission_errors"`
+}
+
 type apiChecks struct {
 	Table struct {
 		AgeSec float64 `json:"age_seconds"`
 	} `json:"table"`
-	Fleet struct {
-		Following        string `json:"following"`
-		Revision         uint64 `json:"config_revision"`
-		Refused          uint64 `json:"config_revisions_refused"`
-		PermissionErrors uint64 `json:"permission_errors"`
-	} `json:"fleet"`
+	Fleet  apiFleet `json:"fleet"`
 	Checks []struct {
 		ID    string `json:"id"`
 		Votes []struct {
@@ -455,12 +457,7 @@ func (r *fleetRig) checks(h *testenv.Host, id string) apiChecks {
 	return out
 }
 
-func (r *fleetRig) fleetView(h *testenv.Host, id string) struct {
-	Following        string `json:"following"`
-	Revision         uint64 `json:"config_revision"`
-	Refused          uint64 `json:"config_revisions_refused"`
-	PermissionErrors uint64 `json:"permission_errors"`
-} {
+func (r *fleetRig) fleetView(h *testenv.Host, id string) apiFleet {
 	return r.checks(h, id).Fleet
 }
 
@@ -472,7 +469,7 @@ type vote struct {
 }
 
 // votes are the checkers' votes on check as aggregator agg shows them.
-func (r *fleetRig) votes(_, agg, check string) []vote {
+func (r *fleetRig) votes(agg, check string) []vote {
 	r.t.Helper()
 	var out []vote
 	for _, c := range r.checks(r.host(agg), agg).Checks {

@@ -539,11 +539,15 @@ func (d *Daemon) Statuses() []health.Status {
 	}
 	p := d.plan.Load()
 	cold := d.table.Meta().Cold
+	var following string
+	if d.fleet != nil && d.fleet.follow != nil {
+		following = d.fleet.follow.following()
+	}
 	out := make([]health.Status, 0, len(p.Index))
 	for _, id := range p.Config.CheckIDs {
 		i := p.Index[id]
 		s := health.Status{ID: id, Type: string(p.Config.HealthChecks[id].Type), Index: i, Up: d.table.Up(i),
-			Reason: "from the table of " + d.Fleet().Following}
+			Reason: "from the table of " + following}
 		if cold {
 			s.Up, s.Reason = true, "cold start: no table yet, every candidate is answered"
 		}
