@@ -318,10 +318,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 86)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 87)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:94: records[1].answers[1].check: not here")
+		"testdata/full.yaml:95: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
