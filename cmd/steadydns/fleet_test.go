@@ -227,7 +227,7 @@ func newFleetRig(t *testing.T) *fleetRig {
 	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	for _, h := range f.Hosts() {
-		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n", h.V4, h.V4)
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  state_dir: %s\n", h.V4, h.V4, filepath.Join(r.dir, "state-"+h.Role))
 		if h.Role[0] == 'e' {
 			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
 		}

@@ -102,6 +102,7 @@ func TestErrors(t *testing.T) {
 		{"api", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: localhost\n", `config.yaml:3: server.api: invalid address "localhost", want host:port such as 127.0.0.1:9153`},
 		{"api empty", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: \"\"\n", `config.yaml:3: server.api: invalid address "", want host:port such as 127.0.0.1:9153`},
 		{"bpffs relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  bpffs: bpf\n", `config.yaml:3: server.bpffs: must be an absolute path, got "bpf"`},
+		{"state_dir relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  state_dir: state\n", `config.yaml:3: server.state_dir: must be an absolute path, got "state"`},
 		{"max_records 0", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 0\n", `config.yaml:3: server.max_records: 0 out of range 1-16777216`},
 		{"max_records negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: -1\n", `config.yaml:3: server.max_records: -1 out of range 1-16777216`},
 		{"max_records too large", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 16777217\n", `config.yaml:3: server.max_records: 16777217 out of range 1-16777216`},
@@ -283,6 +284,7 @@ func TestFull(t *testing.T) {
 		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
 		API:        "127.0.0.1:9153",
 		BPFFS:      "/sys/fs/bpf/steadydns-test",
+		StateDir:   "/var/lib/steadydns-test",
 		MaxRecords: 4096,
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
@@ -316,10 +318,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 86)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 87)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:94: records[1].answers[1].check: not here")
+		"testdata/full.yaml:95: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -350,7 +352,7 @@ records:
 	}
 	same(t, "Server", c.Server, Server{
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
-		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 65536,
+		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 65536,
 	})
 	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536, CheckerTimeout: 3 * time.Second})
 	same(t, "Record", c.Records[0], Record{

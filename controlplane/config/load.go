@@ -134,7 +134,7 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "max_records", "geo"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
@@ -180,7 +180,7 @@ func validIDRune(r rune) bool {
 }
 
 func (d *decoder) server(f fields) Server {
-	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 1 << 16}
+	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16}
 	f.strs("interfaces", &s.Interfaces)
 	f.str("xdp_mode", &s.XDPMode)
 	f.list("listen", func(path string, n *yaml.Node) {
@@ -197,6 +197,7 @@ func (d *decoder) server(f fields) Server {
 	})
 	f.str("api", &s.API)
 	f.str("bpffs", &s.BPFFS)
+	f.str("state_dir", &s.StateDir)
 	f.int("max_records", &s.MaxRecords)
 	if f.has("geo") {
 		s.Geo = d.geo(f.mapping("geo", geoKeys))

@@ -82,6 +82,9 @@ func (v *validator) server() {
 	if !filepath.IsAbs(s.BPFFS) {
 		v.errorf("server.bpffs", "must be an absolute path, got %q", s.BPFFS)
 	}
+	if !filepath.IsAbs(s.StateDir) {
+		v.errorf("server.state_dir", "must be an absolute path, got %q", s.StateDir)
+	}
 	if s.MaxRecords < 1 || s.MaxRecords > maxRecords {
 		v.errorf("server.max_records", "%d out of range 1-%d", s.MaxRecords, maxRecords)
 	}

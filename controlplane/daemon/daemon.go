@@ -25,6 +25,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/state"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
@@ -135,6 +136,7 @@ func (d *Daemon) start(opts Options) error {
 		if d.fleet != nil {
 			out = publisher{d.fleet.conn}
 		}
+		seed.Saved = d.loadState(cfg.Server.StateDir)
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
@@ -330,7 +332,66 @@ func (d *Daemon) startLoops(cfg *config.Config) {
 			d.agg.Run(ctx)
 		}()
 	}
-	d.started.push(func(context.Context) error { stop(); wg.Wait(); return nil })
+	if d.agg != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.keepState(ctx, cfg.Server.StateDir)
+		}()
+	}
+	d.started.push(func(context.Context) error {
+		stop()
+		wg.Wait()
+		if d.agg != nil {
+			// The pushes have stopped: this is the last state.
+			return d.saveState(cfg.Server.StateDir)
+		}
+		return nil
+	})
+}
+
+// stateGap is the least time between two writes of the state file: a
+// table of flapping checks changes every push, and the file holds every
+// check.
+const stateGap = time.Second
+
+// loadState reads the state file an earlier run wrote and restores its
+// health-check log; it returns the checks' saved states for the
+// aggregator's seed. A file that cannot be read is no reason not to
+// serve: the checks start healthy, as on a first start, and the next
+// write replaces it.
+func (d *Daemon) loadState(dir string) map[string]health.Saved {
+	f, err := state.Load(dir)
+	if err != nil {
+		slog.Warn("starting without saved state: every check starts healthy and the event log empty", "error", err)
+		return nil
+	}
+	d.events.Restore(f.Events)
+	return f.Checks
+}
+
+// keepState writes the state file whenever the aggregator's saved state
+// changes, at most once per stateGap, until ctx ends.
+func (d *Daemon) keepState(ctx context.Context, dir string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.agg.Changed():
+		}
+		if err := d.saveState(dir); err != nil {
+			slog.Warn("saving state: a restart now would start from older state", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(stateGap):
+		}
+	}
+}
+
+func (d *Daemon) saveState(dir string) error {
+	return state.Save(dir, state.File{Written: time.Now(), Checks: d.agg.Saved(), Events: d.events.Events()})
 }
 
 // backgroundNice is the CPU priority of the aggregation's threads.

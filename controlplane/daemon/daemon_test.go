@@ -94,7 +94,7 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "steadydns.yaml")
 	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
-	write(t, cfg, config(env.Edge.Link, pins+"/sd"))
+	write(t, cfg, withState(config(env.Edge.Link, pins+"/sd"), filepath.Join(dir, "state")))
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
@@ -114,6 +114,12 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 		}
 	})
 	return e
+}
+
+// withState puts the state file of cfg in dir: the default is shared by
+// every server on the host, and each test is a server of its own.
+func withState(cfg, dir string) string {
+	return strings.Replace(cfg, "server:\n", "server:\n  state_dir: "+dir+"\n", 1)
 }
 
 func write(t testing.TB, path, s string) {

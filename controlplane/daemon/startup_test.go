@@ -126,9 +126,11 @@ func TestStartFails(t *testing.T) {
 	})
 }
 
-// edgeConfig is the end-to-end config on env's edge link, pinned in pins.
+// edgeConfig is the end-to-end config on env's edge link, pinned in pins,
+// its state beside the bpffs mount that holds pins.
 func edgeConfig(env *testenv.Env, pins string) string {
-	return fmt.Sprintf(configFile, env.Edge.Link, "generic", pins)
+	mount := filepath.Dir(pins)
+	return withState(fmt.Sprintf(configFile, env.Edge.Link, "generic", pins), mount+".state")
 }
 
 // bpffs mounts a private bpf file system and returns a pin directory in it.

@@ -67,11 +67,14 @@ type slotState struct {
 	fresh   uint16 // checkers heard from recently, at the last push
 	healthy uint16 // of those, the ones that say healthy
 	pushed  bool
-	seeded  bool  // state taken from the pinned table
+	seeded  bool  // state taken from the pinned table or saved state
 	since   int64 // unix ns of the last change of up, or of the first push
 
 	extUp, extSet bool
 	extExpires    int64 // unix ns
+
+	apiAdmin admin // the override set through the API, when apiSet
+	apiSet   bool
 }
 
 // track is what one checker said about every slot, as parallel arrays.
