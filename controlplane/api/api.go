@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -38,7 +39,7 @@ type State interface {
 // Handler returns the API's routes.
 func Handler(st State, m *Metrics) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) { checks(w, st) })

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -81,7 +82,7 @@ type server struct {
 }
 
 func (s *server) XDPOutcomes() (map[string]uint64, error) {
-	return map[string]uint64{"answered": 5, "pass_not_dns": 2}, nil
+	return map[string]uint64{"answered": 5, "qtype": 2}, nil
 }
 func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
@@ -452,8 +453,14 @@ func TestMetrics(t *testing.T) {
 	now := time.Now()
 	s.fail(t, now)
 	s.push(t, now)
-	s.metrics.ObserveFallback("answered")
-	s.metrics.ObserveFallback("answered")
+	s.agg.OnPush(s.metrics.ObservePush)
+	s.push(t, now)
+	s.metrics.ObserveFallback("answered", 30*time.Microsecond)
+	s.metrics.ObserveFallback("answered", 40*time.Microsecond)
+	s.metrics.ObserveFallback("dropped", 0)
+	s.metrics.ObserveCheck("tcp", prober.Result{Reason: prober.ReasonTimeout, Latency: 300 * time.Millisecond})
+	s.metrics.ObserveReload(nil)
+	s.metrics.ObserveReload(errors.New("bad config"))
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -465,8 +472,19 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		`steadydns_queries_total{outcome="answered",path="xdp"} 5`,
-		`steadydns_queries_total{outcome="pass_not_dns",path="xdp"} 2`,
+		`steadydns_xdp_passed_total{reason="qtype"} 2`,
 		`steadydns_queries_total{outcome="answered",path="fallback"} 2`,
+		`steadydns_queries_total{outcome="dropped",path="fallback"} 1`,
+		`steadydns_fallback_reply_seconds_count 2`,
+		`steadydns_fallback_reply_seconds_bucket{le="5e-05"} 2`,
+		`steadydns_check_duration_seconds_bucket{reason="timeout",type="tcp",le="0.5"} 1`,
+		`steadydns_check_vote{check="web1",checker="p1"} 0`,
+		`steadydns_check_vote_series_dropped 0`,
+		`steadydns_health_push_duration_seconds_count 1`,
+		`steadydns_reloads_total 2`,
+		`steadydns_reload_errors_total 1`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,
 		`steadydns_check_healthy{check="web2"} 1`,
 		`steadydns_health_table_cold 0`,

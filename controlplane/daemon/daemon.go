@@ -75,6 +75,7 @@ func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
 // bound, and XDP is left as it was.
 func StartWith(path string, opts Options) (*Daemon, error) {
 	d := &Daemon{path: path, id: opts.Identity}
+	d.metrics = api.NewMetrics(d)
 	if err := d.start(opts); err != nil {
 		if uerr := d.started.undo(true); uerr != nil {
 			return nil, errors.Join(err, uerr)
@@ -138,6 +139,7 @@ func (d *Daemon) start(opts Options) error {
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
+		d.agg.OnPush(d.metrics.ObservePush)
 	}
 	if id.has(config.RoleProber) {
 		if d.framer, err = prober.NewFramer(host, id.Region, cfg.Aggregation.TableSize); err != nil {
@@ -148,13 +150,18 @@ func (d *Daemon) start(opts Options) error {
 			if d.agg != nil {
 				d.agg.Observe(r)
 			}
+			// The first results can come before the first plan is stored.
+			if p := d.plan.Load(); p != nil {
+				if c, ok := p.Config.HealthChecks[r.ID]; ok {
+					d.metrics.ObserveCheck(string(c.Type), r)
+				}
+			}
 		}})
 		d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	}
 	if err := d.apply(p); err != nil {
 		return err
 	}
-	d.metrics = api.NewMetrics(d)
 	if id.has(config.RoleEdge) {
 		if err := d.serveEdge(cfg, p); err != nil {
 			return err
@@ -412,6 +419,12 @@ func (d *Daemon) view(p *Plan) *fallback.View {
 // Reload rereads the config. A config that does not load, or that changes
 // what only a restart can change, is rejected and the running one stays.
 func (d *Daemon) Reload() error {
+	err := d.reload()
+	d.metrics.ObserveReload(err)
+	return err
+}
+
+func (d *Daemon) reload() error {
 	cfg, err := config.Load(d.path)
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func start(t *testing.T, v *View) *testServer {
 	ts := &testServer{outcomes: make(chan string, 100)}
 	ts.s = New(Options{
 		Listen:  []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
-		Observe: func(o string) { ts.outcomes <- o },
+		Observe: func(o string, _ time.Duration) { ts.outcomes <- o },
 	}, v)
 	if err := ts.s.Start(); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package fallback
 import (
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -21,6 +22,7 @@ const (
 )
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
+	start := time.Now()
 	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
 	limit := tcpSize
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
@@ -31,7 +33,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
-	s.opts.Observe(outcome)
+	s.opts.Observe(outcome, time.Since(start))
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
 }

@@ -14,7 +14,7 @@ const headerLen = 12
 // without a reply, so that no reply reflects one.
 func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 	if h.Bits&(1<<15) != 0 { // QR
-		s.opts.Observe(OutcomeDropped)
+		s.opts.Observe(OutcomeDropped, 0)
 		return dns.MsgIgnore
 	}
 	return dns.MsgAccept
@@ -22,7 +22,7 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 
 // invalid sees the messages miekg/dns drops: those shorter than a header.
 // screen leaves it nothing else.
-func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped) }
+func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
 // screen decorates the TCP server's reader so that every message it passes
 // on parses; serveUDP does the same for datagrams. See the package

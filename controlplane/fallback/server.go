@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -19,8 +20,10 @@ type Options struct {
 	// picks a free port, the same for both; Addrs reports it.
 	Listen []netip.AddrPort
 	// Observe is called once per reply or dropped message with one of the
-	// Outcome constants. nil observes nothing.
-	Observe func(outcome string)
+	// Outcome constants and the time the reply took to build, from the
+	// parsed query to the reply ready to send; zero for a dropped message.
+	// nil observes nothing.
+	Observe func(outcome string, took time.Duration)
 }
 
 // Server is the fallback DNS server.
@@ -38,7 +41,7 @@ type Server struct {
 // New returns a server for v. It does not listen until Start.
 func New(opts Options, v *View) *Server {
 	if opts.Observe == nil {
-		opts.Observe = func(string) {}
+		opts.Observe = func(string, time.Duration) {}
 	}
 	s := &Server{opts: opts}
 	s.view.Store(v)

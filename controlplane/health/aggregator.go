@@ -58,6 +58,7 @@ type Aggregator struct {
 	rejected atomic.Uint64
 	frames   atomic.Uint64
 	pushCost atomic.Int64 // duration of the last push, ns
+	onPush   atomic.Pointer[func(time.Duration)]
 }
 
 // New makes an aggregator for cfg, whose table of
@@ -261,9 +262,17 @@ func (t *Aggregator) Push(now time.Time) error {
 	if err := t.out.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
 		return err
 	}
-	t.pushCost.Store(int64(time.Since(start)))
+	took := time.Since(start)
+	t.pushCost.Store(int64(took))
+	if f := t.onPush.Load(); f != nil {
+		(*f)(took)
+	}
 	return nil
 }
+
+// OnPush makes f see the duration of every push from now on, for a
+// histogram: Counters keeps only the last.
+func (t *Aggregator) OnPush(f func(time.Duration)) { t.onPush.Store(&f) }
 
 // settle evaluates slot i, logs a transition and writes its entry.
 func (t *Aggregator) settle(i int, now time.Time) {
