@@ -150,7 +150,10 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
-		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
+		// NODATA and SERVFAIL answer no candidate, whatever set the
+		// selection gathered before deciding so.
+		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
+		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:

@@ -342,8 +342,12 @@ type Status struct {
 	Since    time.Time
 	Checkers int             // checkers heard from recently, at the last push
 	Healthy  int             // of those, the ones that said healthy
-	Results  []prober.Result // the recent results, newest first
-	Votes    []Vote          // every checker ever heard from, by id
+	Results  []prober.Result // the recent results of this host's prober, newest first
+	// Counted is the sequence number of the newest result the last push
+	// counted: results are kept as they come, states and reasons change
+	// at the push, so the newest results may not have been counted yet.
+	Counted uint64
+	Votes   []Vote // every checker ever heard from, by id
 }
 
 // Vote is what one checker says of a check, after its thresholds.
@@ -363,7 +367,7 @@ func (t *Aggregator) Statuses() []Status {
 	for id, i := range t.index {
 		st := &t.states[i]
 		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
-			Checkers: int(st.fresh), Healthy: int(st.healthy)}
+			Checkers: int(st.fresh), Healthy: int(st.healthy), Counted: st.seq}
 		if st.pushed {
 			s.Since = time.Unix(0, st.since)
 		}
