@@ -130,15 +130,62 @@ func recordList(w http.ResponseWriter, st State) {
 		return
 	}
 	meta := tableView(st)
+	writeJSON(w, map[string]any{"table": meta, "records": describeSets(st, t, meta, func(*records.Set) bool { return true })})
+}
+
+// describeSets describes the record sets keep selects.
+func describeSets(st State, t *edge.Table, meta TableView, keep func(*records.Set) bool) []RecordView {
 	reasons := map[string]string{}
 	for _, s := range st.Statuses() {
 		reasons[s.ID] = s.Reason
 	}
 	var out []RecordView
 	for _, s := range st.Records().Sets {
-		out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		if keep(s) {
+			out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		}
 	}
-	writeJSON(w, map[string]any{"table": meta, "records": out})
+	return out
+}
+
+// DebugTXT is the answer to the debug TXT name for a record set's name
+// (lowercase fqdn; "." names none): the table's version and age, then each
+// candidate of the sets of that name with its state and why it is in or
+// out, as /api/v1/records says.
+func DebugTXT(st State, name string) []string {
+	t := st.Table()
+	if t == nil {
+		return []string{"this host is not an edge: it has no records in a data plane"}
+	}
+	meta := tableView(st)
+	out := []string{fmt.Sprintf("table version=%d age=%.3fs cold=%v stale=%v", meta.Version, meta.AgeSec, meta.ColdOpen, meta.Stale)}
+	if name == "." {
+		return out
+	}
+	sets := describeSets(st, t, meta, func(s *records.Set) bool { return s.Name == name })
+	if len(sets) == 0 {
+		return append(out, "no health-checked record set "+name)
+	}
+	for _, r := range sets {
+		for _, a := range r.Answers {
+			out = append(out, fmt.Sprintf("%s %s check=%s healthy=%s in=%s reason=%s", r.Type, a.Value, dashed(a.Check), yesNo(a.Healthy), yesNo(a.In), a.Reason))
+		}
+	}
+	return out
+}
+
+func dashed(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // describe explains each candidate with the data plane's own selection;

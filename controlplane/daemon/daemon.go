@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,7 +225,15 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // serveEdge starts the fallback and then attaches XDP, so nothing XDP
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
-	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback,
+		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
+	if cfg.Server.IDServer {
+		opts.ID = d.id.hostID()
+	}
+	if cfg.Server.VersionServer {
+		opts.Version = Version()
+	}
+	d.fb = fallback.New(opts, d.view(p))
 	if err := d.fb.Start(); err != nil {
 		return err
 	}
@@ -414,6 +423,21 @@ func (d *Daemon) applyEdge(p *Plan) error {
 
 func (d *Daemon) view(p *Plan) *fallback.View {
 	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table, p.Geo)}
+}
+
+// Version is the build's version, "steadydns (devel)" and the commit it
+// was built from when known: what `steadydns version` prints and
+// version.server answers.
+func Version() string {
+	v := "steadydns (devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v += " " + s.Value
+			}
+		}
+	}
+	return v
 }
 
 // Reload rereads the config. A config that does not load, or that changes

@@ -42,17 +42,6 @@ aggregation:
 func TestStatusAgreesWithTheWire(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	e := serve(t, env, func(link, pins string) string { return fmt.Sprintf(statusConfig, link, pins) })
-	admin := func(check, state string) {
-		req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/"+check+"/admin", strings.NewReader(state))
-		resp, err := env.Edge.HTTPClient().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("admin %s %s: %s", check, state, resp.Status)
-		}
-	}
 	status := func() []string {
 		var recs struct{ Records []api.RecordView }
 		getAPI(t, env, "/api/v1/records", &recs)
@@ -86,7 +75,7 @@ func TestStatusAgreesWithTheWire(t *testing.T) {
 				if slices.Contains(c.down, id) {
 					state = "down"
 				}
-				admin(id, state)
+				admin(t, env, id, state)
 			}
 			start := time.Now()
 			for {
@@ -104,5 +93,19 @@ func TestStatusAgreesWithTheWire(t *testing.T) {
 				t.Errorf("status marks %v in; the wire answers %v", in, c.wire)
 			}
 		})
+	}
+}
+
+// admin sets a check's admin override through the API.
+func admin(t testing.TB, env *testenv.Env, check, state string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/"+check+"/admin", strings.NewReader(state))
+	resp, err := env.Edge.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("admin %s %s: %s", check, state, resp.Status)
 	}
 }

@@ -80,6 +80,9 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	}
 
 	q := r.Question[0]
+	if rcode, outcome, ok := s.identity(m, q, client); ok {
+		return done(rcode, outcome)
+	}
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
 	}

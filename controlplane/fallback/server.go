@@ -24,6 +24,10 @@ type Options struct {
 	// parsed query to the reply ready to send; zero for a dropped message.
 	// nil observes nothing.
 	Observe func(outcome string, took time.Duration)
+	// ID is answered to id.server and hostname.bind CH TXT, Version to
+	// version.server and version.bind; empty refuses them.
+	ID, Version string
+	Debug       Debug
 }
 
 // Server is the fallback DNS server.
