@@ -49,7 +49,7 @@ var dynamicSets = map[string]Selection{
 	"geo.example.test. A":     {Action: Answer, TTL: 30, Addrs: []netip.Addr{netip.MustParseAddr("198.18.7.1")}, ECSScope: 24},
 }
 
-func exampleView(t *testing.T) (*View, *fakeRecords) {
+func exampleView(t testing.TB) (*View, *fakeRecords) {
 	t.Helper()
 	z, err := zone.Load("example.test.", "testdata/example.test.zone")
 	if err != nil {

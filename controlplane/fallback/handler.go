@@ -143,13 +143,31 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	m.Ns = nil
 	owner := chainEnd(q.Name, res.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
-	for _, a := range sel.Addrs {
-		if res.DynamicType == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.Unmap().AsSlice()})
-		} else {
-			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+	// The records, their addresses and the answer section each take one
+	// allocation for the whole set, not one per address.
+	n := len(sel.Addrs)
+	answer := make([]dns.RR, len(m.Answer), len(m.Answer)+n)
+	copy(answer, m.Answer)
+	if res.DynamicType == dns.TypeA {
+		rrs, ips := make([]dns.A, n), make([]byte, n*net.IPv4len)
+		for i, a := range sel.Addrs {
+			ip := ips[i*net.IPv4len : (i+1)*net.IPv4len : (i+1)*net.IPv4len]
+			b := a.Unmap().As4()
+			copy(ip, b[:])
+			rrs[i] = dns.A{Hdr: hdr, A: ip}
+			answer = append(answer, &rrs[i])
+		}
+	} else {
+		rrs, ips := make([]dns.AAAA, n), make([]byte, n*net.IPv6len)
+		for i, a := range sel.Addrs {
+			ip := ips[i*net.IPv6len : (i+1)*net.IPv6len : (i+1)*net.IPv6len]
+			b := a.As16()
+			copy(ip, b[:])
+			rrs[i] = dns.AAAA{Hdr: hdr, AAAA: ip}
+			answer = append(answer, &rrs[i])
 		}
 	}
+	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
 }
 

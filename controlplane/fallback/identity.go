@@ -31,9 +31,9 @@ const txtMax = 255
 // version.server in class CH, and the debug name. ok is false for every
 // other query, which the zones answer.
 func (s *Server) identity(m *dns.Msg, q dns.Question, client netip.Addr) (rcode int, outcome string, ok bool) {
-	// IsSubDomain ignores case: the name is lowercased only for the rare
-	// query that is about the server, so other queries allocate nothing.
-	if d := &s.opts.Debug; d.Name != "" && (q.Qclass == dns.ClassINET || q.Qclass == dns.ClassCHAOS) && dns.IsSubDomain(d.Name, q.Name) {
+	// The name is lowercased only for the rare query that is about the
+	// server, so other queries allocate nothing here.
+	if d := &s.opts.Debug; d.Name != "" && (q.Qclass == dns.ClassINET || q.Qclass == dns.ClassCHAOS) && under(q.Name, d.Name) {
 		name := strings.ToLower(q.Name)
 		if !allowed(d.Allow, client) {
 			return dns.RcodeRefused, OutcomeRefused, true
@@ -93,4 +93,35 @@ func allowed(allow []netip.Prefix, client netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// under reports whether name is parent or below it, ignoring ASCII case;
+// parent is lowercase. dns.IsSubDomain says the same but allocates the
+// labels' offsets, on every query.
+func under(name, parent string) bool {
+	if len(name) < len(parent) {
+		return false
+	}
+	at := len(name) - len(parent)
+	for i := range len(parent) {
+		c := name[at+i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != parent[i] {
+			return false
+		}
+	}
+	if at == 0 {
+		return true
+	}
+	// The suffix starts a label: a dot before it that no backslash escapes.
+	if name[at-1] != '.' {
+		return false
+	}
+	escapes := 0
+	for i := at - 2; i >= 0 && name[i] == '\\'; i-- {
+		escapes++
+	}
+	return escapes%2 == 0
 }

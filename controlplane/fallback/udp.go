@@ -169,12 +169,17 @@ func (s *Server) serveUDP(w *udpWriter, b []byte) {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return
 	}
+	// One unpack does for the screen and the handler: TCP's reader
+	// decorator unpacks twice.
 	var req dns.Msg
-	if err := req.Unpack(wellFormed(b)); err != nil {
-		// wellFormed passes only what unpacks; this is a bug, not a query
-		// to answer from a guess.
-		s.invalid(b, err)
-		return
+	if parse(b, &req) != nil {
+		req = dns.Msg{}
+		if err := req.Unpack(bareHeader(b)); err != nil {
+			// A bare header always unpacks; this is a bug, not a query
+			// to answer from a guess.
+			s.invalid(b, err)
+			return
+		}
 	}
 	s.serveDNS(w, &req)
 }
