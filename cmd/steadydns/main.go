@@ -7,7 +7,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/debug"
+
+	"github.com/steadydns/steadydns/controlplane/daemon"
 )
 
 const usage = `usage: steadydns <command> [flags]
@@ -48,7 +49,7 @@ func main() {
 	case "testenv":
 		err = testenvCmd(args)
 	case "version":
-		fmt.Println(version())
+		fmt.Println(daemon.Version())
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -59,16 +60,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "steadydns %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
-}
-
-func version() string {
-	v := "steadydns (devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				v += " " + s.Value
-			}
-		}
-	}
-	return v
 }

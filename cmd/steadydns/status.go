@@ -67,9 +67,10 @@ func status(args []string) error {
 		if c.Up {
 			state = "healthy"
 		}
+		// The newest result the state counts, so that it agrees with the
+		// reason: a newer one is counted at the next push.
 		last := "-"
-		if len(c.Results) > 0 {
-			r := c.Results[0]
+		if r := c.LastCounted(); r != nil {
 			last = fmt.Sprintf("%s %.1fms", r.Reason, r.LatencyMs)
 			if r.Detail != "" {
 				last = fmt.Sprintf("%s (%s) %.1fms", r.Reason, r.Detail, r.LatencyMs)

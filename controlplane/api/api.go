@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -38,7 +39,7 @@ type State interface {
 // Handler returns the API's routes.
 func Handler(st State, m *Metrics) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) { checks(w, st) })
@@ -129,15 +130,62 @@ func recordList(w http.ResponseWriter, st State) {
 		return
 	}
 	meta := tableView(st)
+	writeJSON(w, map[string]any{"table": meta, "records": describeSets(st, t, meta, func(*records.Set) bool { return true })})
+}
+
+// describeSets describes the record sets keep selects.
+func describeSets(st State, t *edge.Table, meta TableView, keep func(*records.Set) bool) []RecordView {
 	reasons := map[string]string{}
 	for _, s := range st.Statuses() {
 		reasons[s.ID] = s.Reason
 	}
 	var out []RecordView
 	for _, s := range st.Records().Sets {
-		out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		if keep(s) {
+			out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		}
 	}
-	writeJSON(w, map[string]any{"table": meta, "records": out})
+	return out
+}
+
+// DebugTXT is the answer to the debug TXT name for a record set's name
+// (lowercase fqdn; "." names none): the table's version and age, then each
+// candidate of the sets of that name with its state and why it is in or
+// out, as /api/v1/records says.
+func DebugTXT(st State, name string) []string {
+	t := st.Table()
+	if t == nil {
+		return []string{"this host is not an edge: it has no records in a data plane"}
+	}
+	meta := tableView(st)
+	out := []string{fmt.Sprintf("table version=%d age=%.3fs cold=%v stale=%v", meta.Version, meta.AgeSec, meta.ColdOpen, meta.Stale)}
+	if name == "." {
+		return out
+	}
+	sets := describeSets(st, t, meta, func(s *records.Set) bool { return s.Name == name })
+	if len(sets) == 0 {
+		return append(out, "no health-checked record set "+name)
+	}
+	for _, r := range sets {
+		for _, a := range r.Answers {
+			out = append(out, fmt.Sprintf("%s %s check=%s healthy=%s in=%s reason=%s", r.Type, a.Value, dashed(a.Check), yesNo(a.Healthy), yesNo(a.In), a.Reason))
+		}
+	}
+	return out
+}
+
+func dashed(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // describe explains each candidate with the data plane's own selection;
@@ -149,7 +197,10 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
-		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
+		// NODATA and SERVFAIL answer no candidate, whatever set the
+		// selection gathered before deciding so.
+		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
+		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -81,7 +82,7 @@ type server struct {
 }
 
 func (s *server) XDPOutcomes() (map[string]uint64, error) {
-	return map[string]uint64{"answered": 5, "pass_not_dns": 2}, nil
+	return map[string]uint64{"answered": 5, "qtype": 2}, nil
 }
 func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
@@ -286,9 +287,53 @@ func TestChecks(t *testing.T) {
 			t.Errorf("p1's vote on web1: %v", vote)
 		}
 		res := c["last_results"].([]any)[0].(map[string]any)
-		if got := keys(res); !slices.Equal(got, []string{"detail", "healthy", "latency_ms", "reason", "time"}) {
+		if got := keys(res); !slices.Equal(got, []string{"counted", "detail", "healthy", "latency_ms", "reason", "time"}) {
 			t.Errorf("result keys %v", got)
 		}
+	}
+}
+
+// TestReasonAgreesWithLastResult: results arrive as checks finish, while
+// a check's state and reason change at the push, from the frames in by
+// then. A dead host on the local link makes a check time out while ARP is
+// pending and then fail with "unreachable" when it gives up, so the newest
+// result often differs from the reason. `steadydns status` shows the
+// newest result the reason counts.
+func TestReasonAgreesWithLastResult(t *testing.T) {
+	s := newServer(t)
+	now := time.Now()
+	s.fail(t, now) // seq 1, timeout: framed and observed
+	s.push(t, now)
+	// seq 2 finished after the frame: observed, not framed yet.
+	s.agg.Observe(prober.Result{ID: "web1", Index: s.index["web1"], Seq: 2, Time: now.Add(time.Second), Reason: prober.ReasonUnreachable,
+		Detail: "host unreachable", Latency: 50 * time.Millisecond})
+	var c checks
+	s.get(t, "/api/v1/checks", &c)
+	web1 := c.find(t, "web1")
+	if len(web1.Results) != 2 || web1.Results[0].Counted || !web1.Results[1].Counted {
+		t.Fatalf("web1 results %+v: want the unreachable one not counted, the timeout counted", web1.Results)
+	}
+	if last := web1.LastCounted(); last == nil || last.Reason != web1.Reason {
+		t.Errorf("web1's reason is %s and its last counted result %+v", web1.Reason, last)
+	}
+
+	// Once framed and pushed, the newest result is counted and the
+	// reason is its.
+	f := prober.Frame{Version: 2, ConfigHash: s.cfg.Hash, Prober: "p1", Entries: make([]prober.Entry, s.cfg.Aggregation.TableSize)}
+	f.Entries[0] = prober.Entry{Index: s.index["web1"], Seq: 2, Reason: prober.ReasonUnreachable}
+	b, err := prober.Encode(nil, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.agg.IngestFrame(b, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.push(t, now.Add(time.Second))
+	c = checks{}
+	s.get(t, "/api/v1/checks", &c)
+	web1 = c.find(t, "web1")
+	if last := web1.LastCounted(); web1.Reason != "unreachable" || last == nil || last.Reason != "unreachable" || last != &web1.Results[0] {
+		t.Errorf("after the push: reason %s, last counted %+v", web1.Reason, last)
 	}
 }
 
@@ -452,8 +497,14 @@ func TestMetrics(t *testing.T) {
 	now := time.Now()
 	s.fail(t, now)
 	s.push(t, now)
-	s.metrics.ObserveFallback("answered")
-	s.metrics.ObserveFallback("answered")
+	s.agg.OnPush(s.metrics.ObservePush)
+	s.push(t, now)
+	s.metrics.ObserveFallback("answered", 30*time.Microsecond)
+	s.metrics.ObserveFallback("answered", 40*time.Microsecond)
+	s.metrics.ObserveFallback("dropped", 0)
+	s.metrics.ObserveCheck("tcp", prober.Result{Reason: prober.ReasonTimeout, Latency: 300 * time.Millisecond})
+	s.metrics.ObserveReload(nil)
+	s.metrics.ObserveReload(errors.New("bad config"))
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -465,8 +516,19 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		`steadydns_queries_total{outcome="answered",path="xdp"} 5`,
-		`steadydns_queries_total{outcome="pass_not_dns",path="xdp"} 2`,
+		`steadydns_xdp_passed_total{reason="qtype"} 2`,
 		`steadydns_queries_total{outcome="answered",path="fallback"} 2`,
+		`steadydns_queries_total{outcome="dropped",path="fallback"} 1`,
+		`steadydns_fallback_reply_seconds_count 2`,
+		`steadydns_fallback_reply_seconds_bucket{le="5e-05"} 2`,
+		`steadydns_check_duration_seconds_bucket{reason="timeout",type="tcp",le="0.5"} 1`,
+		`steadydns_check_vote{check="web1",checker="p1"} 0`,
+		`steadydns_check_vote_series_dropped 0`,
+		`steadydns_health_push_duration_seconds_count 1`,
+		`steadydns_reloads_total 2`,
+		`steadydns_reload_errors_total 1`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,
 		`steadydns_check_healthy{check="web2"} 1`,
 		`steadydns_health_table_cold 0`,

@@ -82,6 +82,21 @@ type ResultView struct {
 	Reason    string    `json:"reason"`
 	Detail    string    `json:"detail,omitempty"`
 	LatencyMs float64   `json:"latency_ms"`
+	// Counted says the check's state and reason include this result. A
+	// result newer than the last push is not counted yet.
+	Counted bool `json:"counted"`
+}
+
+// LastCounted is the newest result the check's state and reason count,
+// which is the one its reason comes from when one checker reports; nil if
+// none is.
+func (v *CheckView) LastCounted() *ResultView {
+	for i := range v.Results {
+		if v.Results[i].Counted {
+			return &v.Results[i]
+		}
+	}
+	return nil
 }
 
 func checkView(s health.Status, records []string) CheckView {
@@ -92,7 +107,7 @@ func checkView(s health.Status, records []string) CheckView {
 	}
 	for _, r := range s.Results {
 		v.Results = append(v.Results, ResultView{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail,
-			LatencyMs: float64(r.Latency.Microseconds()) / 1000})
+			LatencyMs: float64(r.Latency.Microseconds()) / 1000, Counted: r.Seq <= s.Counted})
 	}
 	return v
 }

@@ -50,6 +50,20 @@ type Server struct {
 	StateDir   string           // where the state that outlives the process is written; default /var/lib/steadydns
 	MaxRecords int              // record sets each record map holds, one map per name length class; default 65536
 	Geo        *Geo             // client prefixes to regions; nil without geo
+	// IDServer answers id.server and hostname.bind CH TXT with the
+	// host's id; default false, as BIND's server-id.
+	IDServer bool
+	// VersionServer answers version.server and version.bind CH TXT with
+	// the build's version; default true, as BIND and Knot do.
+	VersionServer bool
+	Debug         Debug
+}
+
+// Debug is server.debug: a TXT name that explains the health of a record
+// set to the clients allowed.
+type Debug struct {
+	Name  string         // fully qualified, lowercase; empty turns it off
+	Allow []netip.Prefix // clients answered; others get REFUSED. Default loopback only
 }
 
 // Zone is an RFC 1035 zone file served for an origin.

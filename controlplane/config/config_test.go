@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,8 @@ func TestFull(t *testing.T) {
 		BPFFS:      "/sys/fs/bpf/steadydns-test",
 		StateDir:   "/var/lib/steadydns-test",
 		MaxRecords: 4096,
+		IDServer:   true,
+		Debug:      Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),
@@ -318,10 +321,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 87)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 92)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:95: records[1].answers[1].check: not here")
+		"testdata/full.yaml:100: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -352,7 +355,8 @@ records:
 	}
 	same(t, "Server", c.Server, Server{
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
-		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 65536,
+		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 65536, VersionServer: true,
+		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	})
 	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536, CheckerTimeout: 3 * time.Second})
 	same(t, "Record", c.Records[0], Record{
@@ -486,6 +490,35 @@ func TestProbed(t *testing.T) {
 		got, ok := tc.typ.Probed()
 		if ok != tc.probed || got != tc.want {
 			t.Errorf("%s.Probed() = %q, %v; want %q, %v", tc.typ, got, ok, tc.want, tc.probed)
+		}
+	}
+}
+
+// TestIdentityKeys: id.server is off and version.server on by default, as
+// in BIND; the debug name is off and, once named, answers loopback alone
+// unless told otherwise.
+func TestIdentityKeys(t *testing.T) {
+	c, err := load(t, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	if s := c.Server; s.IDServer || !s.VersionServer || s.Debug.Name != "" || !slices.Equal(s.Debug.Allow, loopback) {
+		t.Errorf("defaults: id_server %v, version_server %v, debug %+v", s.IDServer, s.VersionServer, s.Debug)
+	}
+	set := strings.Replace(base, "server:\n", "server:\n  id_server: true\n  version_server: false\n  debug: { name: _Debug.Example.Net, allow: [198.18.0.7/24] }\n", 1)
+	if c, err = load(t, set); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Server; !s.IDServer || s.VersionServer || s.Debug.Name != "_debug.example.net." || !slices.Equal(s.Debug.Allow, []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}) {
+		t.Errorf("set: id_server %v, version_server %v, debug %+v", s.IDServer, s.VersionServer, s.Debug)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{strings.Replace(base, "server:\n", "server:\n  debug: { allow: [198.18.0.300/24] }\n", 1), `config.yaml:2: server.debug.allow[0]: invalid prefix "198.18.0.300/24", want a CIDR such as 198.18.0.0/24`},
+		{strings.Replace(base, "server:\n", "server:\n  id_server: yes please\n", 1), `config.yaml:2: server.id_server: expected true or false`},
+	} {
+		if _, err := load(t, tc.config); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
 		}
 	}
 }

@@ -134,7 +134,8 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "debug"}
+	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
@@ -180,7 +181,8 @@ func validIDRune(r rune) bool {
 }
 
 func (d *decoder) server(f fields) Server {
-	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16}
+	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16, VersionServer: true,
+		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
 	f.strs("interfaces", &s.Interfaces)
 	f.str("xdp_mode", &s.XDPMode)
 	f.list("listen", func(path string, n *yaml.Node) {
@@ -201,6 +203,30 @@ func (d *decoder) server(f fields) Server {
 	f.int("max_records", &s.MaxRecords)
 	if f.has("geo") {
 		s.Geo = d.geo(f.mapping("geo", geoKeys))
+	}
+	f.bool("id_server", &s.IDServer)
+	f.bool("version_server", &s.VersionServer)
+	if f.has("debug") {
+		df := f.mapping("debug", debugKeys)
+		df.str("name", &s.Debug.Name)
+		if s.Debug.Name != "" {
+			s.Debug.Name = dns.Fqdn(strings.ToLower(s.Debug.Name))
+		}
+		if df.has("allow") {
+			s.Debug.Allow = nil
+		}
+		df.list("allow", func(path string, n *yaml.Node) {
+			v, ok := d.scalar(n, path, "a prefix")
+			if !ok {
+				return
+			}
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
+				return
+			}
+			s.Debug.Allow = append(s.Debug.Allow, p.Masked())
+		})
 	}
 	return s
 }

@@ -88,6 +88,11 @@ func (v *validator) server() {
 	if s.MaxRecords < 1 || s.MaxRecords > maxRecords {
 		v.errorf("server.max_records", "%d out of range 1-%d", s.MaxRecords, maxRecords)
 	}
+	if n := s.Debug.Name; n != "" {
+		if _, ok := dns.IsDomainName(n); !ok || n == "." {
+			v.errorf("server.debug.name", "%q is not a domain name", n)
+		}
+	}
 }
 
 // maxRecords bounds server.max_records. The kernel gives each record map a

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,7 @@ func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
 // bound, and XDP is left as it was.
 func StartWith(path string, opts Options) (*Daemon, error) {
 	d := &Daemon{path: path, id: opts.Identity}
+	d.metrics = api.NewMetrics(d)
 	if err := d.start(opts); err != nil {
 		if uerr := d.started.undo(true); uerr != nil {
 			return nil, errors.Join(err, uerr)
@@ -140,6 +142,7 @@ func (d *Daemon) start(opts Options) error {
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
+		d.agg.OnPush(d.metrics.ObservePush)
 	}
 	if id.has(config.RoleProber) {
 		if d.framer, err = prober.NewFramer(host, id.Region, cfg.Aggregation.TableSize); err != nil {
@@ -150,13 +153,18 @@ func (d *Daemon) start(opts Options) error {
 			if d.agg != nil {
 				d.agg.Observe(r)
 			}
+			// The first results can come before the first plan is stored.
+			if p := d.plan.Load(); p != nil {
+				if c, ok := p.Config.HealthChecks[r.ID]; ok {
+					d.metrics.ObserveCheck(string(c.Type), r)
+				}
+			}
 		}})
 		d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	}
 	if err := d.apply(p); err != nil {
 		return err
 	}
-	d.metrics = api.NewMetrics(d)
 	if id.has(config.RoleEdge) {
 		if err := d.serveEdge(cfg, p); err != nil {
 			return err
@@ -219,7 +227,15 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // serveEdge starts the fallback and then attaches XDP, so nothing XDP
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
-	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback,
+		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
+	if cfg.Server.IDServer {
+		opts.ID = d.id.hostID()
+	}
+	if cfg.Server.VersionServer {
+		opts.Version = Version()
+	}
+	d.fb = fallback.New(opts, d.view(p))
 	if err := d.fb.Start(); err != nil {
 		return err
 	}
@@ -470,9 +486,30 @@ func (d *Daemon) view(p *Plan) *fallback.View {
 	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table, p.Geo)}
 }
 
+// Version is the build's version, "steadydns (devel)" and the commit it
+// was built from when known: what `steadydns version` prints and
+// version.server answers.
+func Version() string {
+	v := "steadydns (devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v += " " + s.Value
+			}
+		}
+	}
+	return v
+}
+
 // Reload rereads the config. A config that does not load, or that changes
 // what only a restart can change, is rejected and the running one stays.
 func (d *Daemon) Reload() error {
+	err := d.reload()
+	d.metrics.ObserveReload(err)
+	return err
+}
+
+func (d *Daemon) reload() error {
 	cfg, err := config.Load(d.path)
 	if err != nil {
 		return err

@@ -177,6 +177,7 @@ func (d *Daemon) watchConfig(ctx context.Context, host string) error {
 		if err == nil {
 			err = d.reloadWith(cfg)
 		}
+		d.metrics.ObserveReload(err)
 		if err != nil {
 			f.refused.Add(1)
 			slog.Error("config revision refused, the running config stays", "revision", rev, "error", err)

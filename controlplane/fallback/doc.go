@@ -20,7 +20,11 @@
 //     unpack of every message.
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
-// datagram per system call and starts a goroutine per query: a loop per
-// CPU reads up to 32 datagrams with one recvmmsg, answers them in turn
-// with the same handler, and sends the replies with one sendmmsg.
+// datagram per system call and starts a goroutine per query: each listen
+// address has a UDP socket per CPU, bound with SO_REUSEPORT so the kernel
+// spreads queries across them and a second server can bind beside a
+// running one (an upgrade without a gap); each socket's loop reads up to
+// 32 datagrams with one recvmmsg, answers them in turn with the same
+// handler, and sends the replies with one sendmmsg. TCP listens with
+// SO_REUSEPORT too.
 package fallback

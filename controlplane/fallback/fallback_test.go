@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +49,7 @@ var dynamicSets = map[string]Selection{
 	"geo.example.test. A":     {Action: Answer, TTL: 30, Addrs: []netip.Addr{netip.MustParseAddr("198.18.7.1")}, ECSScope: 24},
 }
 
-func exampleView(t *testing.T) (*View, *fakeRecords) {
+func exampleView(t testing.TB) (*View, *fakeRecords) {
 	t.Helper()
 	z, err := zone.Load("example.test.", "testdata/example.test.zone")
 	if err != nil {
@@ -74,7 +76,7 @@ func start(t *testing.T, v *View) *testServer {
 	ts := &testServer{outcomes: make(chan string, 100)}
 	ts.s = New(Options{
 		Listen:  []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
-		Observe: func(o string) { ts.outcomes <- o },
+		Observe: func(o string, _ time.Duration) { ts.outcomes <- o },
 	}, v)
 	if err := ts.s.Start(); err != nil {
 		t.Fatal(err)
@@ -601,13 +603,73 @@ func TestSetView(t *testing.T) {
 	ts.outcome(t)
 }
 
+// TestStartReportsBindError: a port held by a socket without
+// SO_REUSEPORT, another program's, is an error naming the address.
 func TestStartReportsBindError(t *testing.T) {
 	v, _ := exampleView(t)
-	ts := start(t, v)
-	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort(ts.udp)}}, v)
-	err := s.Start()
-	if err == nil || !strings.HasPrefix(err.Error(), "listening on udp "+ts.udp+": ") {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	held := pc.LocalAddr().String()
+	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort(held)}}, v)
+	err = s.Start()
+	if err == nil || !strings.HasPrefix(err.Error(), "listening on udp "+held+": ") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestTwoServersShareThePort: a second server binds the port of a running
+// one, UDP and TCP, as an upgrade does; both answer, and once the first
+// stops the second answers everything, with no query lost between.
+func TestTwoServersShareThePort(t *testing.T) {
+	v, _ := exampleView(t)
+	var answered [2]atomic.Uint64
+	serve := func(i int, ap netip.AddrPort) *Server {
+		s := New(Options{Listen: []netip.AddrPort{ap}, Observe: func(string, time.Duration) { answered[i].Add(1) }}, v)
+		if err := s.Start(); err != nil {
+			t.Fatalf("server %d on %s: %v", i+1, ap, err)
+		}
+		return s
+	}
+	first := serve(0, netip.MustParseAddrPort("127.0.0.1:0"))
+	addr := first.Addrs()[0].String()
+	second := serve(1, netip.MustParseAddrPort(addr))
+	defer second.Shutdown(context.Background())
+	if got := second.Addrs()[0].String(); got != addr {
+		t.Fatalf("the second server bound %s, want %s", got, addr)
+	}
+	ask := func(proto string) error {
+		c := &dns.Client{Net: proto, Timeout: time.Second}
+		r, _, err := c.Exchange(query("static.example.test.", dns.TypeA), addr)
+		if err == nil && (r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0) {
+			err = fmt.Errorf("rcode %s, %d answers", dns.RcodeToString[r.Rcode], len(r.Answer))
+		}
+		return err
+	}
+	// Many source ports: the kernel spreads them over both servers' sockets.
+	for i := range 40 {
+		for _, proto := range []string{"udp", "tcp"} {
+			if err := ask(proto); err != nil {
+				t.Fatalf("query %d over %s with both servers up: %v", i, proto, err)
+			}
+		}
+	}
+	if answered[0].Load() == 0 || answered[1].Load() == 0 {
+		t.Errorf("the servers answered %d and %d of 80 queries: want both to take some", answered[0].Load(), answered[1].Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		for _, proto := range []string{"udp", "tcp"} {
+			if err := ask(proto); err != nil {
+				t.Fatalf("query %d over %s after the first stopped: %v", i, proto, err)
+			}
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ const headerLen = 12
 // without a reply, so that no reply reflects one.
 func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 	if h.Bits&(1<<15) != 0 { // QR
-		s.opts.Observe(OutcomeDropped)
+		s.opts.Observe(OutcomeDropped, 0)
 		return dns.MsgIgnore
 	}
 	return dns.MsgAccept
@@ -22,7 +22,7 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 
 // invalid sees the messages miekg/dns drops: those shorter than a header.
 // screen leaves it nothing else.
-func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped) }
+func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
 // screen decorates the TCP server's reader so that every message it passes
 // on parses; serveUDP does the same for datagrams. See the package
@@ -40,9 +40,18 @@ func (r screened) ReadTCP(c net.Conn, timeout time.Duration) ([]byte, error) {
 // with every count zero. It leaves alone what miekg/dns drops by itself:
 // messages shorter than a header, and responses.
 func wellFormed(m []byte) []byte {
-	if len(m) < headerLen || m[2]&0x80 != 0 || parse(m) == nil {
+	if len(m) < headerLen || m[2]&0x80 != 0 {
 		return m
 	}
+	var msg dns.Msg
+	if parse(m, &msg) == nil {
+		return m
+	}
+	return bareHeader(m)
+}
+
+// bareHeader is m's header with every count zero.
+func bareHeader(m []byte) []byte {
 	h := make([]byte, headerLen)
 	copy(h, m[:4])
 	return h
@@ -50,9 +59,10 @@ func wellFormed(m []byte) []byte {
 
 var errCounts = errors.New("fewer records than the header counts")
 
-// parse checks m more strictly than dns.Msg.Unpack does, which accepts a
-// question cut short after its name and fewer records than counted.
-func parse(m []byte) error {
+// parse unpacks m into msg, more strictly than dns.Msg.Unpack does, which
+// accepts a question cut short after its name and fewer records than
+// counted.
+func parse(m []byte, msg *dns.Msg) error {
 	qd := int(m[4])<<8 | int(m[5])
 	off := headerLen
 	for range qd {
@@ -64,7 +74,6 @@ func parse(m []byte) error {
 			return errCounts
 		}
 	}
-	var msg dns.Msg
 	if err := msg.Unpack(m); err != nil {
 		return err
 	}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Server.
@@ -19,8 +22,14 @@ type Options struct {
 	// picks a free port, the same for both; Addrs reports it.
 	Listen []netip.AddrPort
 	// Observe is called once per reply or dropped message with one of the
-	// Outcome constants. nil observes nothing.
-	Observe func(outcome string)
+	// Outcome constants and the time the reply took to build, from the
+	// parsed query to the reply ready to send; zero for a dropped message.
+	// nil observes nothing.
+	Observe func(outcome string, took time.Duration)
+	// ID is answered to id.server and hostname.bind CH TXT, Version to
+	// version.server and version.bind; empty refuses them.
+	ID, Version string
+	Debug       Debug
 }
 
 // Server is the fallback DNS server.
@@ -38,7 +47,7 @@ type Server struct {
 // New returns a server for v. It does not listen until Start.
 func New(opts Options, v *View) *Server {
 	if opts.Observe == nil {
-		opts.Observe = func(string) {}
+		opts.Observe = func(string, time.Duration) {}
 	}
 	s := &Server{opts: opts}
 	s.view.Store(v)
@@ -59,21 +68,24 @@ func (s *Server) Addrs() []net.Addr { return s.addrs }
 // Shutdown. It returns once all are bound and serving.
 func (s *Server) Start() error {
 	for _, ap := range s.opts.Listen {
-		pc, l, err := listen(ap)
+		pcs, l, err := listen(ap, runtime.GOMAXPROCS(0))
 		if err != nil {
 			s.closeAll()
 			return err
 		}
-		u, err := newUDPServer(s, pc)
-		if err != nil {
-			pc.Close()
-			l.Close()
-			s.closeAll()
-			return fmt.Errorf("setting up udp %s: %w", ap, err)
-		}
-		s.addrs = append(s.addrs, pc.LocalAddr(), l.Addr())
-		s.udp = append(s.udp, u)
+		s.addrs = append(s.addrs, pcs[0].LocalAddr(), l.Addr())
 		s.servers = append(s.servers, s.dnsServer(l))
+		for _, pc := range pcs {
+			u, err := newUDPServer(s, pc)
+			if err != nil {
+				for _, pc := range pcs {
+					pc.Close()
+				}
+				s.closeAll()
+				return fmt.Errorf("setting up udp %s: %w", ap, err)
+			}
+			s.udp = append(s.udp, u)
+		}
 	}
 	ready := make(chan error, len(s.servers))
 	for _, srv := range s.servers {
@@ -148,22 +160,60 @@ func (s *Server) closeAll() {
 // portTries bounds the attempts to find a port free for both UDP and TCP.
 const portTries = 8
 
-// listen binds UDP and then TCP on ap. For port 0 the kernel picks the UDP
-// port, and TCP takes the same one, so that one address serves both.
-func listen(ap netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
-	for try := 1; ; try++ {
-		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-		if err != nil {
-			return nil, nil, fmt.Errorf("listening on udp %s: %w", ap, err)
-		}
-		tcp := netip.AddrPortFrom(ap.Addr(), uint16(pc.LocalAddr().(*net.UDPAddr).Port))
-		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(tcp))
-		if err == nil {
-			return pc, l, nil
-		}
-		pc.Close()
-		if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, nil, fmt.Errorf("listening on tcp %s: %w", tcp, err)
-		}
+// reusePort binds with SO_REUSEPORT: the kernel spreads datagrams across
+// the sockets of one port by their addresses and ports, so each socket's
+// loop runs on its own CPU without sharing a receive queue, and a second
+// `steadydns serve` (an upgrade) binds beside the first and answers before
+// the first stops. Only a process of the same user can join a port bound
+// so.
+var reusePort = net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
 	}
+	return serr
+}}
+
+// listen binds n UDP sockets and one TCP listener on ap, all with
+// SO_REUSEPORT. For port 0 the kernel picks the first UDP socket's port,
+// and the rest take the same one, so that one address serves both.
+func listen(ap netip.AddrPort, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+	for try := 1; ; try++ {
+		first, err := listenUDP(ap)
+		if err != nil {
+			return nil, nil, err
+		}
+		port := netip.AddrPortFrom(ap.Addr(), uint16(first.LocalAddr().(*net.UDPAddr).Port))
+		l, err := reusePort.Listen(context.Background(), "tcp", port.String())
+		if err != nil {
+			first.Close()
+			if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
+				return nil, nil, fmt.Errorf("listening on tcp %s: %w", port, err)
+			}
+			continue
+		}
+		pcs := []*net.UDPConn{first}
+		for len(pcs) < n {
+			pc, err := listenUDP(port)
+			if err != nil {
+				for _, pc := range pcs {
+					pc.Close()
+				}
+				l.Close()
+				return nil, nil, err
+			}
+			pcs = append(pcs, pc)
+		}
+		return pcs, l.(*net.TCPListener), nil
+	}
+}
+
+func listenUDP(ap netip.AddrPort) (*net.UDPConn, error) {
+	pc, err := reusePort.ListenPacket(context.Background(), "udp", ap.String())
+	if err != nil {
+		return nil, fmt.Errorf("listening on udp %s: %w", ap, err)
+	}
+	return pc.(*net.UDPConn), nil
 }

@@ -3,7 +3,6 @@ package fallback
 import (
 	"errors"
 	"net"
-	"runtime"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -23,8 +22,9 @@ type batchConn interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-// udpServer serves one UDP socket with a loop per CPU, each reading a
-// batch, answering its queries in turn and sending the replies as a batch.
+// udpServer serves one UDP socket, of one per CPU on a port, with a loop
+// that reads a batch, answers its queries in turn and sends the replies as
+// a batch.
 // miekg/dns's own UDP server reads and writes one datagram per system call
 // and starts a goroutine per query; this does neither, and builds every
 // reply with the same handler.
@@ -64,19 +64,17 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 	return u, nil
 }
 
-// start runs the loops until the socket closes.
+// start runs the loop until the socket closes.
 func (u *udpServer) start() {
-	for range runtime.GOMAXPROCS(0) {
-		u.wg.Add(1)
-		go func() {
-			defer u.wg.Done()
-			u.loop()
-		}()
-	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		u.loop()
+	}()
 }
 
-// close closes the socket and waits for the loops, which answer the
-// batch in hand first.
+// close closes the socket and waits for the loop, which answers the batch
+// in hand first.
 func (u *udpServer) close() error {
 	err := u.conn.Close()
 	u.wg.Wait()
@@ -171,12 +169,17 @@ func (s *Server) serveUDP(w *udpWriter, b []byte) {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return
 	}
+	// One unpack does for the screen and the handler: TCP's reader
+	// decorator unpacks twice.
 	var req dns.Msg
-	if err := req.Unpack(wellFormed(b)); err != nil {
-		// wellFormed passes only what unpacks; this is a bug, not a query
-		// to answer from a guess.
-		s.invalid(b, err)
-		return
+	if parse(b, &req) != nil {
+		req = dns.Msg{}
+		if err := req.Unpack(bareHeader(b)); err != nil {
+			// A bare header always unpacks; this is a bug, not a query
+			// to answer from a guess.
+			s.invalid(b, err)
+			return
+		}
 	}
 	s.serveDNS(w, &req)
 }

@@ -60,6 +60,7 @@ type Aggregator struct {
 	rejected atomic.Uint64
 	frames   atomic.Uint64
 	pushCost atomic.Int64 // duration of the last push, ns
+	onPush   atomic.Pointer[func(time.Duration)]
 }
 
 // New makes an aggregator for cfg, whose table of
@@ -287,9 +288,17 @@ func (t *Aggregator) Push(now time.Time) error {
 	if err := t.out.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
 		return err
 	}
-	t.pushCost.Store(int64(time.Since(start)))
+	took := time.Since(start)
+	t.pushCost.Store(int64(took))
+	if f := t.onPush.Load(); f != nil {
+		(*f)(took)
+	}
 	return nil
 }
+
+// OnPush makes f see the duration of every push from now on, for a
+// histogram: Counters keeps only the last.
+func (t *Aggregator) OnPush(f func(time.Duration)) { t.onPush.Store(&f) }
 
 // settle evaluates slot i, logs a transition and writes its entry.
 func (t *Aggregator) settle(i int, now time.Time) {
@@ -360,8 +369,12 @@ type Status struct {
 	Since    time.Time
 	Checkers int             // checkers heard from recently, at the last push
 	Healthy  int             // of those, the ones that said healthy
-	Results  []prober.Result // the recent results, newest first
-	Votes    []Vote          // every checker ever heard from, by id
+	Results  []prober.Result // the recent results of this host's prober, newest first
+	// Counted is the sequence number of the newest result the last push
+	// counted: results are kept as they come, states and reasons change
+	// at the push, so the newest results may not have been counted yet.
+	Counted uint64
+	Votes   []Vote // every checker ever heard from, by id
 }
 
 // Vote is what one checker says of a check, after its thresholds.
@@ -381,7 +394,7 @@ func (t *Aggregator) Statuses() []Status {
 	for id, i := range t.index {
 		st := &t.states[i]
 		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
-			Checkers: int(st.fresh), Healthy: int(st.healthy)}
+			Checkers: int(st.fresh), Healthy: int(st.healthy), Counted: st.seq}
 		if st.pushed {
 			s.Since = time.Unix(0, st.since)
 		}
