@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -14,6 +16,7 @@ const usage = `usage: steadydns <command> [flags]
 
 commands:
   serve   --config FILE [--role prober,aggregator,edge] [--id NAME] [--region NAME] [--nkey-seed FILE]
+          [--log-format text|json] [--log-level debug|info|warn|error]
                             run the roles given (all by default): XDP, fallback, health checks, the table, API
   config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]
                             validate the fleet sections and store them, with the zone files, in the NATS config bucket
@@ -54,6 +57,11 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "steadydns: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	// -h asks for the usage, which the flag package has printed: that
+	// is a success.
+	if errors.Is(err, flag.ErrHelp) {
+		return
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "steadydns %s: %v\n", os.Args[1], err)

@@ -152,3 +152,17 @@ func TestDocsStandAlone(t *testing.T) {
 		t.Fatalf("read %d files under %s, too few to be the repository", files, root)
 	}
 }
+
+// TestHelp: asking a command for its usage is a success, exit 0.
+func TestHelp(t *testing.T) {
+	bin := build(t)
+	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"check", "--help"}, {"--help"}} {
+		code, out, errOut := run(bin, args...)
+		if code != 0 || !strings.Contains(out+errOut, "config") {
+			t.Errorf("steadydns %s: exit %d, want 0 with the usage\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, _, errOut := run(bin, "serve", "--log-format", "xml", "--config", "x.yaml"); code != 1 || !strings.Contains(errOut, "--log-format") {
+		t.Errorf("serve --log-format xml: exit %d, want 1 naming the flag\n%s", code, errOut)
+	}
+}

@@ -31,7 +31,13 @@ func serve(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "this host's id in the fleet (default the host name)")
 	region := fs.String("region", "", "this prober's region, shown with its votes")
 	seed := fs.String("nkey-seed", "", "file holding this host's NKey seed, its identity on NATS")
+	var logs logFlags
+	fs.StringVar(&logs.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&logs.level, "log-level", "info", "least level logged: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setupLogging(os.Stderr, logs); err != nil {
 		return err
 	}
 	if *path == "" {
