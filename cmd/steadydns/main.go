@@ -20,7 +20,8 @@ commands:
                             run the roles given (all by default): XDP, fallback, health checks, the table, API
   config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]
                             validate the fleet sections and store them, with the zone files, in the NATS config bucket
-  check   --config FILE     validate a config and its zones; exit 1 with file:line: key: on error
+  check   --config FILE [--skip-host]   validate a config and its zones, and its interfaces on this host
+                            unless --skip-host; exit 1 with file:line: key: on error
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
