@@ -126,9 +126,6 @@ func (d *Daemon) start(opts Options) error {
 	}
 	var seed health.Seed
 	if id.has(config.RoleEdge) {
-		if err := checkInterfaces(cfg); err != nil {
-			return err
-		}
 		if seed, err = d.startEdge(cfg); err != nil {
 			return err
 		}
