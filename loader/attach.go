@@ -100,13 +100,19 @@ func (o *Objects) Linked(ifname string) bool {
 	if err != nil {
 		return false
 	}
+	return o.LinkedTo(ifname, iface.Index)
+}
+
+// LinkedTo is Linked for the interface of that index, which a caller
+// outside the interface's network namespace looked up while inside it.
+func (o *Objects) LinkedTo(ifname string, ifindex int) bool {
 	for _, m := range pinnedModes {
 		for _, pin := range o.linkPins(ifname, m) {
 			l, err := link.LoadPinnedLink(pin, nil)
 			if err != nil {
 				continue
 			}
-			ok := attachedTo(l, iface.Index)
+			ok := attachedTo(l, ifindex)
 			l.Close()
 			if ok {
 				return true
