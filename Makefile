@@ -6,7 +6,18 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo bench deps clean
+.PHONY: all build generate test demo bench deps clean install
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
+# and user, the docs and the examples. The config itself is the operator's:
+# /etc/steadydns/steadydns.yaml (docs/operations.md).
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+BINDIR      := $(PREFIX)/bin
+DOCDIR      := $(PREFIX)/share/doc/steadydns
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCS        := README.md docs/operations.md docs/config.md docs/architecture.md docs/design.md docs/fleet.md docs/nats-accounts.md
 
 all: build
 
@@ -33,6 +44,21 @@ demo: deps build
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
 	$(BENCH)
+
+# The unit names the binary and the docs by the default prefix; another
+# prefix is written into the installed copy.
+install:
+	$(GO) build -o $(BIN) ./cmd/steadydns
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/steadydns
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/|$(PREFIX)/share/doc/|g' \
+		deploy/steadydns.service > $(DESTDIR)$(UNITDIR)/steadydns.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/steadydns.service
+	install -D -m 0644 deploy/steadydns.sysusers $(DESTDIR)$(SYSUSERSDIR)/steadydns.conf
+	install -d $(DESTDIR)$(DOCDIR)/examples/quickstart $(DESTDIR)$(DOCDIR)/examples/fleet
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 examples/quickstart/steadydns.yaml examples/quickstart/*.zone $(DESTDIR)$(DOCDIR)/examples/quickstart/
+	install -m 0644 examples/fleet/*.yaml examples/fleet/*.zone $(DESTDIR)$(DOCDIR)/examples/fleet/
 
 clean:
 	rm -rf bin

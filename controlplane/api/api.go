@@ -34,6 +34,12 @@ type State interface {
 	// in its aggregator, in a fleet in every aggregator.
 	SetAdmin(id, value string) error
 	SetExternal(id string, up bool) error
+	// Reload rereads the config, as SIGHUP does; a config that cannot be
+	// applied is refused with the reason and the running one stays.
+	Reload() error
+	// Ready is nil once the host serves as configured, else what it still
+	// lacks.
+	Ready() error
 }
 
 // Handler returns the API's routes.
@@ -46,6 +52,27 @@ func Handler(st State, m *Metrics) http.Handler {
 	mux.HandleFunc("PUT /api/v1/checks/{id}/admin", func(w http.ResponseWriter, r *http.Request) { setAdmin(w, r, st) })
 	mux.HandleFunc("PUT /api/v1/checks/{id}/external", func(w http.ResponseWriter, r *http.Request) { setExternal(w, r, st) })
 	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
+	// /healthz answers while the process serves HTTP at all: a supervisor
+	// restarts it when this fails. /readyz says whether it serves as
+	// configured: a load balancer or a route announcement waits for it.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.Ready(); err != nil {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.Reload(); err != nil {
+			// The request was fine; the config on disk is what was refused.
+			writeError(w, http.StatusUnprocessableEntity, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"events": eventViews(st.Events().Events())})
 	})

@@ -97,6 +97,21 @@ func (s *server) SetExternal(id string, up bool) error {
 	return s.agg.SetExternal(id, up, time.Now())
 }
 
+// Reload validates the config file again, as the daemon's reload starts by
+// doing.
+func (s *server) Reload() error {
+	_, err := config.Load(s.cfg.File)
+	return err
+}
+
+// Ready is the edge's table rule: not before the first table.
+func (s *server) Ready() error {
+	if s.table.Meta().Cold {
+		return errors.New("no health table yet")
+	}
+	return nil
+}
+
 func newServer(t *testing.T) *server {
 	t.Helper()
 	dir := t.TempDir()
@@ -545,5 +560,45 @@ func TestMetrics(t *testing.T) {
 	}
 	if got := s.metrics.FallbackCount("answered"); got != 2 {
 		t.Errorf("FallbackCount %d, want 2", got)
+	}
+}
+
+// TestHealthReadyReload: /healthz always 200; /readyz 503 with the reason
+// until the first table, then 200; POST /api/v1/reload 204, or 422 with the
+// refused config's error.
+func TestHealthReadyReload(t *testing.T) {
+	s := newServer(t)
+	call := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.http.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call("GET", "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := call("GET", "/readyz"); code != 503 || body != "not ready: no health table yet\n" {
+		t.Errorf("/readyz before a table: %d %q", code, body)
+	}
+	s.push(t, time.Now())
+	if code, body := call("GET", "/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz after a table: %d %q", code, body)
+	}
+	if code, body := call("POST", "/api/v1/reload"); code != 204 {
+		t.Errorf("reload: %d %q", code, body)
+	}
+	if err := os.WriteFile(s.cfg.File, []byte("server: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := call("POST", "/api/v1/reload")
+	var e struct{ Error string }
+	json.Unmarshal([]byte(body), &e)
+	if code != 422 || !strings.HasPrefix(e.Error, s.cfg.File+":1:") {
+		t.Errorf("reload of a broken file: %d %q, want 422 with its error", code, body)
 	}
 }

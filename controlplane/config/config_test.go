@@ -66,7 +66,14 @@ func TestErrors(t *testing.T) {
 		name, config, want string
 	}{
 		// shape
-		{"syntax", "server:\n  listen: [\n", `config.yaml:2: did not find expected node content`},
+		{"syntax", "server:\n  listen: [\n", `config.yaml:2: server.listen: did not find expected node content`},
+		// The yaml package names the line before the bad one for its
+		// parser's errors, and no key: the line and key are the ones at fault.
+		{"syntax unclosed flow mapping", base + "health_checks:\n  web1: { type: tcp, target: 198.18.1.1, port: 80\nrecords: []\n", `config.yaml:7: health_checks.web1: did not find expected ',' or '}'`},
+		{"syntax bad indent", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 127.0.0.1:9153\n bpffs: /sys/fs/bpf/x\n", `config.yaml:4: server.bpffs: did not find expected key`},
+		{"syntax in a list item", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1.1\n      - { value: 198.18.1.2\n  - name: x\n", `config.yaml:11: records[0].answers[1]: did not find expected ',' or '}'`},
+		{"syntax scanner error", base + "aggregation:\n  push_interval: a: b\n", `config.yaml:7: aggregation.push_interval: mapping values are not allowed in this context`},
+		{"syntax on the first line", "{ server\n", `config.yaml:1: did not find expected ',' or '}'`},
 		{"not a mapping", "- a\n", `config.yaml:1: expected a mapping, got a list`},
 		{"empty file", "", `config.yaml: server.listen: at least one address is required`},
 		{"geo bad prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/33\"] }\n", `config.yaml:5: server.geo.regions.eu.prefixes[0]: invalid prefix "198.18.0.0/33", want a CIDR such as 198.18.0.0/24`},

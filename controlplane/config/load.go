@@ -81,14 +81,14 @@ func parseDoc(file string, data []byte) (*yaml.Node, error) {
 	var doc, next yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	// A second document would otherwise be ignored without a word.
 	switch err := dec.Decode(&next); {
 	case err == nil:
 		return nil, &Error{File: file, Line: next.Line, Msg: "only one YAML document is allowed"}
 	case err != io.EOF:
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	return &doc, nil
 }

@@ -45,6 +45,7 @@ type Daemon struct {
 	fb       *fallback.Server
 	metrics  *api.Metrics
 	outcomes []string
+	ifindex  map[string]int // the configured interfaces, looked up in the namespace served
 	id       Identity
 	fleet    *fleet // nil on a single host: frames and tables pass in process
 
@@ -227,6 +228,7 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // serveEdge starts the fallback and then attaches XDP, so nothing XDP
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
+	d.ifindex = map[string]int{}
 	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback,
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
 	if cfg.Server.IDServer {
@@ -252,6 +254,11 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 			d.started.pushFailed(func(context.Context) error { return d.objs.Detach(ifname) })
 		}
 		slog.Info("xdp attached", "interface", ifname, "mode", mode)
+		iface, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return fmt.Errorf("looking up %s: %w", ifname, err)
+		}
+		d.ifindex[ifname] = iface.Index
 	}
 	// A server of another build or capacity may have left its maps: the
 	// links now run this program, so nothing uses them.
@@ -652,6 +659,33 @@ func (d *Daemon) Statuses() []health.Status {
 		out = append(out, s)
 	}
 	return out
+}
+
+// Ready implements api.State. An edge is ready when the fallback listens,
+// XDP is attached to every configured interface, and a health table has
+// been written: before the first table an edge fails open, answering every
+// candidate, which it does to keep answering but should not be announced
+// for. A host without the edge role is ready once started.
+func (d *Daemon) Ready() error {
+	if d.table == nil {
+		return nil
+	}
+	var missing []string
+	if d.fb == nil || len(d.fb.Addrs()) == 0 {
+		missing = append(missing, "the fallback is not listening")
+	}
+	for _, ifname := range d.plan.Load().Config.Server.Interfaces {
+		if !d.objs.LinkedTo(ifname, d.ifindex[ifname]) {
+			missing = append(missing, "xdp is not attached to "+ifname)
+		}
+	}
+	if d.table.Meta().Cold {
+		missing = append(missing, "no health table yet: every candidate is answered (cold start, failing open)")
+	}
+	if len(missing) > 0 {
+		return errors.New(strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 // Fleet implements api.Source.
