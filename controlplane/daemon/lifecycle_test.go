@@ -203,10 +203,12 @@ func TestHTTPReloadAndReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, e.cfg, strings.Replace(string(orig), "ttl: 30", "ttl: thirty", 1))
+	bad := strings.Replace(string(orig), "ttl: 30", "ttl: thirty", 1)
+	write(t, e.cfg, bad)
 	code, body := call("POST", "/api/v1/reload")
-	if code != http.StatusUnprocessableEntity || !strings.Contains(body, e.cfg+":16: records[0].ttl:") {
-		t.Errorf("reload of a bad config: %d %s, want 422 naming %s:16: records[0].ttl", code, body, e.cfg)
+	at := fmt.Sprintf("%s:%d: records[0].ttl:", e.cfg, strings.Count(bad[:strings.Index(bad, "ttl: thirty")], "\n")+1)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, at) {
+		t.Errorf("reload of a bad config: %d %s, want 422 naming %s", code, body, at)
 	}
 	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); len(got) != 2 {
 		t.Fatalf("after a refused reload: %v", got)
