@@ -36,8 +36,9 @@ type Capacity struct {
 	EdgesPerAggregator int
 }
 
-// The default capacities: rough figures measured on the 2-CPU development
-// machine, below what it sustained (docs/fleet.md, "Cells and capacity").
+// The default capacities, for the 2-CPU development machine: conservative
+// figures meant to stay below what BENCHMARKS.md measured there
+// (docs/fleet.md, "Cells and capacity").
 const (
 	DefaultChecksPerProber            = 4096
 	DefaultCheckerChecksPerAggregator = 131072
