@@ -30,6 +30,7 @@ func serve(ctx context.Context, args []string) error {
 	roles := fs.String("role", "", "roles to play, comma-separated: prober, aggregator, edge (default all)")
 	id := fs.String("id", "", "this host's id in the fleet (default the host name)")
 	region := fs.String("region", "", "this prober's region, shown with its votes")
+	cell := fs.String("cell", "", "the cell this prober or aggregator belongs to (default the first of cluster.cells)")
 	seed := fs.String("nkey-seed", "", "file holding this host's NKey seed, its identity on NATS")
 	var logs logFlags
 	fs.StringVar(&logs.format, "log-format", "text", "log format: text or json")
@@ -43,7 +44,7 @@ func serve(ctx context.Context, args []string) error {
 	if *path == "" {
 		return errors.New("--config is required")
 	}
-	ident := daemon.Identity{ID: *id, Region: *region, NKeySeed: *seed}
+	ident := daemon.Identity{ID: *id, Region: *region, Cell: *cell, NKeySeed: *seed}
 	if *roles != "" {
 		rs, err := config.ParseRoles(*roles)
 		if err != nil {

@@ -62,9 +62,9 @@ aggregation:
 // memStore holds the table as the data plane's map would.
 type memStore struct{ table []byte }
 
-func (m *memStore) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
+func (m *memStore) PushHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) (bpf.SteadydnsTableMeta, error) {
 	m.table = append(m.table[:0], table...)
-	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: loader.BootNs(), StaleAfterNs: staleAfterNs}, nil
+	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}, nil
 }
 
 func (m *memStore) HealthUpAt(i uint32) bool { return loader.HealthUp(m.table, i) }

@@ -83,6 +83,9 @@ type Metrics struct {
 	refused     *prometheus.Desc
 	messages    *prometheus.Desc
 	permErrs    *prometheus.Desc
+	capUsed     *prometheus.Desc
+	capLimit    *prometheus.Desc
+	capRatio    *prometheus.Desc
 }
 
 // NewMetrics makes the collector.
@@ -112,12 +115,15 @@ func NewMetrics(src Source) *Metrics {
 		pushCost:    prometheus.NewDesc("steadydns_health_push_seconds", "Duration of the last health-table push: evaluating every check and writing the whole table.", nil, nil),
 		reloadDesc:  prometheus.NewDesc("steadydns_reloads_total", "Config reloads tried: SIGHUP, or a new fleet config revision.", nil, nil),
 		reloadErrDe: prometheus.NewDesc("steadydns_reload_errors_total", "Config reloads rejected; the running config stayed.", nil, nil),
-		following:   prometheus.NewDesc("steadydns_edge_following", "1 for the aggregator whose tables this edge writes.", []string{"aggregator"}, nil),
+		following:   prometheus.NewDesc("steadydns_edge_following", "1 for the aggregator whose tables this edge writes, per cell.", []string{"cell", "aggregator"}, nil),
 		switches:    prometheus.NewDesc("steadydns_edge_aggregator_switches_total", "Times this edge followed another aggregator because the one it followed went silent.", nil, nil),
 		revision:    prometheus.NewDesc("steadydns_config_revision", "Revision of the fleet config in use; 0 for a local file.", nil, nil),
 		refused:     prometheus.NewDesc("steadydns_config_revisions_refused_total", "Config revisions from the bucket that failed validation and were not applied.", nil, nil),
 		messages:    prometheus.NewDesc("steadydns_fleet_messages_total", "Fleet messages received over NATS, by kind and what became of them (delivered, missing, rejected for another config hash, corrupt…).", []string{"kind", "result"}, nil),
 		permErrs:    prometheus.NewDesc("steadydns_fleet_permission_errors_total", "Publishes or subscriptions the NATS servers refused this host.", nil, nil),
+		capUsed:     prometheus.NewDesc("steadydns_capacity_used", "This host's use of its cell's capacity, by resource: prober_checks, aggregator_checker_checks, aggregator_edges.", []string{"cell", "resource"}, nil),
+		capLimit:    prometheus.NewDesc("steadydns_capacity_limit", "The cell's capacity per host, by resource, from cluster.capacity.", []string{"cell", "resource"}, nil),
+		capRatio:    prometheus.NewDesc("steadydns_capacity_used_ratio", "steadydns_capacity_used over steadydns_capacity_limit: above 1 the cell is over what was measured.", []string{"cell", "resource"}, nil),
 	}
 }
 
@@ -164,7 +170,7 @@ func (m *Metrics) ObserveReload(err error) {
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
-		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs} {
+		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs, m.capUsed, m.capLimit, m.capRatio} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
@@ -208,8 +214,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.replyLatency.Collect(ch)
 	m.pushLatency.Collect(ch)
 	f := m.src.Fleet()
-	if f.Following != "" {
-		ch <- prometheus.MustNewConstMetric(m.following, prometheus.GaugeValue, 1, f.Following)
+	for cell, agg := range f.FollowingCells {
+		ch <- prometheus.MustNewConstMetric(m.following, prometheus.GaugeValue, 1, cell, agg)
+	}
+	for _, c := range f.Capacity {
+		ch <- prometheus.MustNewConstMetric(m.capUsed, prometheus.GaugeValue, float64(c.Used), f.Cell, c.Resource)
+		ch <- prometheus.MustNewConstMetric(m.capLimit, prometheus.GaugeValue, float64(c.Limit), f.Cell, c.Resource)
+		ch <- prometheus.MustNewConstMetric(m.capRatio, prometheus.GaugeValue, float64(c.Used)/float64(c.Limit), f.Cell, c.Resource)
 	}
 	ch <- prometheus.MustNewConstMetric(m.switches, prometheus.CounterValue, float64(f.Switches))
 	ch <- prometheus.MustNewConstMetric(m.revision, prometheus.GaugeValue, float64(f.Revision))

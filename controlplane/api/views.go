@@ -65,14 +65,24 @@ type FleetView struct {
 	ID               string                       `json:"id"`
 	Roles            []string                     `json:"roles"`
 	Region           string                       `json:"region,omitempty"`
+	Cell             string                       `json:"cell,omitempty"` // the cell this host's prober and aggregator belong to
 	ConfigHash       string                       `json:"config_hash"`
 	ConfigSource     string                       `json:"config_source"` // file or nats
 	Revision         uint64                       `json:"config_revision,omitempty"`
 	Refused          uint64                       `json:"config_revisions_refused,omitempty"`
-	Following        string                       `json:"following,omitempty"` // the aggregator whose tables this edge writes
+	Following        string                       `json:"following,omitempty"`       // the aggregator whose tables this edge writes, in the first cell
+	FollowingCells   map[string]string            `json:"following_cells,omitempty"` // cell → the aggregator followed in it
 	Switches         uint64                       `json:"aggregator_switches,omitempty"`
 	PermissionErrors uint64                       `json:"permission_errors,omitempty"`
 	Messages         map[string]map[string]uint64 `json:"messages,omitempty"` // kind → result → count
+	Capacity         []CapacityView               `json:"capacity,omitempty"` // this host's use of its cell's capacity, per resource
+}
+
+// CapacityView is one resource of a cell's capacity as this host uses it.
+type CapacityView struct {
+	Resource string `json:"resource"` // prober_checks, aggregator_checker_checks or aggregator_edges
+	Used     int    `json:"used"`
+	Limit    int    `json:"limit"` // from cluster.capacity
 }
 
 // ResultView is one recent probe result.

@@ -121,6 +121,10 @@ type Check struct {
 
 	Invert bool
 	Admin  string // auto, up or down; default auto
+
+	// Cell is the cell whose probers run the check and whose aggregators
+	// aggregate it; default the first of cluster.cells.
+	Cell string
 }
 
 // Record is a health-checked A or AAAA record set.

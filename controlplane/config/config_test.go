@@ -247,7 +247,7 @@ func TestFull(t *testing.T) {
 	}
 	http := func(id string) Check {
 		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
-			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
 	}
 	web1 := http("web1")
 	web1.Target, web1.Port, web1.Path, web1.Method, web1.Host = "198.18.1.1", 8080, "/healthz", "HEAD", "www.example.test"
@@ -258,7 +258,7 @@ func TestFull(t *testing.T) {
 	web2.Type, web2.Target, web2.Port, web2.SNI = "https", "web2.backend.test", 443, "www.example.test"
 	web2.ExpectStatus, web2.KeepAlive = []prober.StatusRange{{Lo: 200, Hi: 200}}, true
 	probed := func(id string, typ CheckType) Check {
-		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
 	}
 	db := probed("db", "tcp")
 	db.Port, db.Admin = 5432, "up"
@@ -269,8 +269,8 @@ func TestFull(t *testing.T) {
 	ns := probed("ns", "dns")
 	ns.Target, ns.Port, ns.QName, ns.QType, ns.ExpectRcode, ns.ExpectAnswer = "198.18.0.2", 53, "www.example.test.", dns.TypeAAAA, dns.RcodeNameError, "fd53::10"
 	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
-		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down"},
-		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto"},
+		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down", Cell: "red"},
+		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue"},
 	}
 
 	if got, want := c.HealthChecks["web2"].ExpectBodyRegexp.String(), `"status":\s*"(ok|degraded)"`; got != want {
@@ -327,11 +327,16 @@ func TestFull(t *testing.T) {
 		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85}, CheckerTimeout: 1500 * time.Millisecond,
 	})
 
+	same(t, "Cluster", c.Cluster, Cluster{Config: ConfigFile,
+		Cells:    []Cell{{Name: "red", Probers: 3, Aggregators: 2}, {Name: "blue", Probers: 2, Aggregators: 2}},
+		Capacity: Capacity{ChecksPerProber: 2000, CheckerChecksPerAggregator: 100000, EdgesPerAggregator: 50}, Edges: 10,
+	})
+
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 92)
+	same(t, "Line", c.Line("records[0].answers[1].check"), 93)
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:100: records[1].answers[1].check: not here")
+		"testdata/full.yaml:101: records[1].answers[1].check: not here")
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -371,7 +376,7 @@ records:
 		Answers: []Answer{{Value: netip.MustParseAddr("198.18.1.1"), Weight: 1}},
 	})
 	probed := func(id string, typ CheckType, port uint16) Check {
-		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: DefaultCell}
 	}
 	h := probed("h", "http", 80)
 	h.Path, h.Method, h.ExpectStatus = "/", "GET", []prober.StatusRange{{Lo: 200, Hi: 399}}
@@ -384,8 +389,8 @@ records:
 	fast := probed("fast", "tcp", 22)
 	fast.Interval, fast.Timeout = time.Second, time.Second // the timeout default never exceeds the interval
 	for _, want := range []Check{h, s, probed("t", "tcp", 22), u, probed("i", "icmp", 0), d, fast,
-		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto"},
-		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto"},
+		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto", Cell: DefaultCell},
+		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto", Cell: DefaultCell},
 	} {
 		same(t, "check "+want.ID, *c.HealthChecks[want.ID], want)
 	}

@@ -133,6 +133,9 @@ func (d *Daemon) start(opts Options) error {
 		if seed, err = d.startEdge(cfg); err != nil {
 			return err
 		}
+		if d.fleet != nil {
+			d.fleet.merge = newMerger(followTimeout(cfg), cfg.Aggregation.TableSize)
+		}
 	}
 	if id.has(config.RoleAggregator) {
 		var out health.Sink = d.table
@@ -146,7 +149,7 @@ func (d *Daemon) start(opts Options) error {
 		d.agg.OnPush(d.metrics.ObservePush)
 	}
 	if id.has(config.RoleProber) {
-		if d.framer, err = prober.NewFramer(host, id.Region, cfg.Aggregation.TableSize); err != nil {
+		if d.framer, err = prober.NewFramer(host, id.Region, cfg.FrameEntries()); err != nil {
 			return err
 		}
 		d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
@@ -274,27 +277,30 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 // watched for new revisions.
 func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 	if d.agg != nil {
-		err := d.subscribe(transport.KindFrame, func(m transport.Message) {
-			if err := d.agg.IngestFrame(m.Payload, time.Now()); err != nil {
+		// Only this cell's probers run this cell's checks.
+		err := d.subscribe(transport.KindFrame, d.fleet.cell, func(m transport.Message) {
+			now := time.Now()
+			if err := d.agg.IngestFrame(m.Payload, now); err != nil {
 				slog.Warn("result frame rejected", "from", m.Sender, "error", err)
+				return
 			}
+			d.fleet.checkers.hear(m.Sender, now)
 		})
 		if err != nil {
 			return err
 		}
-		if err := d.subscribe(transport.KindState, d.applyState); err != nil {
+		if err := d.subscribe(transport.KindState, "", d.applyState); err != nil {
 			return err
 		}
 	}
 	if d.table != nil {
-		d.fleet.follow = &follower{timeout: followTimeout(cfg)}
-		err := d.subscribe(transport.KindTable, func(m transport.Message) {
-			if !d.fleet.follow.take(m.Sender, time.Now()) {
-				return
-			}
+		err := d.subscribe(transport.KindTable, transport.AllCells, func(m transport.Message) {
 			stale := uint64(d.plan.Load().Config.Aggregation.StaleAfter)
-			if err := d.table.WriteHealth(m.Payload, m.Slot, m.Hash, stale); err != nil {
-				slog.Warn("health table dropped", "from", m.Sender, "error", err)
+			err := d.fleet.merge.take(m, time.Now(), func(table []byte, version, arrivedNs uint64) error {
+				return d.table.WriteHealthAt(table, version, m.Hash, stale, arrivedNs)
+			})
+			if err != nil {
+				slog.Warn("health table dropped", "from", m.Sender, "cell", m.Cell, "error", err)
 			}
 		})
 		if err != nil {
@@ -442,6 +448,14 @@ func (d *Daemon) apply(p *Plan) error {
 	}
 	if d.sched != nil {
 		probes := p.Probes()
+		if d.fleet != nil {
+			// A prober runs its own cell's checks; one process runs them all.
+			for id := range probes {
+				if p.Config.HealthChecks[id].Cell != d.fleet.cell {
+					delete(probes, id)
+				}
+			}
+		}
 		if err := d.sched.Update(probes); err != nil {
 			return err
 		}
@@ -457,6 +471,9 @@ func (d *Daemon) apply(p *Plan) error {
 		if err := d.agg.Push(time.Now()); err != nil {
 			return err
 		}
+	}
+	if d.fleet != nil && d.fleet.merge != nil {
+		d.fleet.merge.configure(p)
 	}
 	if d.objs != nil {
 		if err := d.applyEdge(p); err != nil {
@@ -553,8 +570,13 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	if !reflect.DeepEqual(cur.Server, cfg.Server) {
 		return cfg.Errorf("server", "the server section changed: restart to apply it")
 	}
-	if !reflect.DeepEqual(cur.Cluster, cfg.Cluster) {
+	if !reflect.DeepEqual(restartCluster(cur.Cluster), restartCluster(cfg.Cluster)) {
 		return cfg.Errorf("cluster", "the cluster section changed: restart to apply it")
+	}
+	if d.fleet != nil {
+		if _, err := d.id.hostCell(cfg); err != nil {
+			return err
+		}
 	}
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
@@ -571,6 +593,16 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	}
 	slog.Info("reloaded", "config", d.path, "records", len(p.Compiled.Sets))
 	return nil
+}
+
+// restartCluster is what of the cluster section only a restart applies.
+// Cells, the expected edges and the limits other than a prober's (which
+// sizes its frames) only validate configs and route tables, so a reload
+// applies them: a cell is added to every host's file with a SIGHUP.
+func restartCluster(c config.Cluster) config.Cluster {
+	c.Cells, c.Edges = nil, 0
+	c.Capacity = config.Capacity{ChecksPerProber: c.Capacity.ChecksPerProber}
+	return c
 }
 
 // Run serves until ctx ends or a signal stops the daemon; SIGHUP reloads.
@@ -633,28 +665,45 @@ func (d *Daemon) Records() *records.Compiled { return d.plan.Load().Compiled }
 // Metrics is the daemon's collector.
 func (d *Daemon) Metrics() *api.Metrics { return d.metrics }
 
-// Statuses implements api.Source: the aggregator's view where this host
-// aggregates, else each check's entry in the table the edge follows.
+// Statuses implements api.Source: the aggregator's view of the checks it
+// aggregates, and for the others, on an edge, each check's entry in the
+// merged table, from the aggregator followed in the check's cell.
 func (d *Daemon) Statuses() []health.Status {
+	var agg []health.Status
 	if d.agg != nil {
-		return d.agg.Statuses()
-	}
-	if d.table == nil {
-		return nil
+		agg = d.agg.Statuses()
+		if d.fleet == nil {
+			return agg
+		}
 	}
 	p := d.plan.Load()
-	cold := d.table.Meta().Cold
-	var following string
-	if d.fleet != nil && d.fleet.follow != nil {
-		following = d.fleet.follow.following()
+	var out []health.Status
+	for _, s := range agg {
+		// Another cell's checks get no frames here: their entries say
+		// nothing.
+		if p.Config.HealthChecks[s.ID].Cell == d.fleet.cell {
+			out = append(out, s)
+		}
 	}
-	out := make([]health.Status, 0, len(p.Index))
+	if d.table == nil {
+		return out
+	}
+	cold := d.table.Meta().Cold
+	following := d.fleet.merge.following()
 	for _, id := range p.Config.CheckIDs {
+		c := p.Config.HealthChecks[id]
+		if d.agg != nil && c.Cell == d.fleet.cell {
+			continue
+		}
 		i := p.Index[id]
-		s := health.Status{ID: id, Type: string(p.Config.HealthChecks[id].Type), Index: i, Up: d.table.Up(i),
-			Reason: "from the table of " + following}
-		if cold {
+		s := health.Status{ID: id, Type: string(c.Type), Index: i, Up: d.table.Up(i)}
+		switch agg := following[c.Cell]; {
+		case cold:
 			s.Up, s.Reason = true, "cold start: no table yet, every candidate is answered"
+		case agg == "":
+			s.Up, s.Reason = true, "no table of cell "+c.Cell+" yet: the check fails open"
+		default:
+			s.Reason = "from the table of " + agg
 		}
 		out = append(out, s)
 	}
@@ -702,9 +751,14 @@ func (d *Daemon) Fleet() api.FleetView {
 		return v
 	}
 	v.Revision, v.Refused = f.revision.Load(), f.refused.Load()
-	if f.follow != nil {
-		v.Following, v.Switches = f.follow.following(), f.follow.switches.Load()
+	if d.sched != nil || d.agg != nil {
+		v.Cell = f.cell
 	}
+	if f.merge != nil {
+		v.FollowingCells, v.Switches = f.merge.following(), f.merge.switches()
+		v.Following = v.FollowingCells[p.Config.Cluster.Cells[0].Name]
+	}
+	v.Capacity = d.capacity(p)
 	v.PermissionErrors = f.conn.Counters().PermissionErrors
 	v.Messages = map[string]map[string]uint64{}
 	f.mu.Lock()

@@ -78,6 +78,11 @@ func startEdge(t *testing.T, mode string) *edge {
 // mode needs the pass program on the client's side, and a private bpffs
 // keeps tests off a real server's pins.
 func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string) *edge {
+	return serveAs(t, env, config, daemon.Identity{})
+}
+
+// serveAs is serve for a host with an identity in a fleet.
+func serveAs(t testing.TB, env *testenv.Env, config func(link, pins string) string, id daemon.Identity) *edge {
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		t.Fatal(err)
@@ -98,7 +103,7 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
-		e.d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do})
+		e.d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do, Identity: id})
 		return err
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ type Identity struct {
 	Roles    []config.Role // nil: every role
 	ID       string        // "": the host name
 	Region   string        // the prober's region, shown with its votes
+	Cell     string        // the prober's and aggregator's cell; "": the first of cluster.cells
 	NKeySeed string        // file holding the host's NKey seed; "": no NKey
 }
 
@@ -46,10 +47,12 @@ func (id Identity) hostID() string {
 // fleet is this host's part of a fleet: its NATS connection, the server it
 // embeds as an aggregator, and what it receives.
 type fleet struct {
-	srv    *transport.Server // nil unless an aggregator embeds one
-	conn   *transport.Conn
-	store  *transport.ConfigStore // nil unless the fleet sections come from the bucket
-	follow *follower              // nil unless an edge
+	srv      *transport.Server // nil unless an aggregator embeds one
+	conn     *transport.Conn
+	cell     string                 // this host's cell
+	store    *transport.ConfigStore // nil unless the fleet sections come from the bucket
+	merge    *merger                // nil unless an edge
+	checkers checkers               // the checkers an aggregator heard
 
 	mu   sync.Mutex
 	subs map[transport.Kind]*transport.Subscription
@@ -62,7 +65,11 @@ type fleet struct {
 // and connects. It records the undos on d.started.
 func (d *Daemon) join(cfg *config.Config, id Identity) error {
 	n := cfg.Cluster.NATS
-	f := &fleet{subs: map[transport.Kind]*transport.Subscription{}}
+	cell, err := id.hostCell(cfg)
+	if err != nil {
+		return err
+	}
+	f := &fleet{cell: cell, subs: map[transport.Kind]*transport.Subscription{}}
 	d.fleet = f
 	tls := transport.TLS{}
 	if n.TLS != nil {
@@ -93,7 +100,7 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 			roles = append(roles, transport.Role(r))
 		}
 	}
-	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: host, Roles: roles, NKeySeedFile: id.NKeySeed, TLS: tls})
+	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: host, Cell: cell, Roles: roles, NKeySeedFile: id.NKeySeed, TLS: tls})
 	if err != nil {
 		return err
 	}
@@ -188,12 +195,12 @@ func (d *Daemon) watchConfig(ctx context.Context, host string) error {
 	})
 }
 
-// subscribe starts receiving one kind of message for as long as the
-// daemon runs; messages made under another config are counted and
-// dropped by the transport.
-func (d *Daemon) subscribe(kind transport.Kind, fn func(transport.Message)) error {
+// subscribe starts receiving one kind of message from cell (or every
+// cell) for as long as the daemon runs; messages made under another
+// config are counted and dropped by the transport.
+func (d *Daemon) subscribe(kind transport.Kind, cell string, fn func(transport.Message)) error {
 	accept := func(hash uint64) bool { return hash == d.plan.Load().Config.Hash }
-	sub, err := d.fleet.conn.Subscribe(kind, accept, fn)
+	sub, err := d.fleet.conn.Subscribe(kind, cell, accept, fn)
 	if err != nil {
 		return err
 	}

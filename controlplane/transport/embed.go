@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -227,3 +228,28 @@ func (l *serverLog) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.fatal.Store(&msg)
 }
+
+// ClientsWithKeys counts the clients connected to this server, not the
+// routes, that authenticated with one of keys: an aggregator counts the
+// edges it serves with the edges' public keys.
+func (s *Server) ClientsWithKeys(keys []string) (int, error) {
+	n := 0
+	for offset := 0; ; {
+		cz, err := s.s.Connz(&server.ConnzOptions{Username: true, Offset: offset, Limit: connzPage})
+		if err != nil {
+			return 0, fmt.Errorf("listing nats connections: %w", err)
+		}
+		for _, c := range cz.Conns {
+			if slices.Contains(keys, c.AuthorizedUser) {
+				n++
+			}
+		}
+		offset += len(cz.Conns)
+		if len(cz.Conns) < connzPage || offset >= cz.Total {
+			return n, nil
+		}
+	}
+}
+
+// connzPage is how many connections one Connz call lists.
+const connzPage = 1024
