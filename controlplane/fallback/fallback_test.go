@@ -423,7 +423,9 @@ func TestNotImplemented(t *testing.T) {
 			q.Opcode = opcode
 			q.CheckingDisabled, q.AuthenticatedData, q.Truncated, q.Zero = true, true, true, true
 			got := ts.exchange(t, network, pack(t, q))
-			want := hdr(q.Id, 0x80|byte(opcode)<<3|0x01, 0x10|dns.RcodeNotImplemented, 1, 0, 1)
+			q.RecursionDesired, q.RecursionAvailable, q.Authoritative = true, true, true
+			// QR and the opcode; RD, CD, AD, RA, AA, TC and Z all clear.
+			want := hdr(q.Id, 0x80|byte(opcode)<<3, dns.RcodeNotImplemented, 1, 0, 1)
 			if len(got) < 12 || !bytes.Equal(got[:12], want) {
 				t.Fatalf("opcode %d over %s: reply %x, want header %x", opcode, network, got, want)
 			}
