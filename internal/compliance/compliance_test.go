@@ -125,7 +125,7 @@ func TestChecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := serve(t, tt.fault)
 			for _, r := range RunAll(addr, "example.test.", 0) {
-				if r.Err != nil {
+				if r.Error != "" {
 					t.Errorf("%s", r)
 					continue
 				}
