@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"errors"
-	"github.com/miekg/dns"
 	"io"
 	"maps"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
