@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
@@ -520,6 +521,10 @@ func TestMetrics(t *testing.T) {
 	s.metrics.ObserveCheck("tcp", prober.Result{Reason: prober.ReasonTimeout, Latency: 300 * time.Millisecond})
 	s.metrics.ObserveReload(nil)
 	s.metrics.ObserveReload(errors.New("bad config"))
+	s.metrics.ObserveUDP(dns.TypeANY, 40, 60)
+	s.metrics.ObserveUDP(dns.TypeANY, 40, 0)
+	s.metrics.ObserveUDP(65000, 30, 500) // an odd qtype goes to "other"
+	s.metrics.ObserveUDP(0, 12, 12)      // no question
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -553,6 +558,11 @@ func TestMetrics(t *testing.T) {
 		`steadydns_frames_total 1`,
 		`steadydns_frames_rejected_total 0`,
 		`steadydns_health_push_seconds `,
+		`steadydns_udp_bytes_in_total{qtype="ANY"} 80`,
+		`steadydns_udp_bytes_out_total{qtype="ANY"} 60`,
+		`steadydns_udp_bytes_in_total{qtype="other"} 42`,
+		`steadydns_udp_bytes_out_total{qtype="other"} 512`,
+		`steadydns_udp_bytes_in_total{qtype="A"} 0`,
 	} {
 		if !strings.Contains(string(b), "\n"+want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadydns/steadydns/controlplane/edge"
@@ -61,6 +62,7 @@ type Metrics struct {
 	pushLatency  prometheus.Histogram
 	reloads      atomic.Uint64
 	reloadErrs   atomic.Uint64
+	udp          [len(udpQtypes) + 1]udpBytes // by udpQtypes index; the last is "other"
 
 	queries     *prometheus.Desc
 	passed      *prometheus.Desc
@@ -86,7 +88,28 @@ type Metrics struct {
 	capUsed     *prometheus.Desc
 	capLimit    *prometheus.Desc
 	capRatio    *prometheus.Desc
+	udpIn       *prometheus.Desc
+	udpOut      *prometheus.Desc
 }
+
+type udpBytes struct{ in, out atomic.Uint64 }
+
+// udpQtypes are the qtypes steadydns_udp_bytes_*_total label by name;
+// every other counts as "other", so a flood of random qtypes cannot add
+// series. The types an authoritative server answers, and ANY, the one
+// amplification attacks favour.
+var udpQtypes = [...]uint16{dns.TypeA, dns.TypeAAAA, dns.TypeANY, dns.TypeCAA, dns.TypeCNAME, dns.TypeDNSKEY,
+	dns.TypeDS, dns.TypeHTTPS, dns.TypeMX, dns.TypeNS, dns.TypeNSEC, dns.TypeNSEC3PARAM, dns.TypePTR,
+	dns.TypeRRSIG, dns.TypeSOA, dns.TypeSRV, dns.TypeSVCB, dns.TypeTXT}
+
+// udpIndex maps a qtype to its udpQtypes index, or to "other".
+var udpIndex = func() map[uint16]int {
+	m := make(map[uint16]int, len(udpQtypes))
+	for i, t := range udpQtypes {
+		m[t] = i
+	}
+	return m
+}()
 
 // NewMetrics makes the collector.
 func NewMetrics(src Source) *Metrics {
@@ -124,6 +147,8 @@ func NewMetrics(src Source) *Metrics {
 		capUsed:     prometheus.NewDesc("steadydns_capacity_used", "This host's use of its cell's capacity, by resource: prober_checks, aggregator_checker_checks, aggregator_edges.", []string{"cell", "resource"}, nil),
 		capLimit:    prometheus.NewDesc("steadydns_capacity_limit", "The cell's capacity per host, by resource, from cluster.capacity.", []string{"cell", "resource"}, nil),
 		capRatio:    prometheus.NewDesc("steadydns_capacity_used_ratio", "steadydns_capacity_used over steadydns_capacity_limit: above 1 the cell is over what was measured.", []string{"cell", "resource"}, nil),
+		udpIn:       prometheus.NewDesc("steadydns_udp_bytes_in_total", "Bytes of the DNS messages the fallback received over UDP, by qtype (known types, else \"other\").", []string{"qtype"}, nil),
+		udpOut:      prometheus.NewDesc("steadydns_udp_bytes_out_total", "Bytes of the DNS replies the fallback sent over UDP, by the qtype of their query (known types, else \"other\").", []string{"qtype"}, nil),
 	}
 }
 
@@ -139,6 +164,26 @@ func (m *Metrics) ObserveFallback(outcome string, took time.Duration) {
 	if outcome != "dropped" {
 		m.replyLatency.Observe(took.Seconds())
 	}
+}
+
+// ObserveUDP counts the bytes of one datagram the fallback received and of
+// its reply (0 when none was sent); it is fallback.Options.UDP.
+func (m *Metrics) ObserveUDP(qtype uint16, in, out int) {
+	i, ok := udpIndex[qtype]
+	if !ok {
+		i = len(udpQtypes)
+	}
+	m.udp[i].in.Add(uint64(in))
+	m.udp[i].out.Add(uint64(out))
+}
+
+// UDPBytes reads the bytes in and out counted for qtype's label.
+func (m *Metrics) UDPBytes(qtype uint16) (in, out uint64) {
+	i, ok := udpIndex[qtype]
+	if !ok {
+		i = len(udpQtypes)
+	}
+	return m.udp[i].in.Load(), m.udp[i].out.Load()
 }
 
 // FallbackCount reads one fallback outcome's count.
@@ -170,7 +215,8 @@ func (m *Metrics) ObserveReload(err error) {
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
-		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs, m.capUsed, m.capLimit, m.capRatio} {
+		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
+		m.udpIn, m.udpOut} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
@@ -196,6 +242,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
+	for i := range m.udp {
+		label := "other"
+		if i < len(udpQtypes) {
+			label = dns.TypeToString[udpQtypes[i]]
+		}
+		ch <- prometheus.MustNewConstMetric(m.udpIn, prometheus.CounterValue, float64(m.udp[i].in.Load()), label)
+		ch <- prometheus.MustNewConstMetric(m.udpOut, prometheus.CounterValue, float64(m.udp[i].out.Load()), label)
+	}
 	m.collectChecks(ch)
 	meta := tableView(m.src)
 	cold := 0.0

@@ -232,7 +232,7 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	d.ifindex = map[string]int{}
-	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback,
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP,
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
 	if cfg.Server.IDServer {
 		opts.ID = d.id.hostID()

@@ -69,14 +69,27 @@ type testServer struct {
 	s        *Server
 	udp, tcp string
 	outcomes chan string
+	traffic  chan udpTraffic
+}
+
+// udpTraffic is one call of Options.UDP.
+type udpTraffic struct {
+	qtype   uint16
+	in, out int
 }
 
 func start(t *testing.T, v *View) *testServer {
 	t.Helper()
-	ts := &testServer{outcomes: make(chan string, 100)}
+	ts := &testServer{outcomes: make(chan string, 100), traffic: make(chan udpTraffic, 100)}
 	ts.s = New(Options{
 		Listen:  []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
 		Observe: func(o string, _ time.Duration) { ts.outcomes <- o },
+		UDP: func(qtype uint16, in, out int) {
+			select {
+			case ts.traffic <- udpTraffic{qtype, in, out}:
+			default: // a test that does not read them
+			}
+		},
 	}, v)
 	if err := ts.s.Start(); err != nil {
 		t.Fatal(err)
@@ -423,7 +436,9 @@ func TestNotImplemented(t *testing.T) {
 			q.Opcode = opcode
 			q.CheckingDisabled, q.AuthenticatedData, q.Truncated, q.Zero = true, true, true, true
 			got := ts.exchange(t, network, pack(t, q))
-			want := hdr(q.Id, 0x80|byte(opcode)<<3|0x01, 0x10|dns.RcodeNotImplemented, 1, 0, 1)
+			q.RecursionDesired, q.RecursionAvailable, q.Authoritative = true, true, true
+			// QR and the opcode; RD, CD, AD, RA, AA, TC and Z all clear.
+			want := hdr(q.Id, 0x80|byte(opcode)<<3, dns.RcodeNotImplemented, 1, 0, 1)
 			if len(got) < 12 || !bytes.Equal(got[:12], want) {
 				t.Fatalf("opcode %d over %s: reply %x, want header %x", opcode, network, got, want)
 			}
@@ -723,6 +738,91 @@ func TestDSFromParent(t *testing.T) {
 		}
 		if !r.Authoritative || len(r.Answer) != tt.answer || serial != tt.serial {
 			t.Errorf("%v: %v", tt.q.Question[0], r)
+		}
+	}
+}
+
+// TestUDPNeverAmplifiesPastTheClientsSize sends queries whose full replies
+// are large, under every size a client may advertise: the UDP reply never
+// exceeds the size (512 without EDNS or below 512, and at most 1232), a
+// reply missing answers says so with TC, and TCP carries them all.
+func TestUDPNeverAmplifiesPastTheClientsSize(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	sizes := []int{-1, 0, 100, 512, 600, 1000, 1232, 4096, 65535} // -1: no EDNS
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"big.example.test.", dns.TypeA},
+		{"bigtxt.example.test.", dns.TypeTXT},
+		{"bigtxt.example.test.", dns.TypeANY},
+		{"big.example.test.", dns.TypeANY},
+		{"example.test.", dns.TypeMX},
+		{"nothere.example.test.", dns.TypeTXT},
+	} {
+		for _, size := range sizes {
+			m := query(q.name, q.qtype)
+			limit := 512
+			if size >= 0 {
+				m = withEDNS(m, uint16(size), true)
+				limit = max(512, min(size, 1232))
+			}
+			raw := ts.exchange(t, "udp", pack(t, m))
+			ts.outcome(t)
+			full := new(dns.Msg)
+			if err := full.Unpack(ts.exchange(t, "tcp", pack(t, m))); err != nil {
+				t.Fatal(err)
+			}
+			ts.outcome(t)
+			r := new(dns.Msg)
+			if err := r.Unpack(raw); err != nil {
+				t.Fatal(err)
+			}
+			what := fmt.Sprintf("%s %s size %d", q.name, dns.TypeToString[q.qtype], size)
+			if len(raw) > limit {
+				t.Errorf("%s: %d bytes over udp, limit %d", what, len(raw), limit)
+			}
+			if len(r.Answer) < len(full.Answer) && !r.Truncated {
+				t.Errorf("%s: %d of %d answers without TC", what, len(r.Answer), len(full.Answer))
+			}
+			if q.qtype == dns.TypeANY {
+				// RFC 8482: one small record, whatever the name holds.
+				if len(full.Answer) != 1 || full.Answer[0].Header().Rrtype != dns.TypeHINFO {
+					t.Errorf("%s: ANY answered %v, want one HINFO", what, full.Answer)
+				}
+			}
+			got := <-ts.traffic
+			if got != (udpTraffic{q.qtype, len(pack(t, m)), len(raw)}) {
+				t.Errorf("%s: traffic %+v, want %d bytes in, %d out", what, got, len(pack(t, m)), len(raw))
+			}
+		}
+	}
+}
+
+// TestUDPTraffic: what Options.UDP hears for datagrams that get no reply
+// or have no question.
+func TestUDPTraffic(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	resp := query("example.test.", dns.TypeSOA)
+	resp.Response = true
+	headerOnly := new(dns.Msg)
+	headerOnly.Opcode = dns.OpcodeStatus
+	for _, tt := range []struct {
+		name  string
+		raw   []byte
+		reply bool
+	}{
+		{"a response, dropped", pack(t, resp), false},
+		{"short of a header, dropped", []byte{1, 2, 3}, false},
+		{"a header alone, answered", pack(t, headerOnly), true},
+	} {
+		raw := ts.exchange(t, "udp", tt.raw)
+		ts.outcome(t)
+		got := <-ts.traffic
+		if got.qtype != 0 || got.in != len(tt.raw) || got.out != len(raw) || (got.out > 0) != tt.reply {
+			t.Errorf("%s: traffic %+v, reply of %d bytes", tt.name, got, len(raw))
 		}
 	}
 }

@@ -70,6 +70,10 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	}
 	switch {
 	case r.Opcode != dns.OpcodeQuery:
+		// RD and CD are defined for QUERY only (RFC 1035 §4.1.1, RFC
+		// 4035 §3.1.6): a reply to another opcode that echoed them would
+		// claim a meaning they do not have there.
+		m.RecursionDesired, m.CheckingDisabled = false, false
 		return done(dns.RcodeNotImplemented, OutcomeNotImp)
 	case !ok:
 		return done(dns.RcodeFormatError, OutcomeFormErr)

@@ -30,6 +30,11 @@ type Options struct {
 	// version.server and version.bind; empty refuses them.
 	ID, Version string
 	Debug       Debug
+	// UDP is called once per datagram received over UDP with its qtype
+	// (0 when it has no question or does not parse), its size and the
+	// size of the reply sent to it (0 when none is): what a reflection
+	// attack would gain. nil observes nothing.
+	UDP func(qtype uint16, in, out int)
 }
 
 // Server is the fallback DNS server.
@@ -48,6 +53,9 @@ type Server struct {
 func New(opts Options, v *View) *Server {
 	if opts.Observe == nil {
 		opts.Observe = func(string, time.Duration) {}
+	}
+	if opts.UDP == nil {
+		opts.UDP = func(uint16, int, int) {}
 	}
 	s := &Server{opts: opts}
 	s.view.Store(v)

@@ -157,17 +157,23 @@ func (u *udpServer) source(m *ipv4.Message) []byte {
 	}
 }
 
-// serveUDP does for one datagram what miekg/dns does before its handler:
+// serveUDP answers one datagram into w and reports the bytes in and out.
+func (s *Server) serveUDP(w *udpWriter, b []byte) {
+	qtype := s.answerUDP(w, b)
+	s.opts.UDP(qtype, len(b), len(w.reply))
+}
+
+// answerUDP does for one datagram what miekg/dns does before its handler:
 // it drops what is shorter than a header or is a response, and hands the
 // handler the query, screened as over TCP, so both transports answer
-// alike.
-func (s *Server) serveUDP(w *udpWriter, b []byte) {
+// alike. It returns the query's qtype, 0 when it has none.
+func (s *Server) answerUDP(w *udpWriter, b []byte) uint16 {
 	if len(b) < headerLen {
 		s.invalid(b, nil)
-		return
+		return 0
 	}
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
-		return
+		return 0
 	}
 	// One unpack does for the screen and the handler: TCP's reader
 	// decorator unpacks twice.
@@ -178,10 +184,14 @@ func (s *Server) serveUDP(w *udpWriter, b []byte) {
 			// A bare header always unpacks; this is a bug, not a query
 			// to answer from a guess.
 			s.invalid(b, err)
-			return
+			return 0
 		}
 	}
 	s.serveDNS(w, &req)
+	if len(req.Question) != 1 {
+		return 0
+	}
+	return req.Question[0].Qtype
 }
 
 // udpWriter is the dns.ResponseWriter of one datagram in a batch: it packs
