@@ -6,7 +6,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo bench deps clean
+.PHONY: all build generate test demo demo-fleet bench deps clean
 
 all: build
 
@@ -29,6 +29,11 @@ test: deps
 
 demo: deps build
 	@scripts/demo.sh
+
+# The same product as a fleet: every role its own process in its own
+# namespace, over NATS (docs/fleet.md).
+demo-fleet: deps build
+	@scripts/demo-fleet.sh
 
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
