@@ -123,6 +123,9 @@ func (r *fleetRig) flaps() (events, answers map[string]int) {
 	r.t.Helper()
 	events, answers = map[string]int{}, map[string]int{}
 	last := map[string][]string{}
+	for _, e := range r.f.Edges {
+		answers[e.Role] = 0 // an edge whose answers never change is counted too
+	}
 	start := time.Now()
 	for i := range flapIntervals {
 		for _, e := range r.f.Edges {

@@ -85,6 +85,7 @@ type fleetRig struct {
 	bin     string
 	dir     string
 	cluster string            // the cluster section of every host's file
+	joiner  string            // the same without embed: a host that runs no NATS server
 	seeds   map[string]string // role → seed file
 	procs   map[string]*exec.Cmd
 }
@@ -101,7 +102,7 @@ func TestFleet(t *testing.T) {
 	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	rogue := r.f.Probers[2][0]
 	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n", rogue.V4, rogue.V4)+
-		r.cluster[:strings.Index(r.cluster, "    embed:\n")]+r.cluster[strings.Index(r.cluster, "    users:"):])
+		r.joiner)
 	for i := range r.f.Backends {
 		r.startBackend(i)
 	}
@@ -299,17 +300,16 @@ func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *flee
 		urls = append(urls, fmt.Sprintf("%q", "nats://"+a.V4.String()+":4222"))
 		routes = append(routes, fmt.Sprintf("%q", "nats-route://"+a.V4.String()+":6222"))
 	}
-	r.cluster = fmt.Sprintf(`cluster:
-  config: nats
-  nats:
-    urls: [%s]
-    embed:
+	head := fmt.Sprintf("cluster:\n  config: nats\n  nats:\n    urls: [%s]\n", strings.Join(urls, ", "))
+	embed := fmt.Sprintf(`    embed:
       listen: 0.0.0.0:4222
       cluster_listen: 0.0.0.0:6222
       routes: [%s]
       store_dir: %s
-    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }
-`, strings.Join(urls, ", "), strings.Join(routes, ", "), filepath.Join(r.dir, "nats"), users["prober"], users["aggregator"], users["edge"], users["admin"])
+`, strings.Join(routes, ", "), filepath.Join(r.dir, "nats"))
+	keys := fmt.Sprintf("    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }\n",
+		users["prober"], users["aggregator"], users["edge"], users["admin"])
+	r.cluster, r.joiner = head+embed+keys, head+keys
 	r.write("example.test.zone", fleetZone)
 	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+r.cluster+sections)
 	for _, h := range f.Hosts() {
