@@ -6,7 +6,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo bench deps clean install
+.PHONY: all build generate test demo demo-fleet bench deps clean install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
 # and user, the docs and the examples. The config itself is the operator's:
@@ -40,6 +40,11 @@ test: deps
 
 demo: deps build
 	@scripts/demo.sh
+
+# The same product as a fleet: every role its own process in its own
+# namespace, over NATS (docs/fleet.md).
+demo-fleet: deps build
+	@scripts/demo-fleet.sh
 
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
