@@ -115,7 +115,7 @@ func (d *Daemon) start(opts Options) error {
 	}
 	if cfg.Cluster.Config == config.ConfigNATS {
 		ctx, cancel := context.WithTimeout(context.Background(), configWait)
-		cfg, err = d.fetchConfig(ctx, host)
+		cfg, err = d.fetchConfig(ctx)
 		cancel()
 		if err != nil {
 			return err
@@ -312,7 +312,7 @@ func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := d.watchConfig(ctx, host); err != nil && ctx.Err() == nil {
+			if err := d.watchConfig(ctx); err != nil && ctx.Err() == nil {
 				slog.Error("watching the config bucket", "error", err)
 			}
 		}()
@@ -545,11 +545,12 @@ func (d *Daemon) reload() error {
 		// The local file changed: compose it with the revision in use.
 		ctx, cancel := context.WithTimeout(context.Background(), configWait)
 		defer cancel()
-		value, rev, err := d.fleet.store.Latest(ctx)
+		rev := d.fleet.revision.Load()
+		value, err := d.fleet.store.Revision(ctx, rev)
 		if err != nil {
 			return fmt.Errorf("reloading: %w", err)
 		}
-		if cfg, err = d.composeConfig(d.id.hostID(), value, rev); err != nil {
+		if cfg, err = d.composeConfig(value, rev); err != nil {
 			return err
 		}
 		if err := d.reloadWith(cfg); err != nil {

@@ -57,6 +57,7 @@ type fleet struct {
 	mu   sync.Mutex
 	subs map[transport.Kind]*transport.Subscription
 
+	revDir   string        // where revisions are materialized; made on first use
 	revision atomic.Uint64 // config revision in use; 0 for a local file
 	refused  atomic.Uint64 // config revisions that failed validation
 }
@@ -111,7 +112,7 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 
 // fetchConfig reads the newest revision of the fleet sections from the
 // config bucket and composes it with this host's own file.
-func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, error) {
+func (d *Daemon) fetchConfig(ctx context.Context) (*config.Config, error) {
 	f := d.fleet
 	if err := f.conn.WaitConnected(ctx); err != nil {
 		return nil, fmt.Errorf("loading the fleet config: %w", err)
@@ -136,16 +137,32 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 		}
 	}
 	for {
-		var value []byte
-		var rev uint64
-		err := attempt(func(c context.Context) (err error) { value, rev, err = f.store.Latest(c); return err })
-		if err == nil {
-			cfg, err := d.composeConfig(host, value, rev)
-			if err != nil {
-				return nil, err
-			}
-			f.revision.Store(rev)
+		// The newest revision that validates: a bad revision pushed
+		// before this host started is refused here as a running host
+		// refuses it, and the last good one serves.
+		var cfg *config.Config
+		var refused []error
+		err := attempt(func(c context.Context) error {
+			return f.store.Revisions(c, func(value []byte, rev uint64) bool {
+				got, err := d.composeConfig(value, rev)
+				if err != nil {
+					refused = append(refused, err)
+					return false
+				}
+				cfg = got
+				f.revision.Store(rev)
+				return true
+			})
+		})
+		for _, r := range refused {
+			f.refused.Add(1)
+			slog.Error("config revision refused", "error", r)
+		}
+		if err == nil && cfg != nil {
 			return cfg, nil
+		}
+		if err == nil {
+			return nil, fmt.Errorf("loading the fleet config: no revision in the bucket validates: %w", errors.Join(refused...))
 		}
 		slog.Warn("waiting for a config revision: run steadydns config push", "error", err)
 		select {
@@ -157,14 +174,23 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 }
 
 // composeConfig is this host's config with revision rev of the fleet
-// sections, materialized under the system's temporary directory so that
-// errors name the revision's file and its zone files resolve.
-func (d *Daemon) composeConfig(host string, value []byte, rev uint64) (*config.Config, error) {
+// sections, materialized in this process's own temporary directory (two
+// hosts with one id on one machine must not share it) so that errors
+// name the revision's file and its zone files resolve.
+func (d *Daemon) composeConfig(value []byte, rev uint64) (*config.Config, error) {
 	b, err := config.UnmarshalBundle(value)
 	if err != nil {
 		return nil, fmt.Errorf("config revision %d: %w", rev, err)
 	}
-	dir := filepath.Join(os.TempDir(), "steadydns", host, "config", strconv.FormatUint(rev, 10))
+	f := d.fleet
+	if f.revDir == "" {
+		if f.revDir, err = os.MkdirTemp("", "steadydns-config-"); err != nil {
+			return nil, fmt.Errorf("config revision %d: %w", rev, err)
+		}
+		dir := f.revDir
+		d.started.push(func(context.Context) error { return os.RemoveAll(dir) })
+	}
+	dir := filepath.Join(f.revDir, strconv.FormatUint(rev, 10))
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("config revision %d: %w", rev, err)
 	}
@@ -174,13 +200,13 @@ func (d *Daemon) composeConfig(host string, value []byte, rev uint64) (*config.C
 // watchConfig reloads on every new revision in the bucket. A revision
 // that fails validation is refused and logged, and the running config
 // keeps serving.
-func (d *Daemon) watchConfig(ctx context.Context, host string) error {
+func (d *Daemon) watchConfig(ctx context.Context) error {
 	f := d.fleet
 	return f.store.Watch(ctx, func(value []byte, rev uint64) {
 		if rev <= f.revision.Load() {
 			return
 		}
-		cfg, err := d.composeConfig(host, value, rev)
+		cfg, err := d.composeConfig(value, rev)
 		if err == nil {
 			err = d.reloadWith(cfg)
 		}

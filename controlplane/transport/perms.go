@@ -18,6 +18,7 @@ var (
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.KV_" + ConfigBucket,
 		"$JS.API.STREAM.MSG.GET.KV_" + ConfigBucket,
+		"$JS.API.DIRECT.GET.KV_" + ConfigBucket,
 		"$JS.API.DIRECT.GET.KV_" + ConfigBucket + ".>",
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket,
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket + ".>",

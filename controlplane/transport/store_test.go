@@ -60,8 +60,8 @@ func TestConfigStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.Latest(ctx); !errors.Is(err, ErrNoConfig) {
-		t.Fatalf("empty bucket: Latest = %v, want ErrNoConfig", err)
+	if _, _, err := latest(ctx, r); !errors.Is(err, ErrNoConfig) {
+		t.Fatalf("empty bucket: Revisions = %v, want ErrNoConfig", err)
 	}
 	rev1, err := w.Put(ctx, []byte("one"))
 	if err != nil {
@@ -82,9 +82,20 @@ func TestConfigStore(t *testing.T) {
 	}
 	want := fmt.Sprintf("[%d:one %d:two %d:three]", rev1, rev2, rev3)
 	eventually(t, 5*time.Second, func() bool { return seen.String() == want }, "every new revision watched")
-	v, rev, err := r.Latest(ctx)
+	v, rev, err := latest(ctx, r)
 	if err != nil || string(v) != "three" || rev != rev3 {
-		t.Fatalf("Latest = %q, %d, %v; want three, %d", v, rev, err, rev3)
+		t.Fatalf("newest = %q, %d, %v; want three, %d", v, rev, err, rev3)
+	}
+	// Newest first, so a host can take the newest one that validates.
+	var history revisions
+	if err := r.Revisions(ctx, func(v []byte, rev uint64) bool { history.fn(v, rev); return false }); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("[%d:three %d:two %d:one]", rev3, rev2, rev1); history.String() != want {
+		t.Errorf("Revisions = %s, want %s", history.String(), want)
+	}
+	if v, err := r.Revision(ctx, rev2); err != nil || string(v) != "two" {
+		t.Errorf("Revision(%d) = %q, %v; want two", rev2, v, err)
 	}
 	short, cancelShort = context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
@@ -114,9 +125,9 @@ func TestConfigStoreAcrossCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:fleet v1]", rev) }, "the revision watched on the other server")
-	v, got, err := r.Latest(ctx)
+	v, got, err := latest(ctx, r)
 	if err != nil || string(v) != "fleet v1" || got != rev {
-		t.Fatalf("Latest on the other server = %q, %d, %v", v, got, err)
+		t.Fatalf("newest on the other server = %q, %d, %v", v, got, err)
 	}
 }
 
@@ -156,10 +167,16 @@ func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
 	// A watch whose consumer lived on the dead server resumes once the
 	// client misses its heartbeats and recreates it, several seconds on.
 	eventually(t, 30*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:v1 %d:v2]", rev1, rev2) }, "v2 watched after a server died")
-	if v, got, err := r.Latest(ctx); err != nil || string(v) != "v2" || got != rev2 {
-		t.Fatalf("Latest after a server died = %q, %d, %v", v, got, err)
+	if v, got, err := latest(ctx, r); err != nil || string(v) != "v2" || got != rev2 {
+		t.Fatalf("newest after a server died = %q, %d, %v", v, got, err)
 	}
 	if _, err := edge.OpenConfigStore(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// latest is the bucket's newest revision.
+func latest(ctx context.Context, s *ConfigStore) (v []byte, rev uint64, err error) {
+	err = s.Revisions(ctx, func(value []byte, revision uint64) bool { v, rev = value, revision; return true })
+	return v, rev, err
 }
