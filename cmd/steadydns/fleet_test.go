@@ -248,7 +248,11 @@ func TestFleet(t *testing.T) {
 			})
 		}
 		t.Logf("the edges answered from fresh tables %v after both aggregators restarted", time.Since(back))
-		r.expectAnswers(t, www, both)
+		// An aggregator killed within a second of a transition may have
+		// saved the state before it (the state file is written at most
+		// once a second): its checkers then confirm the newer state
+		// within the thresholds.
+		r.waitAnswers(www, both, fleetBound)
 		// The bad revision pushed above is still the bucket's newest: a
 		// host that starts refuses it and takes the last good one.
 		for _, a := range r.f.Aggregators {
