@@ -105,7 +105,7 @@ func (u *udpServer) loop() {
 		for i := range in[:n] {
 			m := &in[i]
 			w.remote, w.reply, w.buf = m.Addr, nil, replies[i][:0]
-			u.s.serveUDP(w, m.Buffers[0][:m.N])
+			u.s.serveMsg(w, m.Buffers[0][:m.N])
 			if w.reply == nil {
 				continue
 			}
@@ -157,11 +157,11 @@ func (u *udpServer) source(m *ipv4.Message) []byte {
 	}
 }
 
-// serveUDP does for one datagram what miekg/dns does before its handler:
-// it drops what is shorter than a header or is a response, and hands the
-// handler the query, screened as over TCP, so both transports answer
-// alike.
-func (s *Server) serveUDP(w *udpWriter, b []byte) {
+// serveMsg does for one datagram or TCP message what miekg/dns does
+// before its handler: it drops what is shorter than a header or is a
+// response, and hands the handler the query, screened, so both transports
+// answer alike.
+func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) {
 	if len(b) < headerLen {
 		s.invalid(b, nil)
 		return
@@ -169,8 +169,7 @@ func (s *Server) serveUDP(w *udpWriter, b []byte) {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return
 	}
-	// One unpack does for the screen and the handler: TCP's reader
-	// decorator unpacks twice.
+	// One unpack does for the screen and the handler.
 	var req dns.Msg
 	if parse(b, &req) != nil {
 		req = dns.Msg{}
