@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,29 +82,27 @@ func checks(w http.ResponseWriter, st State) {
 }
 
 func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
-	reply(w, st.SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+	reply(w, st.SetAdmin(r.PathValue("id"), word))
 }
 
 // setExternal takes an external check's state, "up" or "down"; it holds
 // for the check's ttl unless pushed again.
 func setExternal(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
 	var up bool
-	switch s := strings.TrimSpace(string(body)); s {
+	switch word {
 	case "up":
 		up = true
 	case "down":
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", word))
 		return
 	}
 	reply(w, st.SetExternal(r.PathValue("id"), up))
