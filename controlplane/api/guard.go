@@ -4,9 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 )
@@ -53,21 +51,6 @@ func RequireToken(h http.Handler, token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// Loopback reports whether the API address addr (host:port) is reachable
-// only from this host: a loopback IP or "localhost". An empty host, a
-// wildcard or any other name listens beyond it.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // readWord reads a write's body, at most maxBody bytes, trimmed; false
