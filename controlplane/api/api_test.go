@@ -18,6 +18,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
+	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -505,6 +506,10 @@ func TestMetrics(t *testing.T) {
 	s.metrics.ObserveCheck("tcp", prober.Result{Reason: prober.ReasonTimeout, Latency: 300 * time.Millisecond})
 	s.metrics.ObserveReload(nil)
 	s.metrics.ObserveReload(errors.New("bad config"))
+	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPRefused,
+		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed} {
+		s.metrics.ObserveTCP(e)
+	}
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -527,6 +532,10 @@ func TestMetrics(t *testing.T) {
 		`steadydns_health_push_duration_seconds_count 1`,
 		`steadydns_reloads_total 2`,
 		`steadydns_reload_errors_total 1`,
+		`steadydns_tcp_connections 1`,
+		`steadydns_tcp_connections_refused_total 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="timeout"} 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="evicted"} 1`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,
