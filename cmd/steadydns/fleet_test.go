@@ -222,18 +222,21 @@ func newFleetRig(t *testing.T) *fleetRig {
       store_dir: %s
     users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }
 `, filepath.Join(r.dir, "nats"), users["prober"], users["aggregator"], users["edge"], users["admin"])
+	token := r.write("api.token", "fleet-test-token\n")
 	r.write("example.test.zone", fleetZone)
 	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+cluster+fleetSections)
 	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	for _, h := range f.Hosts() {
-		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  state_dir: %s\n", h.V4, h.V4, filepath.Join(r.dir, "state-"+h.Role))
+		// Each API listens on its host's address, for the test to read
+		// from the client: beyond loopback, so behind a token.
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  api_token_file: %s\n  state_dir: %s\n", h.V4, h.V4, token, filepath.Join(r.dir, "state-"+h.Role))
 		if h.Role[0] == 'e' {
 			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
 		}
 		r.write(h.Role+".yaml", server+cluster)
 	}
-	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n", f.Probers[2][0].V4, f.Probers[2][0].V4)+
+	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n", f.Probers[2][0].V4, f.Probers[2][0].V4, token)+
 		strings.Replace(cluster, "    embed:\n      listen: 0.0.0.0:4222\n      cluster_listen: 0.0.0.0:6222\n      routes: [\"nats-route://198.18.66.1:6222\", \"nats-route://198.18.66.2:6222\"]\n      store_dir: "+filepath.Join(r.dir, "nats")+"\n", "", 1))
 	for i := range f.Backends {
 		r.startBackend(i)
