@@ -181,11 +181,12 @@ func (t *tcpTable) admit(c *net.TCPConn) {
 	if victims != nil {
 		if victims.Len() == 0 {
 			t.mu.Unlock()
+			// Counted first, so whoever sees the close sees it counted.
+			t.s.opts.OnTCP(TCPRefused)
 			// A reset, so the refused connection leaves no TIME_WAIT
 			// behind on the server either.
 			c.SetLinger(0)
 			c.Close()
-			t.s.opts.OnTCP(TCPRefused)
 			return
 		}
 		victim = victims.Front().Value.(*tcpConn)
