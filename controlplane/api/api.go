@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +81,22 @@ func checks(w http.ResponseWriter, st State) {
 		out = append(out, checkView(s, feeds[s.ID]))
 	}
 	writeJSON(w, map[string]any{"table": tableView(st), "fleet": st.Fleet(), "checks": out})
+}
+
+// readWord reads a write's body, at most maxBody bytes, trimmed; false
+// when it answered an error instead: 413 for a larger body.
+func readWord(w http.ResponseWriter, r *http.Request) (string, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "the body is over 64 bytes")
+		return "", false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return "", false
+	}
+	return strings.TrimSpace(string(body)), true
 }
 
 func setAdmin(w http.ResponseWriter, r *http.Request, st State) {

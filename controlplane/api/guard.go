@@ -2,10 +2,7 @@ package api
 
 import (
 	"crypto/subtle"
-	"errors"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -51,20 +48,4 @@ func RequireToken(h http.Handler, token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// readWord reads a write's body, at most maxBody bytes, trimmed; false
-// when it answered an error instead: 413 for a larger body.
-func readWord(w http.ResponseWriter, r *http.Request) (string, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "the body is over 64 bytes")
-		return "", false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
-		return "", false
-	}
-	return strings.TrimSpace(string(body)), true
 }
