@@ -87,6 +87,7 @@ type fleetRig struct {
 	cluster string            // the cluster section of every host's file
 	joiner  string            // the same without embed: a host that runs no NATS server
 	seeds   map[string]string // role → seed file
+	token   string            // the API token file every host's API requires for writes
 	procs   map[string]*exec.Cmd
 }
 
@@ -101,7 +102,7 @@ func TestFleet(t *testing.T) {
 	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	rogue := r.f.Probers[2][0]
-	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n", rogue.V4, rogue.V4)+
+	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n", rogue.V4, rogue.V4, r.token)+
 		r.joiner)
 	for i := range r.f.Backends {
 		r.startBackend(i)
@@ -308,10 +309,13 @@ func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *flee
 	keys := fmt.Sprintf("    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }\n",
 		users["prober"], users["aggregator"], users["edge"], users["admin"])
 	r.cluster, r.joiner = head+embed+keys, head+keys
+	r.token = r.write("api.token", "fleet-test-token\n")
 	r.write("example.test.zone", fleetZone)
 	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+r.cluster+sections)
 	for _, h := range f.Hosts() {
-		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  state_dir: %s\n", h.V4, h.V4, filepath.Join(r.dir, "state-"+h.Role))
+		// Each API listens on its host's address, for the test to read
+		// from the client: beyond loopback, so behind a token.
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  api_token_file: %s\n  state_dir: %s\n", h.V4, h.V4, r.token, filepath.Join(r.dir, "state-"+h.Role))
 		if h.Role[0] == 'e' {
 			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
 		}

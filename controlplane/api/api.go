@@ -110,30 +110,44 @@ func checks(w http.ResponseWriter, st State) {
 	writeJSON(w, map[string]any{"table": tableView(st), "fleet": st.Fleet(), "checks": out})
 }
 
-func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
+// readWord reads a write's body, at most maxBody bytes, trimmed; false
+// when it answered an error instead: 413 for a larger body.
+func readWord(w http.ResponseWriter, r *http.Request) (string, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "the body is over 64 bytes")
+		return "", false
+	case err != nil:
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return "", false
+	}
+	return strings.TrimSpace(string(body)), true
+}
+
+func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
-	reply(w, st.SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+	reply(w, st.SetAdmin(r.PathValue("id"), word))
 }
 
 // setExternal takes an external check's state, "up" or "down"; it holds
 // for the check's ttl unless pushed again.
 func setExternal(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
 	var up bool
-	switch s := strings.TrimSpace(string(body)); s {
+	switch word {
 	case "up":
 		up = true
 	case "down":
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", word))
 		return
 	}
 	reply(w, st.SetExternal(r.PathValue("id"), up))

@@ -19,6 +19,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
+	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -525,6 +526,10 @@ func TestMetrics(t *testing.T) {
 	s.metrics.ObserveUDP(dns.TypeANY, 40, 0)
 	s.metrics.ObserveUDP(65000, 30, 500) // an odd qtype goes to "other"
 	s.metrics.ObserveUDP(0, 12, 12)      // no question
+	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPRefused,
+		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed} {
+		s.metrics.ObserveTCP(e)
+	}
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -547,6 +552,10 @@ func TestMetrics(t *testing.T) {
 		`steadydns_health_push_duration_seconds_count 1`,
 		`steadydns_reloads_total 2`,
 		`steadydns_reload_errors_total 1`,
+		`steadydns_tcp_connections 1`,
+		`steadydns_tcp_connections_refused_total 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="timeout"} 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="evicted"} 1`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,

@@ -60,6 +60,7 @@ type Metrics struct {
 	checkLatency *prometheus.HistogramVec
 	replyLatency prometheus.Histogram
 	pushLatency  prometheus.Histogram
+	tcp          tcpMetrics
 	reloads      atomic.Uint64
 	reloadErrs   atomic.Uint64
 	udp          [len(udpQtypes) + 1]udpBytes // by udpQtypes index; the last is "other"
@@ -124,6 +125,7 @@ func NewMetrics(src Source) *Metrics {
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steadydns_health_push_duration_seconds",
 			Help:    "Duration of each health-table push: evaluating every check and writing the whole table.",
 			Buckets: pushBuckets}),
+		tcp:         newTCPMetrics(),
 		queries:     prometheus.NewDesc("steadydns_queries_total", "DNS queries by the path that answered them and their outcome; each query counts once.", []string{"path", "outcome"}, nil),
 		passed:      prometheus.NewDesc("steadydns_xdp_passed_total", "Packets the XDP program passed to the kernel's stack untouched, by why; the queries among them count under steadydns_queries_total{path=\"fallback\"}.", []string{"reason"}, nil),
 		checkUp:     prometheus.NewDesc("steadydns_check_healthy", "1 if the check's health-table entry is healthy.", []string{"check"}, nil),
@@ -222,6 +224,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.checkLatency.Describe(ch)
 	m.replyLatency.Describe(ch)
 	m.pushLatency.Describe(ch)
+	for _, c := range m.tcp.collectors() {
+		c.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -267,6 +272,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.checkLatency.Collect(ch)
 	m.replyLatency.Collect(ch)
 	m.pushLatency.Collect(ch)
+	for _, c := range m.tcp.collectors() {
+		c.Collect(ch)
+	}
 	f := m.src.Fleet()
 	for cell, agg := range f.FollowingCells {
 		ch <- prometheus.MustNewConstMetric(m.following, prometheus.GaugeValue, 1, cell, agg)

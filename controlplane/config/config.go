@@ -57,6 +57,21 @@ type Server struct {
 	// the build's version; default true, as BIND and Knot do.
 	VersionServer bool
 	Debug         Debug
+	TCP           TCP
+	// APITokenFile holds the bearer token that the API's writes (admin
+	// and external) need; required when API is not a loopback address.
+	// Absolute; relative paths in the config resolve against its
+	// directory.
+	APITokenFile string
+}
+
+// TCP is server.tcp: bounds on the fallback's TCP connections. A zero
+// field takes the fallback's default (docs/config.md).
+type TCP struct {
+	MaxConnections int           // open at once, all clients
+	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /56 (IPv6)
+	IdleTimeout    time.Duration // a connection with no query in progress closes after this
+	MaxPipelined   int           // queries one connection is answered in its lifetime
 }
 
 // Debug is server.debug: a TXT name that explains the health of a record

@@ -115,6 +115,13 @@ func TestErrors(t *testing.T) {
 		{"max_records negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: -1\n", `config.yaml:3: server.max_records: -1 out of range 1-16777216`},
 		{"max_records too large", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 16777217\n", `config.yaml:3: server.max_records: 16777217 out of range 1-16777216`},
 		{"max_records not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 64k\n", `config.yaml:3: server.max_records: expected an integer, got "64k"`},
+		{"tcp zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_connections: 0\n", `config.yaml:4: server.tcp.max_connections: must be positive, got 0; leave the key out for the default`},
+		{"tcp negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_per_prefix: -3\n", `config.yaml:4: server.tcp.max_per_prefix: must be positive, got -3; leave the key out for the default`},
+		{"tcp idle zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    idle_timeout: 0s\n", `config.yaml:4: server.tcp.idle_timeout: must be positive, got 0s; leave the key out for the default`},
+		{"tcp not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_pipelined: many\n", `config.yaml:4: server.tcp.max_pipelined: expected an integer, got "many"`},
+		{"tcp unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_clients: 5\n", `config.yaml:4: server.tcp.max_clients: unknown key`},
+		{"api beyond loopback without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 0.0.0.0:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on 0.0.0.0:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
+		{"api on a name without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: api.example.test:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on api.example.test:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
 		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
 
@@ -245,6 +252,10 @@ func TestFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokenFile, err := filepath.Abs("testdata/api.token") // relative to the config's directory
+	if err != nil {
+		t.Fatal(err)
+	}
 	http := func(id string) Check {
 		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
 			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
@@ -287,15 +298,17 @@ func TestFull(t *testing.T) {
 	same(t, "CheckIDs", c.CheckIDs, ids)
 	same(t, "File", c.File, "testdata/full.yaml")
 	same(t, "Server", c.Server, Server{
-		Interfaces: []string{"eth0", "eth1"},
-		XDPMode:    "native",
-		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
-		API:        "127.0.0.1:9153",
-		BPFFS:      "/sys/fs/bpf/steadydns-test",
-		StateDir:   "/var/lib/steadydns-test",
-		MaxRecords: 4096,
-		IDServer:   true,
-		Debug:      Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
+		Interfaces:   []string{"eth0", "eth1"},
+		XDPMode:      "native",
+		Listen:       []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
+		API:          "127.0.0.1:9153",
+		BPFFS:        "/sys/fs/bpf/steadydns-test",
+		StateDir:     "/var/lib/steadydns-test",
+		MaxRecords:   4096,
+		IDServer:     true,
+		Debug:        Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
+		TCP:          TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
+		APITokenFile: tokenFile,
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),
@@ -333,10 +346,10 @@ func TestFull(t *testing.T) {
 	})
 
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 93)
+	same(t, "Line", c.Line("records[0].answers[1].check"), lineOf(t, "testdata/full.yaml", "{ value: 198.18.1.2, check: web2,"))
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:101: records[1].answers[1].check: not here")
+		fmt.Sprintf("testdata/full.yaml:%d: records[1].answers[1].check: not here", lineOf(t, "testdata/full.yaml", "- value: fd53::11")))
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -533,4 +546,17 @@ func TestIdentityKeys(t *testing.T) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
 	}
+}
+
+// lineOf is the 1-based line of file that holds text, which must occur once.
+func lineOf(t *testing.T, file, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(b), text) != 1 {
+		t.Fatalf("%s: %q is not on exactly one line", file, text)
+	}
+	return strings.Count(string(b[:strings.Index(string(b), text)]), "\n") + 1
 }

@@ -134,7 +134,8 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "debug"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "debug", "tcp", "api_token_file"}
+	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
@@ -206,6 +207,30 @@ func (d *decoder) server(f fields) Server {
 	}
 	f.bool("id_server", &s.IDServer)
 	f.bool("version_server", &s.VersionServer)
+	if f.has("tcp") {
+		tf := f.mapping("tcp", tcpKeys)
+		// Zero is how a key left out reads, so a zero written would
+		// silently mean the default.
+		positive := func(k string, decode func(), v func() int64) {
+			errs := len(d.errs)
+			decode()
+			if n := tf.get(k); n != nil && len(d.errs) == errs && v() <= 0 {
+				d.errorf(n, tf.key(k), "must be positive, got %s; leave the key out for the default", n.Value)
+			}
+		}
+		positive("max_connections", func() { tf.int("max_connections", &s.TCP.MaxConnections) }, func() int64 { return int64(s.TCP.MaxConnections) })
+		positive("max_per_prefix", func() { tf.int("max_per_prefix", &s.TCP.MaxPerPrefix) }, func() int64 { return int64(s.TCP.MaxPerPrefix) })
+		positive("idle_timeout", func() { tf.duration("idle_timeout", &s.TCP.IdleTimeout) }, func() int64 { return int64(s.TCP.IdleTimeout) })
+		positive("max_pipelined", func() { tf.int("max_pipelined", &s.TCP.MaxPipelined) }, func() int64 { return int64(s.TCP.MaxPipelined) })
+	}
+	f.str("api_token_file", &s.APITokenFile)
+	if s.APITokenFile != "" && !filepath.IsAbs(s.APITokenFile) {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("server")), s.APITokenFile))
+		if err != nil {
+			d.errorf(f.get("api_token_file"), f.key("api_token_file"), "resolving the token file's path: %v", err)
+		}
+		s.APITokenFile = abs
+	}
 	if f.has("debug") {
 		df := f.mapping("debug", debugKeys)
 		df.str("name", &s.Debug.Name)

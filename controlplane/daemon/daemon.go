@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -146,6 +145,12 @@ func (d *Daemon) start(opts Options) error {
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
+		// Written once now, so a state directory that cannot take the file
+		// (full, read-only) stops the start instead of every later write
+		// failing with only a warning.
+		if err := d.saveState(cfg.Server.StateDir); err != nil {
+			return fmt.Errorf("server.state_dir %s: %w", cfg.Server.StateDir, err)
+		}
 		d.agg.OnPush(d.metrics.ObservePush)
 	}
 	if id.has(config.RoleProber) {
@@ -179,17 +184,39 @@ func (d *Daemon) start(opts Options) error {
 			return err
 		}
 	}
+	h := api.Handler(d, d.metrics)
+	if f := cfg.Server.APITokenFile; f != "" {
+		token, err := readToken(f)
+		if err != nil {
+			return fmt.Errorf("server.api_token_file: %w", err)
+		}
+		h = api.RequireToken(h, token)
+	}
 	ln, err := net.Listen("tcp", cfg.Server.API)
 	if err != nil {
 		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
 	}
-	srv := &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
+	srv := api.NewServer(h)
 	go srv.Serve(ln)
 	d.started.push(srv.Shutdown)
 	d.startLoops(cfg)
 	slog.Info("serving", "config", d.path, "id", host, "roles", roleList(id.Roles), "listen", cfg.Server.Listen,
 		"api", ln.Addr().String(), "records", len(p.Compiled.Sets))
 	return nil
+}
+
+// readToken reads the API's token: the file's text, without surrounding
+// white space.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the api token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("reading the api token: %s is empty", path)
+	}
+	return token, nil
 }
 
 func roleList(roles []config.Role) string {
@@ -232,7 +259,9 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	d.ifindex = map[string]int{}
-	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP,
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP, OnTCP: d.metrics.ObserveTCP,
+		TCP: fallback.TCPLimits{MaxConnections: cfg.Server.TCP.MaxConnections, MaxPerPrefix: cfg.Server.TCP.MaxPerPrefix,
+			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined},
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
 	if cfg.Server.IDServer {
 		opts.ID = d.id.hostID()
@@ -241,6 +270,7 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 		opts.Version = Version()
 	}
 	d.fb = fallback.New(opts, d.view(p))
+	warnFileLimit(d.fb.TCPLimits().MaxConnections)
 	if err := d.fb.Start(); err != nil {
 		return err
 	}
@@ -269,6 +299,25 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 		slog.Warn("removing stale maps", "error", err)
 	}
 	return nil
+}
+
+// fdReserve are the file descriptors counted for everything but TCP
+// clients: sockets per CPU, maps, the API's and the prober's connections.
+const fdReserve = 256
+
+// warnFileLimit warns when the process may run out of file descriptors
+// before the fallback reaches its TCP limit: accepts would then fail and
+// clients wait in the backlog instead of an idle connection making room.
+func warnFileLimit(maxConns int) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		slog.Warn("reading RLIMIT_NOFILE", "error", err)
+		return
+	}
+	if uint64(maxConns)+fdReserve > lim.Cur {
+		slog.Warn("server.tcp.max_connections is above what the file descriptor limit leaves for TCP clients: raise RLIMIT_NOFILE (LimitNOFILE= in systemd) or lower it",
+			"max_connections", maxConns, "rlimit_nofile", lim.Cur, "reserved", fdReserve)
+	}
 }
 
 // subscribeFleet receives what this host's roles take: an aggregator the

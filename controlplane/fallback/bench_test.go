@@ -47,7 +47,7 @@ func BenchmarkServeUDP(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				w.reply, w.buf = nil, buf[:0]
-				s.serveUDP(w, raw)
+				s.serveMsg(w, raw)
 				if w.reply == nil {
 					b.Fatal("no reply")
 				}

@@ -2,8 +2,6 @@ package fallback
 
 import (
 	"errors"
-	"net"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -20,35 +18,9 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 	return dns.MsgAccept
 }
 
-// invalid sees the messages miekg/dns drops: those shorter than a header.
-// screen leaves it nothing else.
+// invalid sees the messages dropped for being shorter than a header; a
+// longer one that does not parse is answered from its bare header.
 func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
-
-// screen decorates the TCP server's reader so that every message it passes
-// on parses; serveUDP does the same for datagrams. See the package
-// documentation.
-func screen(r dns.Reader) dns.Reader { return screened{r} }
-
-type screened struct{ dns.Reader }
-
-func (r screened) ReadTCP(c net.Conn, timeout time.Duration) ([]byte, error) {
-	m, err := r.Reader.ReadTCP(c, timeout)
-	return wellFormed(m), err
-}
-
-// wellFormed returns m if it parses, and else a new message of m's header
-// with every count zero. It leaves alone what miekg/dns drops by itself:
-// messages shorter than a header, and responses.
-func wellFormed(m []byte) []byte {
-	if len(m) < headerLen || m[2]&0x80 != 0 {
-		return m
-	}
-	var msg dns.Msg
-	if parse(m, &msg) == nil {
-		return m
-	}
-	return bareHeader(m)
-}
 
 // bareHeader is m's header with every count zero.
 func bareHeader(m []byte) []byte {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,18 +34,20 @@ type Options struct {
 	// size of the reply sent to it (0 when none is): what a reflection
 	// attack would gain. nil observes nothing.
 	UDP func(qtype uint16, in, out int)
+	// TCP bounds the TCP connections, over all listen addresses.
+	TCP TCPLimits
+	// OnTCP is called as TCP connections open, close, and are refused or
+	// closed for idling; nil observes nothing.
+	OnTCP func(TCPEvent)
 }
 
 // Server is the fallback DNS server.
 type Server struct {
-	opts    Options
-	view    atomic.Pointer[View]
-	servers []*dns.Server // TCP
-	udp     []*udpServer
-	addrs   []net.Addr
-
-	mu   sync.Mutex
-	errs []error // from listeners that stopped on their own
+	opts  Options
+	view  atomic.Pointer[View]
+	tcp   *tcpTable
+	udp   []*udpServer
+	addrs []net.Addr
 }
 
 // New returns a server for v. It does not listen until Start.
@@ -57,7 +58,11 @@ func New(opts Options, v *View) *Server {
 	if opts.UDP == nil {
 		opts.UDP = func(uint16, int, int) {}
 	}
+	if opts.OnTCP == nil {
+		opts.OnTCP = func(TCPEvent) {}
+	}
 	s := &Server{opts: opts}
+	s.tcp = newTCPTable(s, opts.TCP)
 	s.view.Store(v)
 	return s
 }
@@ -72,49 +77,35 @@ func (s *Server) Handler() dns.Handler { return dns.HandlerFunc(s.serveDNS) }
 // once Start has returned.
 func (s *Server) Addrs() []net.Addr { return s.addrs }
 
+// TCPLimits returns the TCP limits in force, defaults filled in.
+func (s *Server) TCPLimits() TCPLimits { return s.tcp.lim }
+
 // Start binds UDP and TCP on every listen address and serves them until
 // Shutdown. It returns once all are bound and serving.
 func (s *Server) Start() error {
+	var lns []*net.TCPListener
 	for _, ap := range s.opts.Listen {
 		pcs, l, err := listen(ap, runtime.GOMAXPROCS(0))
 		if err != nil {
-			s.closeAll()
+			s.closeAll(lns)
 			return err
 		}
+		lns = append(lns, l)
 		s.addrs = append(s.addrs, pcs[0].LocalAddr(), l.Addr())
-		s.servers = append(s.servers, s.dnsServer(l))
 		for _, pc := range pcs {
 			u, err := newUDPServer(s, pc)
 			if err != nil {
 				for _, pc := range pcs {
 					pc.Close()
 				}
-				s.closeAll()
+				s.closeAll(lns)
 				return fmt.Errorf("setting up udp %s: %w", ap, err)
 			}
 			s.udp = append(s.udp, u)
 		}
 	}
-	ready := make(chan error, len(s.servers))
-	for _, srv := range s.servers {
-		var once sync.Once
-		srv.NotifyStartedFunc = func() { once.Do(func() { ready <- nil }) }
-		go func() {
-			err := srv.ActivateAndServe()
-			once.Do(func() { ready <- err })
-			if err != nil {
-				s.mu.Lock()
-				s.errs = append(s.errs, err)
-				s.mu.Unlock()
-			}
-		}()
-	}
-	for range s.servers {
-		if err := <-ready; err != nil {
-			s.Shutdown(context.Background())
-			s.closeAll()
-			return fmt.Errorf("serving: %w", err)
-		}
+	for _, l := range lns {
+		s.tcp.serve(l)
 	}
 	for _, u := range s.udp {
 		u.start()
@@ -123,8 +114,7 @@ func (s *Server) Start() error {
 }
 
 // Shutdown stops every listener and waits, until ctx is done, for the
-// queries in flight. It also returns the errors of listeners that had
-// stopped on their own.
+// queries in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, u := range s.udp {
@@ -132,37 +122,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, srv := range s.servers {
-		if err := srv.ShutdownContext(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	if err := s.tcp.shutdown(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	s.mu.Lock()
-	errs = append(errs, s.errs...)
-	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
-// dnsServer is miekg/dns's server for TCP; udpServer serves UDP.
-func (s *Server) dnsServer(l net.Listener) *dns.Server {
-	return &dns.Server{
-		Listener:       l,
-		Handler:        s.Handler(),
-		MsgAcceptFunc:  s.accept,
-		MsgInvalidFunc: s.invalid,
-		DecorateReader: screen,
-	}
-}
-
 // closeAll closes what Start bound before it failed.
-func (s *Server) closeAll() {
+func (s *Server) closeAll(lns []*net.TCPListener) {
 	for _, u := range s.udp {
 		u.conn.Close()
 	}
-	for _, srv := range s.servers {
-		srv.Listener.Close()
+	for _, l := range lns {
+		l.Close()
 	}
-	s.servers, s.udp, s.addrs = nil, nil, nil
+	s.udp, s.addrs = nil, nil
 }
 
 // portTries bounds the attempts to find a port free for both UDP and TCP.

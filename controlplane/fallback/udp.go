@@ -159,15 +159,15 @@ func (u *udpServer) source(m *ipv4.Message) []byte {
 
 // serveUDP answers one datagram into w and reports the bytes in and out.
 func (s *Server) serveUDP(w *udpWriter, b []byte) {
-	qtype := s.answerUDP(w, b)
+	qtype := s.serveMsg(w, b)
 	s.opts.UDP(qtype, len(b), len(w.reply))
 }
 
-// answerUDP does for one datagram what miekg/dns does before its handler:
-// it drops what is shorter than a header or is a response, and hands the
-// handler the query, screened as over TCP, so both transports answer
-// alike. It returns the query's qtype, 0 when it has none.
-func (s *Server) answerUDP(w *udpWriter, b []byte) uint16 {
+// serveMsg does for one datagram or TCP message what miekg/dns does
+// before its handler: it drops what is shorter than a header or is a
+// response, and hands the handler the query, screened, so both transports
+// answer alike. It returns the query's qtype, 0 when it has none.
+func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 	if len(b) < headerLen {
 		s.invalid(b, nil)
 		return 0
@@ -175,8 +175,7 @@ func (s *Server) answerUDP(w *udpWriter, b []byte) uint16 {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return 0
 	}
-	// One unpack does for the screen and the handler: TCP's reader
-	// decorator unpacks twice.
+	// One unpack does for the screen and the handler.
 	var req dns.Msg
 	if parse(b, &req) != nil {
 		req = dns.Msg{}
