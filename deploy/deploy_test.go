@@ -162,6 +162,7 @@ type rig struct {
 	bin    string
 	config string
 	pins   string
+	state  string // server.state_dir, which the unit's StateDirectory makes the service user's
 }
 
 func newRig(t *testing.T, env *testenv.Env, name string) *rig {
@@ -172,13 +173,15 @@ func newRig(t *testing.T, env *testenv.Env, name string) *rig {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	r := &rig{env: env, bin: build(t), config: filepath.Join(dir, "steadydns.yaml"), pins: "/sys/fs/bpf/" + env.Prefix() + "-" + name}
+	r := &rig{env: env, bin: build(t), config: filepath.Join(dir, "steadydns.yaml"), pins: "/sys/fs/bpf/" + env.Prefix() + "-" + name,
+		state: filepath.Join(dir, "state")}
 	cfg := fmt.Sprintf(`server:
   interfaces: [%s]
   xdp_mode: generic
   listen: ["198.18.0.2:53"]
   api: 127.0.0.1:9153
   bpffs: %s
+  state_dir: %s
 zones:
   - origin: example.test.
     file: example.test.zone
@@ -193,7 +196,7 @@ records:
     type: A
     answers:
       - { value: 198.18.1.1, check: ping1 }
-`, env.Edge.Link, r.pins)
+`, env.Edge.Link, r.pins, r.state)
 	for name, text := range map[string]string{"steadydns.yaml": cfg, "example.test.zone": zoneText} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -317,6 +320,13 @@ func TestUnitCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Chown(r.pins, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	// As StateDirectory=steadydns does.
+	if err := os.MkdirAll(r.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(r.state, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
 

@@ -116,7 +116,7 @@ func TestFaultyBackends(t *testing.T) {
 			for _, c := range checks.Checks {
 				switch {
 				case c.ID == "web1" && (c.Up || c.Reason != fc.reason):
-					t.Errorf("web1: up %v, reason %q; want down for %s", c.Up, c.Reason, fc.reason)
+					t.Errorf("web1: up %v, reason %q; want down for %s: %+v", c.Up, c.Reason, fc.reason, c)
 				case c.ID == "web2" && !c.Up:
 					t.Errorf("web2 down while web1's backend misbehaved: %+v", c)
 				case len(c.Results) == 0:

@@ -139,24 +139,34 @@ func (d *Daemon) fetchConfig(ctx context.Context) (*config.Config, error) {
 	for {
 		// The newest revision that validates: a bad revision pushed
 		// before this host started is refused here as a running host
-		// refuses it, and the last good one serves.
+		// refuses it, and the last good one serves. The newest comes by a
+		// direct get, which works while a server of the bucket is down;
+		// the history is read only when the newest is refused.
 		var cfg *config.Config
 		var refused []error
+		take := func(value []byte, rev uint64) bool {
+			got, err := d.composeConfig(value, rev)
+			if err != nil {
+				refused = append(refused, err)
+				return false
+			}
+			cfg = got
+			f.revision.Store(rev)
+			return true
+		}
 		err := attempt(func(c context.Context) error {
-			return f.store.Revisions(c, func(value []byte, rev uint64) bool {
-				got, err := d.composeConfig(value, rev)
-				if err != nil {
-					refused = append(refused, err)
-					return false
-				}
-				cfg = got
-				f.revision.Store(rev)
-				return true
-			})
+			value, rev, err := f.store.Latest(c)
+			if err != nil || take(value, rev) {
+				return err
+			}
+			return f.store.Revisions(c, func(value []byte, r uint64) bool { return r < rev && take(value, r) })
 		})
-		for _, r := range refused {
-			f.refused.Add(1)
-			slog.Error("config revision refused", "error", r)
+		if err == nil {
+			// Counted once the outcome is known, not on every retry.
+			for _, r := range refused {
+				f.refused.Add(1)
+				slog.Error("config revision refused", "error", r)
+			}
 		}
 		if err == nil && cfg != nil {
 			return cfg, nil

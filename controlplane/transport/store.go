@@ -20,7 +20,7 @@ type ConfigStore struct {
 	kv jetstream.KeyValue
 }
 
-// ErrNoConfig is returned by Revisions while the bucket holds no config yet.
+// ErrNoConfig is returned by Latest and Revisions while the bucket holds no config yet.
 var ErrNoConfig = errors.New("no config in the bucket")
 
 // CreateConfigStore creates the config bucket, or updates its settings if
@@ -67,6 +67,20 @@ func (s *ConfigStore) Put(ctx context.Context, value []byte) (uint64, error) {
 		return 0, fmt.Errorf("putting config: %w", err)
 	}
 	return rev, nil
+}
+
+// Latest returns the config's newest version and its revision. It reads
+// one message (a direct get), so it answers while a consumer could not be
+// made, as when one of the bucket's servers has just died.
+func (s *ConfigStore) Latest(ctx context.Context) ([]byte, uint64, error) {
+	e, err := s.kv.Get(ctx, ConfigKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNoConfig
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("getting config: %w", err)
+	}
+	return e.Value(), e.Revision(), nil
 }
 
 // Revision returns the config's version stored as revision rev.

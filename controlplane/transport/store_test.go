@@ -60,7 +60,10 @@ func TestConfigStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := latest(ctx, r); !errors.Is(err, ErrNoConfig) {
+	if _, _, err := r.Latest(ctx); !errors.Is(err, ErrNoConfig) {
+		t.Fatalf("empty bucket: Latest = %v, want ErrNoConfig", err)
+	}
+	if err := r.Revisions(ctx, func([]byte, uint64) bool { return true }); !errors.Is(err, ErrNoConfig) {
 		t.Fatalf("empty bucket: Revisions = %v, want ErrNoConfig", err)
 	}
 	rev1, err := w.Put(ctx, []byte("one"))
@@ -82,7 +85,7 @@ func TestConfigStore(t *testing.T) {
 	}
 	want := fmt.Sprintf("[%d:one %d:two %d:three]", rev1, rev2, rev3)
 	eventually(t, 5*time.Second, func() bool { return seen.String() == want }, "every new revision watched")
-	v, rev, err := latest(ctx, r)
+	v, rev, err := r.Latest(ctx)
 	if err != nil || string(v) != "three" || rev != rev3 {
 		t.Fatalf("newest = %q, %d, %v; want three, %d", v, rev, err, rev3)
 	}
@@ -125,7 +128,7 @@ func TestConfigStoreAcrossCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:fleet v1]", rev) }, "the revision watched on the other server")
-	v, got, err := latest(ctx, r)
+	v, got, err := r.Latest(ctx)
 	if err != nil || string(v) != "fleet v1" || got != rev {
 		t.Fatalf("newest on the other server = %q, %d, %v", v, got, err)
 	}
@@ -167,7 +170,7 @@ func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
 	// A watch whose consumer lived on the dead server resumes once the
 	// client misses its heartbeats and recreates it, several seconds on.
 	eventually(t, 30*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:v1 %d:v2]", rev1, rev2) }, "v2 watched after a server died")
-	if v, got, err := latest(ctx, r); err != nil || string(v) != "v2" || got != rev2 {
+	if v, got, err := r.Latest(ctx); err != nil || string(v) != "v2" || got != rev2 {
 		t.Fatalf("newest after a server died = %q, %d, %v", v, got, err)
 	}
 	if _, err := edge.OpenConfigStore(ctx); err != nil {
@@ -175,8 +178,3 @@ func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
 	}
 }
 
-// latest is the bucket's newest revision.
-func latest(ctx context.Context, s *ConfigStore) (v []byte, rev uint64, err error) {
-	err = s.Revisions(ctx, func(value []byte, revision uint64) bool { v, rev = value, revision; return true })
-	return v, rev, err
-}
