@@ -420,6 +420,10 @@ func addSeeds(f *testing.F) {
 	f.Add(uint8(modeOtherPort), uint16(53), uint8(0), q("fo.example.test.", dns.TypeA, nil))
 	ecs := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("198.18.0.0").To4()}
 	f.Add(uint8(0), uint16(40000), uint8(0), q("geo.example.test.", dns.TypeA, withOpt(1232, false, ecs)))
+	// A malformed ECS is the fallback's to refuse; an LLQ miekg/dns would
+	// refuse for its length is ignored by both.
+	f.Add(uint8(0), uint16(40000), uint8(0), q("fo.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_LOCAL{Code: dns.EDNS0SUBNET, Data: []byte{0, 1, 33, 0}})))
+	f.Add(uint8(0), uint16(40000), uint8(0), q("fo.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_LOCAL{Code: dns.EDNS0LLQ, Data: []byte{1, 2}})))
 	cookie := &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}
 	f.Add(uint8(0), uint16(40000), uint8(0b0010), q("fo.example.test.", dns.TypeA, withOpt(1232, false, cookie)))
 	fo := q("fo.example.test.", dns.TypeA, nil)

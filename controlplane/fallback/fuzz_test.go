@@ -3,6 +3,7 @@ package fallback
 import (
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -105,3 +106,38 @@ func (r *tcpRecorder) RemoteAddr() net.Addr {
 	return &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 40000}
 }
 func (r *tcpRecorder) WriteMsg(m *dns.Msg) error { r.msg = m; return nil }
+
+// TestOptionsNotImplemented: an option steadydns does not implement is
+// ignored even when miekg/dns would refuse its content (here an LLQ of 8
+// bytes, FuzzXDP's finding), as XDP ignores it; a malformed ECS, the one
+// option implemented, gets FORMERR, and XDP passes it.
+func TestOptionsNotImplemented(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{}, v)
+	q := withEDNS(query("static.example.test.", dns.TypeA), 1232, false)
+	for _, c := range []struct {
+		name  string
+		opt   dns.EDNS0
+		rcode int
+	}{
+		{"short llq", &dns.EDNS0_LOCAL{Code: dns.EDNS0LLQ, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}, dns.RcodeSuccess},
+		{"short expire", &dns.EDNS0_LOCAL{Code: dns.EDNS0EXPIRE, Data: []byte{1, 2}}, dns.RcodeSuccess},
+		{"ecs of family 3", &dns.EDNS0_LOCAL{Code: dns.EDNS0SUBNET, Data: []byte{0, 3, 0, 0}}, dns.RcodeFormatError},
+		{"ecs /33", &dns.EDNS0_LOCAL{Code: dns.EDNS0SUBNET, Data: []byte{0, 1, 33, 0, 198, 18, 0, 1}}, dns.RcodeFormatError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q.IsEdns0().Option = []dns.EDNS0{c.opt, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}}
+			b, err := q.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r dns.Msg
+			if err := r.Unpack(s.AnswerDatagram(b, netip.MustParseAddrPort("198.18.0.1:40000"))); err != nil {
+				t.Fatal(err)
+			}
+			if r.Rcode != c.rcode || (c.rcode == dns.RcodeSuccess) != (len(r.Answer) == 2) {
+				t.Errorf("rcode %s with %d answers, want %s", dns.RcodeToString[r.Rcode], len(r.Answer), dns.RcodeToString[c.rcode])
+			}
+		})
+	}
+}
