@@ -6,7 +6,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo demo-fleet bench deps clean install
+.PHONY: all build generate test fuzz demo demo-fleet bench deps clean install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
 # and user, the docs and the examples. The config itself is the operator's:
@@ -37,6 +37,22 @@ deps:
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+# make fuzz [FUZZTIME=30s] [FUZZFLAGS=-parallel=1]: every fuzz target, one
+# after another, each for FUZZTIME (docs/fuzzing.md). A failing input is
+# written under the package's testdata/fuzz/, where `make test` runs it.
+FUZZTIME  ?= 30s
+FUZZFLAGS ?=
+FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/config:FuzzParse \
+	./controlplane/zone:FuzzLoad ./prober:FuzzDecode ./controlplane/health:FuzzIngestFrame \
+	./controlplane/daemon:FuzzMergeTable ./controlplane/daemon:FuzzDecodeState \
+	./controlplane/transport:FuzzReassemble
+
+fuzz: deps
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz: $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $${t%%:*}/; \
+	done
 
 demo: deps build
 	@scripts/demo.sh

@@ -16,6 +16,9 @@
 //     every count zero. The handler answers that, like any query without
 //     a question, with FORMERR and the header alone (NOTIMP for an opcode
 //     other than QUERY, whose body format it does not know).
+//     A message broken only by the content of an option steadydns does not
+//     implement is parsed again without its options but ECS (dropOptions),
+//     as XDP ignores them.
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
 // datagram per system call and starts a goroutine per query: each listen

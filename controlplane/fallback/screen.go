@@ -22,6 +22,56 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 // longer one that does not parse is answered from its bare header.
 func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
+// dropOptions returns a copy of m whose OPT keeps only ECS, the one option
+// steadydns implements, or nil when m has no other option or cannot be
+// walked. miekg/dns refuses a whole message for the content of an option
+// it knows (LLQ, EXPIRE, EDE…), which a server that does not implement
+// the option must ignore (RFC 6891 §6.1.2), as XDP does.
+func dropOptions(m []byte) []byte {
+	be := func(off int) int { return int(m[off])<<8 | int(m[off+1]) }
+	off := headerLen
+	for range be(4) {
+		_, end, err := dns.UnpackDomainName(m, off)
+		if err != nil {
+			return nil
+		}
+		off = end + 4
+	}
+	for range be(6) + be(8) + be(10) {
+		_, end, err := dns.UnpackDomainName(m, off)
+		if err != nil || end+10 > len(m) {
+			return nil
+		}
+		rdata, rend := end+10, end+10+be(end+8)
+		if rend > len(m) {
+			return nil
+		}
+		if be(end) == int(dns.TypeOPT) {
+			var kept []byte
+			for o := rdata; o < rend; {
+				if o+4 > rend || o+4+be(o+2) > rend {
+					return nil
+				}
+				next := o + 4 + be(o+2)
+				if be(o) == int(dns.EDNS0SUBNET) {
+					kept = append(kept, m[o:next]...)
+				}
+				o = next
+			}
+			if len(kept) == rend-rdata {
+				return nil
+			}
+			out := make([]byte, 0, len(m))
+			out = append(out, m[:end+8]...)
+			out = append(out, byte(len(kept)>>8), byte(len(kept)))
+			out = append(out, kept...)
+			return append(out, m[rend:]...)
+		}
+		off = rend
+	}
+	return nil
+}
+
 // bareHeader is m's header with every count zero.
 func bareHeader(m []byte) []byte {
 	h := make([]byte, headerLen)

@@ -3,6 +3,7 @@ package fallback
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -179,11 +180,14 @@ func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 	var req dns.Msg
 	if parse(b, &req) != nil {
 		req = dns.Msg{}
-		if err := req.Unpack(bareHeader(b)); err != nil {
-			// A bare header always unpacks; this is a bug, not a query
-			// to answer from a guess.
-			s.invalid(b, err)
-			return 0
+		if c := dropOptions(b); c == nil || parse(c, &req) != nil {
+			req = dns.Msg{}
+			if err := req.Unpack(bareHeader(b)); err != nil {
+				// A bare header always unpacks; this is a bug, not a
+				// query to answer from a guess.
+				s.invalid(b, err)
+				return 0
+			}
 		}
 	}
 	s.serveDNS(w, &req)
@@ -221,3 +225,13 @@ func (w *udpWriter) Close() error        { return nil }
 func (w *udpWriter) TsigStatus() error   { return nil }
 func (w *udpWriter) TsigTimersOnly(bool) {}
 func (w *udpWriter) Hijack()             {}
+
+// AnswerDatagram answers one datagram from client as the UDP sockets do,
+// screen and truncation included, and returns the reply, or nil when none
+// is sent. Tests that hold the XDP program's answers against the
+// fallback's use it.
+func (s *Server) AnswerDatagram(b []byte, client netip.AddrPort) []byte {
+	w := &udpWriter{remote: net.UDPAddrFromAddrPort(client)}
+	s.serveUDP(w, b)
+	return w.reply
+}

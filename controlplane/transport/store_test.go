@@ -177,4 +177,3 @@ func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
