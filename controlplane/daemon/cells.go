@@ -96,11 +96,13 @@ func (g *merger) take(m transport.Message, now time.Time, write func(table []byt
 	if c < 0 {
 		return fmt.Errorf("table from %s of cell %q, which is not in cluster.cells", m.Sender, m.Cell)
 	}
-	if !g.follow[c].take(m.Sender, now) {
-		return nil
-	}
+	// A table of the wrong size is refused before it counts as the
+	// sender's: an aggregator whose tables cannot be used is not followed.
 	if len(m.Payload) != len(g.buf) {
 		return fmt.Errorf("table from %s: %d bytes, want %d", m.Sender, len(m.Payload), len(g.buf))
+	}
+	if !g.follow[c].take(m.Sender, now) {
+		return nil
 	}
 	for i, o := range g.owner {
 		if int(o) == c {

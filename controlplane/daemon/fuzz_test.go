@@ -17,7 +17,8 @@ import (
 // with nothing written; a table taken changes exactly the entries of its
 // cell's checks, to the table's own, and leaves entry 0 and every other
 // cell's entries as they were; and a second sender of the same cell is
-// not followed while the first one is fresh.
+// not followed while the first one is fresh, and a refused table's
+// sender is not followed at all.
 func FuzzMergeTable(f *testing.F) {
 	const size = 8
 	cfg := &config.Config{
@@ -59,6 +60,9 @@ func FuzzMergeTable(f *testing.F) {
 			if _, known := owned[m.Cell]; !known || len(payload) != len(before) {
 				if err == nil || written != nil {
 					t.Fatalf("table of cell %q, %d bytes of %d: error %v, written %v", m.Cell, len(payload), len(before), err, written != nil)
+				}
+				if now := g.following()[m.Cell]; now != following[m.Cell] {
+					t.Fatalf("a refused table of %s/%s made the edge follow %q instead of %q", m.Cell, m.Sender, now, following[m.Cell])
 				}
 				continue
 			}
