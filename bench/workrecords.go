@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
@@ -92,19 +91,17 @@ func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
 	return nil
 }
 
-// fits says why n record sets would not fit in memory here, or "".
-// A non-preallocated hash element holds its key and value after a header of
-// about 48 bytes, from a slab that rounds up; twice that is the estimate,
-// and it must leave half of the available memory free.
+// fits says why a record table for n sets would not fit in memory here,
+// or "": the kernel reserves every slot of it, and it must leave half of
+// the available memory free.
 func fits(n int) string {
-	per := 2 * (48 + int(unsafe.Sizeof(bpf.SteadydnsNameKey32{})) + int(unsafe.Sizeof(bpf.SteadydnsRrset{})))
-	need := uint64(n) * uint64(per)
+	need := loader.TableBytes(uint32(n))
 	avail, err := memAvailable()
 	if err != nil {
 		return fmt.Sprintf("%d names: %v", n, err)
 	}
 	if need > avail/2 {
-		return fmt.Sprintf("%d names need about %d MiB of record maps, and %d MiB are available", n, need>>20, avail>>20)
+		return fmt.Sprintf("%d names need a %d MiB record table, and %d MiB are available", n, need>>20, avail>>20)
 	}
 	return ""
 }

@@ -16,6 +16,7 @@
 #include "maps.h"
 #include "csum.h"
 #include "dns.h"
+#include "table.h"
 #include "select.h"
 
 /* The IP TTL and hop limit of replies. */
@@ -302,18 +303,16 @@ int steadydns(struct xdp_md *ctx)
 		return count(o);
 	struct query q = s->q;
 
-	struct rrset *rr;
-	__u32 bucket = build_key(s);
-	if (bucket == KEY_NAME(name_key32))
-		rr = bpf_map_lookup_elem(&rr32, s->key);
-	else if (bucket == KEY_NAME(name_key64))
-		rr = bpf_map_lookup_elem(&rr64, s->key);
-	else if (bucket == KEY_NAME(name_key128))
-		rr = bpf_map_lookup_elem(&rr128, s->key);
-	else
-		rr = bpf_map_lookup_elem(&rr256, s->key);
-	if (!rr)
+	if (hash_name(s))
+		return count(OUT_MALFORMED);
+	int si = find_slot(s);
+	if (si < 0)
 		return count(OUT_NOT_FOUND);
+	__u32 slot = si;
+	struct rec_slot *sl = bpf_map_lookup_elem(&records, &slot);
+	if (!sl)
+		return count(OUT_NOT_FOUND);
+	const struct rrset *rr = &sl->rr;
 	if ((rr->flags & RR_SIGNED) && q.do_bit)
 		return count(OUT_DNSSEC);
 
@@ -401,6 +400,12 @@ int steadydns(struct xdp_md *ctx)
 	__s64 psum = buf_sum(m, (rlen + 3) & ~3u);
 	if (psum < 0)
 		return count(OUT_NO_ROOM);
+
+	/* Everything read from the slot is in the reply now: if the control
+	 * plane rewrote it meanwhile, the reply may mix two versions, and
+	 * the fallback answers instead. */
+	if (!slot_unchanged(sl, s->q.seq))
+		return count(OUT_NOT_FOUND);
 
 	__u32 wlen = at(rlen);
 	if (wlen < DNS_HDR)

@@ -46,6 +46,7 @@ type SteadydnsEnumAnchor struct {
 	RrsetFlags     uint32
 	HealthState    uint32
 	HealthReason   uint32
+	SlotState      uint32
 	Outcome        uint32
 	Action         uint32
 	Limits         uint32
@@ -113,31 +114,9 @@ const (
 	SteadydnsLimitsMAX_ZONES        SteadydnsLimits = 256
 	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
+	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
+	SteadydnsLimitsSLOT_SIZE        SteadydnsLimits = 512
 )
-
-type SteadydnsNameKey128 struct {
-	_     structs.HostLayout
-	Name  [128]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey256 struct {
-	_     structs.HostLayout
-	Name  [256]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey32 struct {
-	_     structs.HostLayout
-	Name  [32]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey64 struct {
-	_     structs.HostLayout
-	Name  [64]uint8
-	Qtype uint16
-}
 
 type SteadydnsOutcome uint32
 
@@ -176,6 +155,18 @@ const (
 	SteadydnsPolicyPOLICY_ROUND_ROBIN SteadydnsPolicy = 3
 )
 
+type SteadydnsRecSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	State uint8
+	Dist  uint8
+	Qtype uint16
+	Hash  uint64
+	Name  [256]int8
+	Rr    SteadydnsRrset
+	Pad   [28]uint8
+}
+
 type SteadydnsRrset struct {
 	_           structs.HostLayout
 	Ttl         uint32
@@ -208,6 +199,8 @@ type SteadydnsScratch struct {
 	Hdr [64]uint8
 	Q   struct {
 		_       structs.HostLayout
+		Hash    uint64
+		Seq     uint32
 		NameLen uint32
 		Q_end   uint32
 		Qtype   uint16
@@ -215,7 +208,7 @@ type SteadydnsScratch struct {
 		HasOpt  uint8
 		DoBit   uint8
 		HasEcs  uint8
-		_       [1]byte
+		_       [5]byte
 	}
 	Draw struct {
 		_    structs.HostLayout
@@ -240,6 +233,13 @@ type SteadydnsScratch struct {
 	}
 	_ [4]byte
 }
+
+type SteadydnsSlotState uint32
+
+const (
+	SteadydnsSlotStateSLOT_EMPTY SteadydnsSlotState = 0
+	SteadydnsSlotStateSLOT_USED  SteadydnsSlotState = 1
+)
 
 type SteadydnsStalePolicy uint32
 
@@ -283,10 +283,7 @@ const (
 	SteadydnsMapGeoRank    = "geo_rank"
 	SteadydnsMapHealth     = "health"
 	SteadydnsMapHealthMeta = "health_meta"
-	SteadydnsMapRr128      = "rr128"
-	SteadydnsMapRr256      = "rr256"
-	SteadydnsMapRr32       = "rr32"
-	SteadydnsMapRr64       = "rr64"
+	SteadydnsMapRecords    = "records"
 	SteadydnsMapRrCounter  = "rr_counter"
 	SteadydnsMapScratch    = "scratch"
 	SteadydnsMapZones      = "zones"
@@ -294,6 +291,7 @@ const (
 	SteadydnsVarEnumAnchor = "enum_anchor"
 	SteadydnsVarNrServerV4 = "nr_server_v4"
 	SteadydnsVarNrServerV6 = "nr_server_v6"
+	SteadydnsVarRecBits    = "rec_bits"
 	SteadydnsVarServerV4   = "server_v4"
 	SteadydnsVarServerV6   = "server_v6"
 )
@@ -353,10 +351,7 @@ type SteadydnsMapSpecs struct {
 	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
-	Rr128      *ebpf.MapSpec `ebpf:"rr128"`
-	Rr256      *ebpf.MapSpec `ebpf:"rr256"`
-	Rr32       *ebpf.MapSpec `ebpf:"rr32"`
-	Rr64       *ebpf.MapSpec `ebpf:"rr64"`
+	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -369,6 +364,7 @@ type SteadydnsVariableSpecs struct {
 	EnumAnchor *ebpf.VariableSpec `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.VariableSpec `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	RecBits    *ebpf.VariableSpec `ebpf:"rec_bits"`
 	ServerV4   *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6   *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -399,10 +395,7 @@ type SteadydnsMaps struct {
 	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
-	Rr128      *ebpf.Map `ebpf:"rr128"`
-	Rr256      *ebpf.Map `ebpf:"rr256"`
-	Rr32       *ebpf.Map `ebpf:"rr32"`
-	Rr64       *ebpf.Map `ebpf:"rr64"`
+	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -416,10 +409,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.GeoRank,
 		m.Health,
 		m.HealthMeta,
-		m.Rr128,
-		m.Rr256,
-		m.Rr32,
-		m.Rr64,
+		m.Records,
 		m.RrCounter,
 		m.Scratch,
 		m.Zones,
@@ -433,6 +423,7 @@ type SteadydnsVariables struct {
 	EnumAnchor *ebpf.Variable `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.Variable `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.Variable `ebpf:"nr_server_v6"`
+	RecBits    *ebpf.Variable `ebpf:"rec_bits"`
 	ServerV4   *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6   *ebpf.Variable `ebpf:"server_v6"`
 }

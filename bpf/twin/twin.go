@@ -70,6 +70,8 @@ func Load() (*Harness, error) {
 		return nil, fmt.Errorf("reading the twin's spec: %w", err)
 	}
 	specs.Health.MaxEntries = HealthEntries
+	// The record table comes with the header and goes unused here.
+	specs.Records.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one
 	// layout and one stride for both.
 	h := &Harness{table: make([]byte, loader.HealthTableBytes(HealthEntries))}

@@ -80,15 +80,13 @@ const (
 	TwinMapHealth       = "health"
 	TwinMapHealthMeta   = "health_meta"
 	TwinMapInputs       = "inputs"
-	TwinMapRr128        = "rr128"
-	TwinMapRr256        = "rr256"
-	TwinMapRr32         = "rr32"
-	TwinMapRr64         = "rr64"
+	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
 	TwinMapScratch      = "scratch"
 	TwinMapZones        = "zones"
 	TwinProgTwin        = "twin"
 	TwinVarOutputAnchor = "output_anchor"
+	TwinVarRecBits      = "rec_bits"
 )
 
 // LoadTwin returns the embedded CollectionSpec for Twin.
@@ -147,10 +145,7 @@ type TwinMapSpecs struct {
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
-	Rr128      *ebpf.MapSpec `ebpf:"rr128"`
-	Rr256      *ebpf.MapSpec `ebpf:"rr256"`
-	Rr32       *ebpf.MapSpec `ebpf:"rr32"`
-	Rr64       *ebpf.MapSpec `ebpf:"rr64"`
+	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -161,6 +156,7 @@ type TwinMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinVariableSpecs struct {
 	OutputAnchor *ebpf.VariableSpec `ebpf:"output_anchor"`
+	RecBits      *ebpf.VariableSpec `ebpf:"rec_bits"`
 }
 
 // TwinObjects contains all objects after they have been loaded into the kernel.
@@ -190,10 +186,7 @@ type TwinMaps struct {
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
-	Rr128      *ebpf.Map `ebpf:"rr128"`
-	Rr256      *ebpf.Map `ebpf:"rr256"`
-	Rr32       *ebpf.Map `ebpf:"rr32"`
-	Rr64       *ebpf.Map `ebpf:"rr64"`
+	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -208,10 +201,7 @@ func (m *TwinMaps) Close() error {
 		m.Health,
 		m.HealthMeta,
 		m.Inputs,
-		m.Rr128,
-		m.Rr256,
-		m.Rr32,
-		m.Rr64,
+		m.Records,
 		m.RrCounter,
 		m.Scratch,
 		m.Zones,
@@ -223,6 +213,7 @@ func (m *TwinMaps) Close() error {
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinVariables struct {
 	OutputAnchor *ebpf.Variable `ebpf:"output_anchor"`
+	RecBits      *ebpf.Variable `ebpf:"rec_bits"`
 }
 
 // TwinPrograms contains all programs after they have been loaded into the kernel.

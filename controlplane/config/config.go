@@ -47,7 +47,7 @@ type Server struct {
 	Listen     []netip.AddrPort // fallback UDP+TCP addresses; XDP answers for the same ones
 	API        string           // host:port of the HTTP API and metrics
 	BPFFS      string           // where maps and the XDP link are pinned
-	MaxRecords int              // record sets each record map holds, one map per name length class; default 65536
+	MaxRecords int              // record sets the record table holds; default 65536
 	Geo        *Geo             // client prefixes to regions; nil without geo
 }
 
