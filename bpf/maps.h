@@ -44,6 +44,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } health_meta SEC(".maps");
 
+/* The timer that sets health_meta's stale_mark when the table passes its
+ * stale_after; arm_stale (steadydns.c) arms it after every push. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stale_timer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stale_timer SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, OUT_MAX);

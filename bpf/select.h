@@ -61,18 +61,38 @@ static __always_inline __u32 weighted_member(const struct rrset *rr,
 	return at;
 }
 
+/* table_old reports whether a table is older than its stale_after at now,
+ * CLOCK_BOOTTIME, the clock the control plane stamps arrival with. The
+ * stale timer applies it and sets stale_mark; the subtraction wraps like
+ * the Go twin's (selection.Open), so both agree on any input. */
+static __always_inline __u32 table_old(const struct table_meta *tm, __u64 now)
+{
+	return tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
+}
+
 /* table_open reports whether a record answers as if every candidate were
  * healthy: no table yet (cold start, or no metadata at all), or a table
- * older than its stale_after under stale policy answer_all. now is
- * CLOCK_BOOTTIME, the clock the control plane stamps arrival with; the
- * subtraction wraps like the Go twin's, so both agree on any input. */
-static __always_inline __u32 table_open(const struct table_meta *tm,
-					__u32 stale, __u64 now)
+ * the stale timer found older than its stale_after, under stale policy
+ * answer_all. It reads no clock: the timer did. */
+static __always_inline __u32 table_open(const struct table_meta *tm, __u32 stale)
 {
 	if (!tm || !tm->version)
 		return 1;
-	__u32 old = tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
-	return old && stale == STALE_ANSWER_ALL;
+	return tm->stale_mark == tm->arrived_ns && stale == STALE_ANSWER_ALL;
+}
+
+/* The multiplier of query_draw, as of name_hash: 2^64 over the golden
+ * ratio. */
+#define DRAW_MUL 0x9E3779B97F4A7C15ULL
+
+/* query_draw is a query's random draw, from what the query carries: its
+ * source port and ID, which resolvers pick at random (RFC 5452), and its
+ * name's hash, so one client's queries for different names draw apart.
+ * No helper call per query. selection.Draw is the same in Go. */
+static __always_inline __u32 query_draw(__u16 port, __u16 id, __u64 hash)
+{
+	__u64 x = (hash ^ ((__u64)port << 16 | id)) * DRAW_MUL;
+	return x >> 32;
 }
 
 /* answer_ttl is the TTL of the answers: ttl_degraded, when set, while a

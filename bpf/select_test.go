@@ -2,6 +2,8 @@ package bpf_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -16,7 +18,10 @@ import (
 // order, or nil when the query was passed.
 func answers(t *testing.T, o *loader.Objects, name string) []string {
 	t.Helper()
-	ret, out := run(t, o, packet.Build(frame(false, query(name, dns.TypeA, nil), packet.Full)))
+	// The program draws from the port and ID, which clients pick at random.
+	f := frame(false, query(name, dns.TypeA, func(m *dns.Msg) { m.Id = uint16(rand.Uint32()) }), packet.Full)
+	f.Src = netip.AddrPortFrom(f.Src.Addr(), uint16(1024+rand.IntN(64512)))
+	ret, out := run(t, o, packet.Build(f))
 	if ret != 3 {
 		return nil
 	}

@@ -76,6 +76,7 @@ static __always_inline int is_ext_header(__u8 nh)
 struct frame {
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
+	__u16 sport;    /* the client's port, host order */
 	__u8 v6;
 	__u8 src[16];   /* client address: 4 bytes for IPv4 */
 };
@@ -133,6 +134,7 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 		return OUT_MALFORMED;
 	if ((void *)udp + l4_len > data_end)
 		return OUT_MALFORMED;
+	f->sport = bpf_ntohs(udp->source);
 	f->dns_off = (void *)(udp + 1) - data;
 	f->dns_len = l4_len - sizeof(*udp);
 	if (f->dns_len > MSG_MAX)
@@ -319,8 +321,8 @@ int steadydns(struct xdp_md *ctx)
 	/* No table yet: fail open. A stale table: the record's policy. */
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
-	s->draw.open = table_open(tm, rr->stale, bpf_ktime_get_boot_ns());
-	s->draw.rnd = bpf_get_prandom_u32();
+	s->draw.open = table_open(tm, rr->stale);
+	s->draw.rnd = query_draw(f.sport, ((__u16)m[0] << 8) | m[1], s->q.hash);
 	s->draw.turn = turn ? (*turn)++ : 0;
 
 	/* Geo: steer by the source address. A query with ECS asks to be
@@ -417,6 +419,58 @@ int steadydns(struct xdp_md *ctx)
 	if (finish_frame(ctx, &f, rlen, (__u32)psum))
 		return count(OUT_NO_ROOM);
 	return count(o);
+}
+
+/* From the kernel's uapi (time.h, bpf.h since 6.7), which the build's
+ * headers may predate. */
+#ifndef CLOCK_BOOTTIME
+#define CLOCK_BOOTTIME 7
+#endif
+#define TIMER_ABS 1 /* BPF_F_TIMER_ABS */
+
+/* mark_stale sets stale_mark once the table is older than its
+ * stale_after, or arms the timer for the first nanosecond it will be. The
+ * table is read once, so a push that lands meanwhile is never marked with
+ * the old table's arrival. */
+static __always_inline void mark_stale(struct table_meta *tm, struct stale_timer *st)
+{
+	struct table_meta now_tm = *tm;
+	if (!now_tm.version || !now_tm.stale_after_ns)
+		return;
+	if (table_old(&now_tm, bpf_ktime_get_boot_ns())) {
+		tm->stale_mark = now_tm.arrived_ns;
+		return;
+	}
+	bpf_timer_start(&st->t, now_tm.arrived_ns + now_tm.stale_after_ns + 1, TIMER_ABS);
+}
+
+static int stale_fired(void *map, __u32 *key, struct stale_timer *st)
+{
+	__u32 zero = 0;
+	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
+	if (tm)
+		mark_stale(tm, st);
+	return 0;
+}
+
+/* arm_stale runs once per health push, through BPF_PROG_RUN from the
+ * loader, never on an interface: it marks the new table stale at once or
+ * (re)arms the timer for when it will be. A timer armed by an earlier
+ * program keeps running, now with this program's callback. */
+SEC("xdp")
+int arm_stale(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct stale_timer *st = bpf_map_lookup_elem(&stale_timer, &zero);
+	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
+	if (!st || !tm)
+		return XDP_ABORTED;
+	/* -EBUSY once initialised, by this load or an earlier one. */
+	bpf_timer_init(&st->t, &stale_timer, CLOCK_BOOTTIME);
+	if (bpf_timer_set_callback(&st->t, stale_fired))
+		return XDP_ABORTED;
+	mark_stale(tm, st);
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";

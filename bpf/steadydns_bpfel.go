@@ -248,12 +248,21 @@ const (
 	SteadydnsStalePolicySTALE_ANSWER_ALL SteadydnsStalePolicy = 1
 )
 
+type SteadydnsStaleTimer struct {
+	_ structs.HostLayout
+	T struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+}
+
 type SteadydnsTableMeta struct {
 	_            structs.HostLayout
 	Version      uint64
 	ConfigHash   uint64
 	ArrivedNs    uint64
 	StaleAfterNs uint64
+	StaleMark    uint64
 }
 
 type SteadydnsWhenAllDown uint32
@@ -286,7 +295,9 @@ const (
 	SteadydnsMapRecords    = "records"
 	SteadydnsMapRrCounter  = "rr_counter"
 	SteadydnsMapScratch    = "scratch"
+	SteadydnsMapStaleTimer = "stale_timer"
 	SteadydnsMapZones      = "zones"
+	SteadydnsProgArmStale  = "arm_stale"
 	SteadydnsProgSteadydns = "steadydns"
 	SteadydnsVarEnumAnchor = "enum_anchor"
 	SteadydnsVarNrServerV4 = "nr_server_v4"
@@ -338,6 +349,7 @@ type SteadydnsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsProgramSpecs struct {
+	ArmStale  *ebpf.ProgramSpec `ebpf:"arm_stale"`
 	Steadydns *ebpf.ProgramSpec `ebpf:"steadydns"`
 }
 
@@ -354,6 +366,7 @@ type SteadydnsMapSpecs struct {
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
 
@@ -398,6 +411,7 @@ type SteadydnsMaps struct {
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
 
@@ -412,6 +426,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Records,
 		m.RrCounter,
 		m.Scratch,
+		m.StaleTimer,
 		m.Zones,
 	)
 }
@@ -432,11 +447,13 @@ type SteadydnsVariables struct {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsPrograms struct {
+	ArmStale  *ebpf.Program `ebpf:"arm_stale"`
 	Steadydns *ebpf.Program `ebpf:"steadydns"`
 }
 
 func (p *SteadydnsPrograms) Close() error {
 	return _SteadydnsClose(
+		p.ArmStale,
 		p.Steadydns,
 	)
 }

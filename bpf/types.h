@@ -6,6 +6,7 @@
 #define STEADYDNS_TYPES_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* K, the candidates per record set, which every query visits. A build may
  * set it with -DCANDIDATES=N: a power of two, at most 32 (the selection
@@ -202,6 +203,15 @@ struct table_meta {
 	__u64 config_hash;
 	__u64 arrived_ns;     /* bpf_ktime_get_boot_ns() clock */
 	__u64 stale_after_ns; /* 0 = never stale */
+	/* arrived_ns of the table once it is older than stale_after_ns, set
+	 * by the stale timer: queries compare it with arrived_ns instead of
+	 * reading a clock. A push leaves it 0 and arms the timer. */
+	__u64 stale_mark;
+};
+
+/* The timer that marks the health table stale (stale_timer in maps.h). */
+struct stale_timer {
+	struct bpf_timer t;
 };
 
 /* Outcome of every packet the program sees, counted per CPU. */

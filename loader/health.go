@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -42,8 +43,28 @@ func (o *Objects) PushHealth(table []byte, version, configHash, staleAfterNs uin
 	if err := o.HealthMeta.Put(uint32(0), &meta); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table metadata: %w", err)
 	}
+	if err := o.armStale(); err != nil {
+		return bpf.SteadydnsTableMeta{}, err
+	}
 	return meta, nil
 }
+
+// armStale runs arm_stale once: queries read no clock, so the program's
+// stale timer marks the table stale when it passes its stale_after.
+func (o *Objects) armStale() error {
+	// The smallest frame an XDP program may be run on: an Ethernet header.
+	ret, err := o.ArmStale.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+	if err != nil {
+		return fmt.Errorf("arming the stale timer: %w", err)
+	}
+	if ret != xdpPass {
+		return fmt.Errorf("arming the stale timer: the program returned %d", ret)
+	}
+	return nil
+}
+
+// xdpPass is what arm_stale returns once the timer is armed.
+const xdpPass = 2
 
 // ReadHealth copies the health table and its metadata out of the maps.
 func (o *Objects) ReadHealth(table []byte) (bpf.SteadydnsTableMeta, error) {

@@ -41,6 +41,10 @@ type Input struct {
 	Now   uint64                 // CLOCK_BOOTTIME at the query, for the open rule
 	Rnd   uint32                 // the query's random draw
 	Turn  uint32                 // the round-robin turn
+	// The query's source port, ID and name hash, from which the program
+	// draws (query_draw); Result.Draw is the draw they give.
+	Port, ID uint16
+	Hash     uint64
 }
 
 // Result is what the XDP program answers for an Input.
@@ -50,6 +54,7 @@ type Result struct {
 	Order    []int               // candidate slots, in answer order
 	TTL      uint32              // the answers' TTL
 	Open     bool                // the open rule held: every candidate counted healthy
+	Draw     uint32              // query_draw of Input's Port, ID and Hash
 }
 
 // Load loads the program. It needs the privileges of BPF_PROG_LOAD.
@@ -114,6 +119,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 		ti.Order.Rank, ti.Geo = in.Order.Rank, 1
 	}
 	ti.Now, ti.Rnd, ti.Turn = in.Now, in.Rnd, in.Turn
+	ti.Port, ti.Id, ti.Hash = in.Port, in.ID, in.Hash
 	pkt, err := binary.Append(nil, binary.LittleEndian, &ti)
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding the twin's input: %w", err)
@@ -131,7 +137,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
 		return Result{}, fmt.Errorf("decoding the twin's output: %w", err)
 	}
-	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0}
+	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0, Draw: out.Draw}
 	for i := range min(int(out.Pick.N), len(out.Pick.Order)) {
 		r.Order = append(r.Order, int(out.Pick.Order[i]))
 	}

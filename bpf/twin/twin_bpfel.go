@@ -21,6 +21,7 @@ type TwinInput struct {
 		ConfigHash   uint64
 		ArrivedNs    uint64
 		StaleAfterNs uint64
+		StaleMark    uint64
 	}
 	Now uint64
 	Rr  struct {
@@ -54,6 +55,10 @@ type TwinInput struct {
 	Geo  uint32
 	Rnd  uint32
 	Turn uint32
+	Hash uint64
+	Port uint16
+	Id   uint16
+	_    [4]byte
 }
 
 type TwinOutput struct {
@@ -67,6 +72,7 @@ type TwinOutput struct {
 	}
 	Ttl  uint32
 	Open uint32
+	Draw uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -83,6 +89,7 @@ const (
 	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
 	TwinMapScratch      = "scratch"
+	TwinMapStaleTimer   = "stale_timer"
 	TwinMapZones        = "zones"
 	TwinProgTwin        = "twin"
 	TwinVarOutputAnchor = "output_anchor"
@@ -148,6 +155,7 @@ type TwinMapSpecs struct {
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
 
@@ -189,6 +197,7 @@ type TwinMaps struct {
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
 
@@ -204,6 +213,7 @@ func (m *TwinMaps) Close() error {
 		m.Records,
 		m.RrCounter,
 		m.Scratch,
+		m.StaleTimer,
 		m.Zones,
 	)
 }
