@@ -36,6 +36,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } health SEC(".maps");
 
+/* The health table's states as a bitmap, bit i of word i / 64 set while
+ * entry i is up: what the scan reads, 8 KiB for 65,536 entries, so the
+ * candidates' states come from a cache line or two instead of one 8-byte
+ * entry each. The loader writes it with the table, sized to match. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536 / 64);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} health_bits SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -137,9 +137,9 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		const struct candidate *c = &rr->cand[i];
-		__u32 idx = c->check;
-		struct health_entry *h = bpf_map_lookup_elem(&health, &idx);
-		__u32 healthy = (h && h->state == HEALTH_UP) || open;
+		__u32 idx = c->check, word = idx / 64;
+		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
+		__u32 healthy = (w && ((*w >> (idx & 63)) & 1)) || open;
 		__u32 bit = i < rr->n ? 1u << i : 0;
 		__u32 backup = c->flags & CAND_BACKUP;
 		__u32 rank = order ? order->rank[c->region & (MAX_REGIONS - 1)] : 0;

@@ -291,6 +291,7 @@ const (
 	SteadydnsMapGeo6       = "geo6"
 	SteadydnsMapGeoRank    = "geo_rank"
 	SteadydnsMapHealth     = "health"
+	SteadydnsMapHealthBits = "health_bits"
 	SteadydnsMapHealthMeta = "health_meta"
 	SteadydnsMapRecords    = "records"
 	SteadydnsMapRrCounter  = "rr_counter"
@@ -362,6 +363,7 @@ type SteadydnsMapSpecs struct {
 	Geo6       *ebpf.MapSpec `ebpf:"geo6"`
 	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
+	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
@@ -407,6 +409,7 @@ type SteadydnsMaps struct {
 	Geo6       *ebpf.Map `ebpf:"geo6"`
 	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
+	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
@@ -422,6 +425,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Geo6,
 		m.GeoRank,
 		m.Health,
+		m.HealthBits,
 		m.HealthMeta,
 		m.Records,
 		m.RrCounter,

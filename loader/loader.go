@@ -60,6 +60,7 @@ func Load(opts Options) (*Objects, error) {
 	if opts.HealthCapacity > 0 {
 		specs.Health.MaxEntries = opts.HealthCapacity
 	}
+	specs.HealthBits.MaxEntries = HealthBitsWords(int(specs.Health.MaxEntries))
 	if opts.RecordCapacity == 0 {
 		opts.RecordCapacity = DefaultRecordCapacity
 	}

@@ -75,6 +75,7 @@ func Load() (*Harness, error) {
 		return nil, fmt.Errorf("reading the twin's spec: %w", err)
 	}
 	specs.Health.MaxEntries = HealthEntries
+	specs.HealthBits.MaxEntries = loader.HealthBitsWords(HealthEntries)
 	// The record table comes with the header and goes unused here.
 	specs.Records.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one
@@ -83,10 +84,10 @@ func Load() (*Harness, error) {
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the twin: %w", err)
 	}
-	mem, err := h.objs.Health.Memory()
+	mem, err := h.objs.HealthBits.Memory()
 	if err != nil {
 		h.objs.Close()
-		return nil, fmt.Errorf("mapping the twin's health table: %w", err)
+		return nil, fmt.Errorf("mapping the twin's health bitmap: %w", err)
 	}
 	h.mem = mem
 	return h, nil
@@ -104,7 +105,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	for i, up := range in.Up {
 		loader.PutHealthEntry(h.table, uint32(i), up, 0)
 	}
-	if _, err := h.mem.WriteAt(h.table, 0); err != nil {
+	if _, err := h.mem.WriteAt(loader.HealthBits(h.table), 0); err != nil {
 		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
 	}
 

@@ -84,6 +84,7 @@ const (
 	TwinMapGeo6         = "geo6"
 	TwinMapGeoRank      = "geo_rank"
 	TwinMapHealth       = "health"
+	TwinMapHealthBits   = "health_bits"
 	TwinMapHealthMeta   = "health_meta"
 	TwinMapInputs       = "inputs"
 	TwinMapRecords      = "records"
@@ -150,6 +151,7 @@ type TwinMapSpecs struct {
 	Geo6       *ebpf.MapSpec `ebpf:"geo6"`
 	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
+	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
@@ -192,6 +194,7 @@ type TwinMaps struct {
 	Geo6       *ebpf.Map `ebpf:"geo6"`
 	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
+	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
 	Records    *ebpf.Map `ebpf:"records"`
@@ -208,6 +211,7 @@ func (m *TwinMaps) Close() error {
 		m.Geo6,
 		m.GeoRank,
 		m.Health,
+		m.HealthBits,
 		m.HealthMeta,
 		m.Inputs,
 		m.Records,
