@@ -152,7 +152,7 @@ static __always_inline __u64 lower8(__u64 v)
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
 /* hash_name copies the lowercased name into s->key, 8 bytes at a time,
- * and hashes it on the way: name_hash, which loader.NameHash computes the
+ * sums it as sent for the reply's checksum, and hashes it on the way: name_hash, which loader.NameHash computes the
  * same way for the slots it fills. The table picks a slot by the hash's
  * top bits, which depend on every bit of the input; the low bits of a
  * multiply do not. */
@@ -167,21 +167,24 @@ __attribute__((noinline)) int hash_name(struct scratch *s)
 	if (n > NAME_MAX_WIRE)
 		return -1;
 	const __u64 *src = (const __u64 *)(m + DNS_HDR);
-	__u64 h = n;
+	__u64 h = n, sum = 0;
 
 	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1) / 8; w++) {
 		__u32 at = w * 8;
 		if (at >= n)
 			break;
-		__u64 v = lower8(src[w]);
+		__u64 v = src[w];
 		if (n - at < 8)
 			v &= (1ULL << ((n - at) * 8)) - 1;
+		sum += (v & 0xffffffff) + (v >> 32);
+		v = lower8(v);
 		dst[w] = v;
 		h = (h ^ v) * HASH_MUL;
 		h ^= h >> 29;
 	}
 	h = (h ^ q->qtype) * HASH_MUL;
 	q->hash = h ^ (h >> 32);
+	q->name_sum = sum;
 	return 0;
 }
 

@@ -131,6 +131,7 @@ struct {
 struct query {
 	__u64 hash;      /* name_hash of the name and qtype */
 	__u32 seq;       /* the found slot's sequence count */
+	__u64 name_sum;  /* ones-complement partial sum of the name as sent */
 	__u32 name_len;  /* wire length, root label included */
 	__u32 q_end;     /* message offset just past the question */
 	__u16 qtype;
@@ -167,7 +168,6 @@ struct scratch {
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
 	__u8 key[NAME_MAX_WIRE + 1 + 8] __attribute__((aligned(8)));
-	__u8 hdr[64];  /* the frame's headers while the frame grows */
 	struct query q;
 	struct draw draw;
 	struct set_stats sets[3][GEO_RANKS];  /* healthy, backups, all; by rank */

@@ -261,20 +261,36 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 
 /* resize makes the frame delta bytes longer or shorter. Growth goes at the
  * head: drivers guarantee XDP_PACKET_HEADROOM there, while the tailroom of
- * a veth frame can be a few dozen bytes. The headers are saved and written
- * back at the new start; the DNS message is rewritten by the caller. On
- * failure the frame is unchanged. */
-static __always_inline int resize(struct xdp_md *ctx, struct scratch *s,
-				  const struct frame *f, __s32 delta)
+ * a veth frame is often too small (adjust_tail fails on most). The headers
+ * move to the new start 8 bytes at a time, in ascending order, which is
+ * safe for a move towards lower addresses; the words past the headers land
+ * in the DNS message, which the caller rewrites whole. */
+static __always_inline int resize(struct xdp_md *ctx, const struct frame *f, __s32 delta)
 {
 	if (delta <= 0)
 		return delta ? bpf_xdp_adjust_tail(ctx, delta) : 0;
-	__u32 hlen = f->v6 ? L2L4_V6 : L2L4_V4;
-	if (bpf_xdp_load_bytes(ctx, 0, s->hdr, hlen))
+	if (delta > MSG_MAX)
 		return -1;
 	if (bpf_xdp_adjust_head(ctx, -delta))
 		return -1;
-	return bpf_xdp_store_bytes(ctx, 0, s->hdr, hlen);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 *dst = data;
+	const __u64 *src = data + (delta & (MSG_MAX * 2 - 1));
+	/* 6 words cover the IPv4 headers (42 bytes), 8 the IPv6 ones (62);
+	 * a query frame is longer than either. */
+	if ((void *)(dst + 8) <= data_end && (void *)(src + 8) <= data_end) {
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			dst[i] = src[i];
+		return 0;
+	}
+	if (f->v6 || (void *)(dst + 6) > data_end || (void *)(src + 6) > data_end)
+		return -1;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		dst[i] = src[i];
+	return 0;
 }
 
 SEC("xdp")
@@ -339,6 +355,9 @@ int steadydns(struct xdp_md *ctx)
 		return count(OUT_MALFORMED);
 	struct pick p = s->pick;
 
+	/* The checksum of the part from the question's type on, as if it
+	 * started at an even offset; it starts at 12 + name_len. */
+	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
 	__u32 opt_len = q.has_opt ? 11 : 0;
 	__u32 limit = q.has_opt ? q.udp_size : 512;
 	__u32 off = q.q_end, an = 0, ns = 0;
@@ -351,12 +370,15 @@ int steadydns(struct xdp_md *ctx)
 		if (q.q_end + an * rsize + opt_len > limit)
 			return count(OUT_TRUNCATED);
 		__u32 ttl = answer_ttl(rr, p.degraded);
+		tail += (__u64)an * bpf_htonl(ttl);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
-			write_rr(m, off, q.qtype, ttl, rr->cand[p.order[i] & (K - 1)].addr);
+			__u32 c = p.order[i] & (K - 1);
+			write_rr(m, off, q.qtype, ttl, rr->cand[c].addr);
+			tail += rr->rr_sum[c];
 			off += rsize;
 		}
 	} else if (p.action == ACT_NODATA) {
@@ -384,6 +406,9 @@ int steadydns(struct xdp_md *ctx)
 		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
 		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
 		*(__u16 *)(p8 + 9) = 0;
+		/* Zeroed past its 11 bytes, for the sum's 12th. */
+		*(__u32 *)(p8 + 11) = 0;
+		tail += (__u64)*(__u32 *)p8 + *(__u32 *)(p8 + 4) + *(__u32 *)(p8 + 8);
 		off += 11;
 	}
 	__u32 rlen = off;
@@ -397,11 +422,25 @@ int steadydns(struct xdp_md *ctx)
 	*(__u16 *)(m + 8) = bpf_htons(ns);
 	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
 
-	/* Zero-pad to a multiple of 4 for the checksum helper. */
-	*(__u32 *)(m + at(rlen)) = 0;
-	__s64 psum = buf_sum(m, (rlen + 3) & ~3u);
-	if (psum < 0)
-		return count(OUT_NO_ROOM);
+	__u64 psum;
+	if (p.action == ACT_ANSWER) {
+		/* The reply's sum from parts: the header, the name as summed
+		 * while hashing it, and the tail, byte-swapped when it starts
+		 * at an odd offset. The answers' sums came precomputed. */
+		__u16 t = csum_fold(tail);
+		if (q.name_len & 1)
+			t = (t << 8) | (t >> 8);
+		psum = (__u64)*(__u32 *)m + *(__u32 *)(m + 4) + *(__u32 *)(m + 8) +
+		       s->q.name_sum + t;
+	} else {
+		/* NODATA and SERVFAIL, off the hot path: the helper sums the
+		 * message, zero-padded to a multiple of 4. */
+		*(__u32 *)(m + at(rlen)) = 0;
+		__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
+		if (sum < 0)
+			return count(OUT_NO_ROOM);
+		psum = (__u32)sum;
+	}
 
 	/* Everything read from the slot is in the reply now: if the control
 	 * plane rewrote it meanwhile, the reply may mix two versions, and
@@ -412,11 +451,11 @@ int steadydns(struct xdp_md *ctx)
 	__u32 wlen = at(rlen);
 	if (wlen < DNS_HDR)
 		return count(OUT_MALFORMED);
-	if (resize(ctx, s, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
+	if (resize(ctx, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
 		return count(OUT_NO_ROOM);
 	if (bpf_xdp_store_bytes(ctx, f.dns_off, m, wlen))
 		return count(OUT_NO_ROOM);
-	if (finish_frame(ctx, &f, rlen, (__u32)psum))
+	if (finish_frame(ctx, &f, rlen, psum))
 		return count(OUT_NO_ROOM);
 	return count(o);
 }

@@ -115,7 +115,6 @@ const (
 	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
-	SteadydnsLimitsSLOT_SIZE        SteadydnsLimits = 512
 )
 
 type SteadydnsOutcome uint32
@@ -164,7 +163,7 @@ type SteadydnsRecSlot struct {
 	Hash  uint64
 	Name  [256]int8
 	Rr    SteadydnsRrset
-	Pad   [28]uint8
+	_     [12]byte
 }
 
 type SteadydnsRrset struct {
@@ -182,6 +181,7 @@ type SteadydnsRrset struct {
 	Zone        uint16
 	Pad1        uint16
 	Cand        [8]SteadydnsCandidate
+	RrSum       [8]uint16
 }
 
 type SteadydnsRrsetFlags uint32
@@ -196,11 +196,12 @@ type SteadydnsScratch struct {
 	Buf [1092]uint8
 	_   [4]byte
 	Key [264]uint8
-	Hdr [64]uint8
 	Q   struct {
 		_       structs.HostLayout
 		Hash    uint64
 		Seq     uint32
+		_       [4]byte
+		NameSum uint64
 		NameLen uint32
 		Q_end   uint32
 		Qtype   uint16
@@ -208,7 +209,7 @@ type SteadydnsScratch struct {
 		HasOpt  uint8
 		DoBit   uint8
 		HasEcs  uint8
-		_       [5]byte
+		_       [1]byte
 	}
 	Draw struct {
 		_    structs.HostLayout

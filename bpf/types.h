@@ -43,8 +43,6 @@ enum limits {
 	/* The record table: a query probes at most PROBE_MAX slots from its
 	 * home slot; the control plane places every set within them. */
 	PROBE_MAX = 16,
-	/* Bytes of one record table slot: a whole number of cache lines. */
-	SLOT_SIZE = 512,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
@@ -109,6 +107,11 @@ struct rrset {
 	__u16 zone;          /* index into the zone table, for NODATA's SOA */
 	__u16 _pad1;
 	struct candidate cand[MAX_CANDIDATES];
+	/* Per candidate, the ones-complement sum of its answer record as the
+	 * program writes it, TTL left 0, in little-endian 16-bit words from
+	 * the record's start: the loader computes it for the set's type, so
+	 * the program's checksum needs no pass over the answers. */
+	__u16 rr_sum[MAX_CANDIDATES];
 };
 
 /* Slot states of the record table. */
@@ -134,10 +137,7 @@ struct rec_slot {
 	__u64 hash;      /* name_hash of the name and qtype */
 	char name[NAME_MAX_WIRE + 1];  /* lowercased wire name, zero-filled */
 	struct rrset rr;
-	__u8 _pad[SLOT_SIZE - 16 - (NAME_MAX_WIRE + 1) - sizeof(struct rrset)];
-};
-
-_Static_assert(sizeof(struct rec_slot) == SLOT_SIZE, "a slot is SLOT_SIZE bytes");
+} __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
 
 enum health_state {
 	HEALTH_DOWN = 0,

@@ -25,7 +25,7 @@ type RecordKey struct {
 // The record table's shape, from bpf/types.h.
 const (
 	probeMax = int(bpf.SteadydnsLimitsPROBE_MAX)
-	slotSize = int(bpf.SteadydnsLimitsSLOT_SIZE)
+	slotSize = int(unsafe.Sizeof(bpf.SteadydnsRecSlot{}))
 )
 
 // DefaultRecordCapacity is the record sets the object's table holds when
@@ -159,7 +159,31 @@ func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.Stead
 	for i := range len(k.Wire) {
 		s.Name[i] = int8(k.Wire[i])
 	}
+	for i := range s.Rr.Cand {
+		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
+	}
 	return s
+}
+
+// answerSum is the rr_sum of a candidate: the ones-complement sum, in
+// little-endian 16-bit words, of the answer record write_rr in
+// bpf/steadydns.c writes for it, with the TTL left 0. The program adds the
+// TTL and the rest of the reply; bpf's tests verify every reply's checksum.
+func answerSum(qtype uint16, c *bpf.SteadydnsCandidate) uint16 {
+	rdlen := 16
+	if qtype == 1 { // A
+		rdlen = 4
+	}
+	rec := []byte{0xc0, 0x0c, byte(qtype >> 8), byte(qtype), 0, 1, 0, 0, 0, 0, 0, byte(rdlen)}
+	rec = append(rec, c.Addr[:rdlen]...)
+	var sum uint32
+	for i := 0; i < len(rec); i += 2 {
+		sum += uint32(rec[i]) | uint32(rec[i+1])<<8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
 }
 
 // put inserts or replaces a set. A kept set is rewritten in place. A new

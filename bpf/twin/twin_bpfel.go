@@ -47,6 +47,7 @@ type TwinInput struct {
 			Flags    uint8
 			Region   uint8
 		}
+		RrSum [8]uint16
 	}
 	Order struct {
 		_    structs.HostLayout
