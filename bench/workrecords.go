@@ -20,9 +20,9 @@ import (
 // with K > 1, and every other name's single candidate with K = 1.
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
 
-// putWorkRecords writes an A set of k health-checked candidates for each of
-// n names: multivalue, answering up to k.
-func putWorkRecords(o *loader.Objects, n, k int) error {
+// putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
+// candidates for each of n names: multivalue, answering up to k.
+func putWorkRecords(o *loader.Objects, n, k int, qtype uint16) error {
 	buf := make([]byte, 256)
 	for i := range n {
 		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
@@ -31,11 +31,15 @@ func putWorkRecords(o *loader.Objects, n, k int) error {
 		}
 		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k)}
 		for j := range k {
-			a := [4]byte{198, 19, byte(j), byte(i)}
-			copy(v.Cand[j].Addr[:], a[:])
+			if qtype == dns.TypeA {
+				a := [4]byte{198, 19, byte(j), byte(i)}
+				copy(v.Cand[j].Addr[:], a[:])
+			} else {
+				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
+			}
 			v.Cand[j].Check = checkOf(i, j, k)
 		}
-		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: dns.TypeA}, &v); err != nil {
+		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
 			return err
 		}
 	}
