@@ -141,7 +141,7 @@ struct query {
 	__u8 has_ecs;    /* an EDNS Client Subnet option */
 };
 
-/* Statistics of one candidate set, gathered during the scan. */
+/* Statistics of the candidate set the policy picks from. */
 struct set_stats {
 	__u32 mask;      /* members */
 	__u32 low_mask;  /* members with the lowest priority among them */
@@ -170,8 +170,7 @@ struct scratch {
 	__u8 key[NAME_MAX_WIRE + 1 + 8] __attribute__((aligned(8)));
 	struct query q;
 	struct draw draw;
-	struct set_stats sets[3][GEO_RANKS];  /* healthy, backups, all; by rank */
-	__u32 down;
+	struct set_stats chosen;  /* of the set the policy picks from */
 	struct pick pick;
 };
 

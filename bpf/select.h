@@ -2,8 +2,9 @@
 /* Answer selection (docs/design.md). One scan over all K candidates
  * computes every set the decision needs; the choice among them is made
  * at the end, so a record failing open costs what a healthy one costs.
- * controlplane/selection mirrors this file step for step in Go; its tests
- * run this very code through bpf/twin and require equal answers. */
+ * controlplane/selection has the same rules in Go, with a set per rank
+ * where this file keeps bitmasks; its tests run this very code through
+ * bpf/twin and require equal answers. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -108,6 +109,11 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
  * if every candidate were healthy: no table yet, or stale with answer_all),
  * the random draw and the round-robin turn, taken on every query.
  *
+ * The scan builds bitmasks without a branch per candidate: healthy,
+ * backup, present, and the geo rank as two bit planes. Every set the
+ * decision needs is then an AND of them; only the chosen set's lowest
+ * priority and weight sum take a second pass, in map memory.
+ *
  * It is a global function so the verifier checks it once, on its own,
  * instead of once for every path of the parser that leads to it. */
 __attribute__((noinline)) int select_answers(struct scratch *s,
@@ -117,81 +123,89 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	if (!s || !rr)
 		return -1;
 	__u32 open = s->draw.open, rnd = s->draw.rnd, rr_turn = s->draw.turn;
-	/* The sets live in map memory and are read back through volatile:
-	 * the verifier then sees unknown numbers instead of one constant
-	 * per combination of healthy candidates, and its states converge. */
-	volatile struct set_stats *sets = &s->sets[0][0];
-	volatile __u32 *down = &s->down;
 	struct pick *p = &s->pick;
-
-#pragma unroll
-	for (int i = 0; i < 3 * GEO_RANKS; i++) {
-		sets[i].mask = 0;
-		sets[i].low_mask = 0;
-		sets[i].low_prio = ~0u;
-		sets[i].wsum = 0;
-	}
-	*down = 0;
+	__u32 n = rr->n;
+	if (n > K)
+		n = K;
+	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every slot, once. */
+	__u32 healthy = 0, backup = 0, rb0 = 0, rb1 = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		const struct candidate *c = &rr->cand[i];
 		__u32 idx = c->check, word = idx / 64;
 		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
-		__u32 healthy = (w && ((*w >> (idx & 63)) & 1)) || open;
-		__u32 bit = i < rr->n ? 1u << i : 0;
-		__u32 backup = c->flags & CAND_BACKUP;
-		__u32 rank = order ? order->rank[c->region & (MAX_REGIONS - 1)] : 0;
-		if (rank >= GEO_RANKS)
-			rank = GEO_RANKS - 1;
-
-		*down |= healthy ? 0 : bit;
-		set_add(&sets[2 * GEO_RANKS + rank], backup ? 0 : bit, c->priority, c->weight);
-		set_add(&sets[rank], backup || !healthy ? 0 : bit, c->priority, c->weight);
-		set_add(&sets[GEO_RANKS + rank], backup && healthy ? bit : 0, c->priority, c->weight);
+		__u32 h = w ? (*w >> (idx & 63)) & 1 : 0;
+		healthy |= (h | open) << i;
+		backup |= (c->flags & CAND_BACKUP) << i;
+		if (order) {
+			/* The rank, clamped to GEO_RANKS - 1 = 3 without a branch. */
+			__u32 r = order->rank[c->region & (MAX_REGIONS - 1)];
+			__u32 far = ((r >> 2) + 63) >> 6;
+			r = (r & 3) | (far * 3);
+			rb0 |= (r & 1) << i;
+			rb1 |= ((r >> 1) & 1) << i;
+		}
 	}
+	_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
+	__u32 up_all = present & healthy & ~backup;   /* healthy primaries */
+	__u32 bup_all = present & healthy & backup;   /* healthy backups */
+	__u32 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: the nearest rank with a healthy candidate; with none, the
 	 * nearest with any primary, to fail open there. */
-	__u32 rh = GEO_RANKS, ra = GEO_RANKS;
+	__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
+	__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
 #pragma unroll
 	for (__u32 r = 0; r < GEO_RANKS; r++) {
-		if (rh == GEO_RANKS && (sets[r].mask | sets[GEO_RANKS + r].mask))
-			rh = r;
-		if (ra == GEO_RANKS && sets[2 * GEO_RANKS + r].mask)
-			ra = r;
+		if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
+			in_h = r;
+		if (in_a == GEO_RANKS && (prim_all & rank[r]))
+			in_a = r;
 	}
-	__u32 r = rh < GEO_RANKS ? rh : ra < GEO_RANKS ? ra : 0;
-	r &= GEO_RANKS - 1;
-	volatile struct set_stats *up = &sets[r];                 /* healthy primaries */
-	volatile struct set_stats *bup = &sets[GEO_RANKS + r];    /* healthy backups */
-	volatile struct set_stats *all = &sets[2 * GEO_RANKS + r]; /* every primary */
+	__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
+	__u32 rmask = rank[r & (GEO_RANKS - 1)];
+	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
 	/* Backups are eligible only while no primary is healthy. */
-	volatile struct set_stats *e = up->mask ? up : bup;
+	__u32 e = up ? up : bup;
 	p->action = ACT_ANSWER;
-	if (__builtin_popcount(up->mask) < rr->min_healthy) {
+	if (__builtin_popcount(up) < rr->min_healthy) {
 		e = all;
-	} else if (!e->mask) {
+	} else if (!e) {
 		if (rr->when_all_down == WHEN_DOWN_NODATA)
 			p->action = ACT_NODATA;
 		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
 			p->action = ACT_SERVFAIL;
 		e = all;
 	}
-	p->degraded = *down != 0;
+	p->degraded = (present & ~healthy) != 0;
 
-	__u32 pc = __builtin_popcount(e->mask);
-	__u32 mask = e->mask, start = 0, limit = rr->max_answers;
+	/* The chosen set's lowest priority and weight sum. The statistics
+	 * live in map memory, read back through volatile: the verifier then
+	 * sees unknown numbers instead of one constant per subset, and its
+	 * states converge. */
+	volatile struct set_stats *st = &s->chosen;
+	st->mask = 0;
+	st->low_mask = 0;
+	st->low_prio = ~0u;
+	st->wsum = 0;
+#pragma unroll
+	for (__u32 i = 0; i < K; i++)
+		set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+
+	__u32 pc = __builtin_popcount(e);
+	__u32 mask = e, start = 0, limit = rr->max_answers;
+	__u32 wsum = st->wsum;
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
-		mask = e->low_mask;
+		mask = st->low_mask;
 		break;
 	case POLICY_WEIGHTED:
 		limit = 1;
-		if (e->wsum)
-			start = weighted_member(rr, mask, rnd % e->wsum);
+		if (wsum)
+			start = weighted_member(rr, mask, rnd % wsum);
 		else if (pc)
 			start = nth_member(mask, rnd % pc);
 		break;
@@ -206,16 +220,16 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	}
 
 	/* The answer order: members of mask from start on, wrapping. */
-	__u32 n = 0;
+	__u32 cnt = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		__u32 j = (start + i) & (K - 1);
-		if ((mask & (1u << j)) && n < limit) {
-			p->order[n & (K - 1)] = j;
-			n++;
+		if ((mask & (1u << j)) && cnt < limit) {
+			p->order[cnt & (K - 1)] = j;
+			cnt++;
 		}
 	}
-	p->n = n;
+	p->n = cnt;
 	return 0;
 }
 

@@ -217,14 +217,13 @@ type SteadydnsScratch struct {
 		Rnd  uint32
 		Turn uint32
 	}
-	Sets [3][4]struct {
+	Chosen struct {
 		_       structs.HostLayout
 		Mask    uint32
 		LowMask uint32
 		LowPrio uint32
 		Wsum    uint32
 	}
-	Down uint32
 	Pick struct {
 		_        structs.HostLayout
 		Action   uint32
@@ -232,7 +231,6 @@ type SteadydnsScratch struct {
 		N        uint32
 		Order    [8]uint8
 	}
-	_ [4]byte
 }
 
 type SteadydnsSlotState uint32
