@@ -271,8 +271,12 @@ static __always_inline int resize(struct xdp_md *ctx, const struct frame *f, __s
 		return delta ? bpf_xdp_adjust_tail(ctx, delta) : 0;
 	if (delta > MSG_MAX)
 		return -1;
+	/* The headroom left for growth is XDP_PACKET_HEADROOM less the
+	 * kernel's xdp_frame, about 216 bytes: a longer growth (8 AAAA
+	 * answers) takes the tailroom instead, where there is some. The
+	 * message then stays where it is and the headers need no move. */
 	if (bpf_xdp_adjust_head(ctx, -delta))
-		return -1;
+		return bpf_xdp_adjust_tail(ctx, delta);
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 *dst = data;
