@@ -182,18 +182,21 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	}
 	p->degraded = (present & ~healthy) != 0;
 
-	/* The chosen set's lowest priority and weight sum. The statistics
-	 * live in map memory, read back through volatile: the verifier then
-	 * sees unknown numbers instead of one constant per subset, and its
-	 * states converge. */
+	/* The chosen set's lowest priority and weight sum, for the policies
+	 * that use them: the work depends on the policy, never on health.
+	 * The statistics live in map memory, read back through volatile: the
+	 * verifier then sees unknown numbers instead of one constant per
+	 * subset, and its states converge. */
 	volatile struct set_stats *st = &s->chosen;
 	st->mask = 0;
 	st->low_mask = 0;
 	st->low_prio = ~0u;
 	st->wsum = 0;
+	if (rr->policy == POLICY_FAILOVER || rr->policy == POLICY_WEIGHTED) {
 #pragma unroll
-	for (__u32 i = 0; i < K; i++)
-		set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+		for (__u32 i = 0; i < K; i++)
+			set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+	}
 
 	__u32 pc = __builtin_popcount(e);
 	__u32 mask = e, start = 0, limit = rr->max_answers;
