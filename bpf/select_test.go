@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -54,7 +55,8 @@ func fullSet(n int) (*bpf.SteadydnsRrset, []string) {
 // TestColdAndStale: with no table every candidate is answered; with a
 // stale table, stale_policy answer_all answers all, keep keeps the table.
 // The rule itself is tested in controlplane/selection; this is the XDP
-// program reading the metadata the loader writes and the boot clock.
+// program reading the metadata the loader writes and the stale timer
+// marking it.
 func TestColdAndStale(t *testing.T) {
 	o := load(t)
 	v, addrs := fullSet(4)
@@ -87,5 +89,27 @@ func TestColdAndStale(t *testing.T) {
 	}
 	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs) {
 		t.Errorf("stale table, answer_all: %v, want %v", got, addrs)
+	}
+
+	// Queries read no clock: the stale timer marks a table once it
+	// passes its stale_after. A new push unmarks it at once.
+	const after = 300 * time.Millisecond
+	if _, err := o.PushHealth(table, 9, 0, uint64(after)); err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Now()
+	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs[1:2]) && time.Since(pushed) < after {
+		t.Errorf("table pushed %v ago with stale_after %v, answer_all: %v, want %v", time.Since(pushed), after, got, addrs[1:2])
+	}
+	time.Sleep(after + 100*time.Millisecond)
+	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs) {
+		t.Errorf("%v after the push, answer_all: %v, want all %v: the timer did not mark the table stale", time.Since(pushed), got, addrs)
+	}
+	var meta bpf.SteadydnsTableMeta
+	if err := o.HealthMeta.Lookup(uint32(0), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.StaleMark != meta.ArrivedNs {
+		t.Errorf("stale_mark %d, want the arrival %d", meta.StaleMark, meta.ArrivedNs)
 	}
 }
