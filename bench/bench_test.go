@@ -120,6 +120,16 @@ func checkWork(t *testing.T, w *bench.Work) {
 			t.Errorf("cell %d names K=%d %d%% down: %+v", c.Names, c.K, c.DownPct, c)
 		}
 	}
+	// A + EDNS, AAAA and AAAA + EDNS, for K=1 and K=8: every reply
+	// answered, so the XDP program answered these shapes too.
+	if len(w.Variants) != 6 {
+		t.Fatalf("constant work: %d query shapes measured, want 6", len(w.Variants))
+	}
+	for _, v := range w.Variants {
+		if v.LoadNs.Median <= 0 || v.Answered.Median <= 0 {
+			t.Errorf("%d names K=%d %s EDNS %v: %+v", v.Names, v.K, v.Qtype, v.EDNS, v)
+		}
+	}
 }
 
 // checkAggregator wants all four aggregator cells measured, with frames and

@@ -115,6 +115,17 @@ func workMarkdown(w io.Writer, wk *Work) {
 			100*levelSpread(g, func(c WorkResult) float64 { return c.RunNs.Median }),
 			100*levelSpread(g, func(c WorkResult) float64 { return c.LoadNs.Median }))
 	}
+	if len(wk.Variants) > 0 {
+		fmt.Fprintf(w, "\nOther query shapes, all candidates up (the table holds an A and an AAAA set per name; EDNS: the query has an OPT record, which the reply echoes):\n\n")
+		fmt.Fprintf(w, "| names | K | query | answers | ns/packet under load | answered k/s under load |\n|---|---|---|---|---|---|\n")
+		for _, v := range wk.Variants {
+			q := v.Qtype
+			if v.EDNS {
+				q += " + EDNS"
+			}
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s |\n", v.Names, v.K, q, v.Answers, v.LoadNs.format(1, 1), v.Answered.format(1e3, 0))
+		}
+	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
 	}

@@ -37,7 +37,7 @@ func startReflector(_ context.Context, r *rig) (func() error, error) {
 
 // steadydnsConfig is the serve config of the benchmark: the generated zone,
 // nothing health-checked, so every A and AAAA set is a static set in the
-// record maps, and XDP on the server's veth or nowhere.
+// record table, and XDP on the server's veth or nowhere.
 const steadydnsConfig = `server:
   interfaces: [%s]
   xdp_mode: native

@@ -9,8 +9,10 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/loader"
@@ -20,10 +22,11 @@ import (
 // program with 0%, 50% and 100% of its candidates down.
 type Work struct {
 	Cells       []WorkResult
-	PassNs      Summary  // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
-	ReflectorNs Summary  // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
-	Skipped     []string // sizes that did not run here, and why
-	OtherLoad   float64  // the largest share of the CPUs other processes took during a round that was kept
+	PassNs      Summary         // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
+	ReflectorNs Summary         // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
+	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
+	Skipped     []string        // sizes that did not run here, and why
+	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
 
 // WorkResult is one cell: a zone size, K candidates per name, a share down.
@@ -34,6 +37,23 @@ type WorkResult struct {
 	LoadNs            Summary // in-kernel ns per packet under kxdpgun
 	Answered          Summary // replies per second under kxdpgun
 }
+
+// VariantResult is one query shape other than a plain A query, at 0% down:
+// what AAAA answers and an EDNS OPT record add.
+type VariantResult struct {
+	Names, K int
+	Qtype    string // A or AAAA
+	EDNS     bool   // the query has an OPT record, which the reply echoes
+	Answers  int
+	LoadNs   Summary // in-kernel ns per packet under kxdpgun
+	Answered Summary // replies per second under kxdpgun
+}
+
+// variants are the shapes measured besides a plain A query.
+var variants = []struct {
+	qtype string
+	edns  bool
+}{{"A", true}, {"AAAA", false}, {"AAAA", true}}
 
 // Constant-work shape: the health table's and the record maps' default
 // sizes, the frames the microbenchmark cycles through, and the shares of
@@ -60,10 +80,10 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	o, err := loader.Load(loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
 		HealthCapacity: workTable,
-		// Every name is of the 32-byte class, so rr32 must hold the
-		// largest size; never less than a server's default, so that a
-		// quick run measures maps of the size a server has.
-		RecordCapacity: uint32(max(sizes[len(sizes)-1], workRecords)),
+		// An A and an AAAA set per name of the largest size; never
+		// less than a server's default, so that a quick run measures a
+		// table of the size a server has.
+		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], workRecords)),
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
 	})
 	if err != nil {
@@ -81,7 +101,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 		return nil, err
 	}
 	for _, n := range sizes {
-		if why := fits(n); why != "" {
+		if why := fits(2 * n); why != "" {
 			w.Skipped = append(w.Skipped, why)
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
@@ -142,12 +162,65 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, n int) e
 	}
 	for _, k := range []int{1, loader.MaxCandidates} {
 		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
-		if err := putWorkRecords(o, n, k); err != nil {
-			return err
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+			if err := putWorkRecords(o, n, k, qtype); err != nil {
+				return err
+			}
 		}
 		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
 			return err
 		}
+		if err := r.workVariants(ctx, w, o, order, n, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// workVariants measures AAAA and EDNS queries under load with every
+// candidate up, in rounds like the levels.
+func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, order []int, n, k int) error {
+	if err := writeWorkHealth(o, 0); err != nil {
+		return err
+	}
+	files := make([]string, len(variants))
+	for i, v := range variants {
+		flag := ""
+		if v.edns {
+			flag = " E"
+		}
+		files[i] = filepath.Join(r.dir, fmt.Sprintf("work-%d-%s%s.txt", n, v.qtype, strings.TrimSpace(flag)))
+		err := writeLines(files[i], func(b *bufio.Writer) {
+			for _, j := range order {
+				fmt.Fprintf(b, "%s %s%s\n", nameOf(j), v.qtype, flag)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	samples := make([]sample, len(variants))
+	for range r.o.Runs {
+		for i := range variants {
+			var cost, answered float64
+			other, err := r.quietly(func() error {
+				g, c, err := r.loadRun(ctx, o.Steadydns, files[i])
+				if err != nil {
+					return err
+				}
+				cost, answered = c, g.replies
+				return r.clientPass(false)
+			})
+			if err != nil {
+				return err
+			}
+			w.OtherLoad = max(w.OtherLoad, other)
+			samples[i].load, samples[i].answered = append(samples[i].load, cost), append(samples[i].answered, answered)
+		}
+	}
+	for i, v := range variants {
+		w.Variants = append(w.Variants, VariantResult{Names: n, K: k, Qtype: v.qtype, EDNS: v.edns, Answers: k,
+			LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered)})
 	}
 	return nil
 }

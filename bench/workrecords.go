@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
@@ -21,9 +20,9 @@ import (
 // with K > 1, and every other name's single candidate with K = 1.
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
 
-// putWorkRecords writes an A set of k health-checked candidates for each of
-// n names: multivalue, answering up to k.
-func putWorkRecords(o *loader.Objects, n, k int) error {
+// putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
+// candidates for each of n names: multivalue, answering up to k.
+func putWorkRecords(o *loader.Objects, n, k int, qtype uint16) error {
 	buf := make([]byte, 256)
 	for i := range n {
 		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
@@ -32,11 +31,15 @@ func putWorkRecords(o *loader.Objects, n, k int) error {
 		}
 		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k)}
 		for j := range k {
-			a := [4]byte{198, 19, byte(j), byte(i)}
-			copy(v.Cand[j].Addr[:], a[:])
+			if qtype == dns.TypeA {
+				a := [4]byte{198, 19, byte(j), byte(i)}
+				copy(v.Cand[j].Addr[:], a[:])
+			} else {
+				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
+			}
 			v.Cand[j].Check = checkOf(i, j, k)
 		}
-		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: dns.TypeA}, &v); err != nil {
+		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
 			return err
 		}
 	}
@@ -92,19 +95,17 @@ func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
 	return nil
 }
 
-// fits says why n record sets would not fit in memory here, or "".
-// A non-preallocated hash element holds its key and value after a header of
-// about 48 bytes, from a slab that rounds up; twice that is the estimate,
-// and it must leave half of the available memory free.
+// fits says why a record table for n sets would not fit in memory here,
+// or "": the kernel reserves every slot of it, and it must leave half of
+// the available memory free.
 func fits(n int) string {
-	per := 2 * (48 + int(unsafe.Sizeof(bpf.SteadydnsNameKey32{})) + int(unsafe.Sizeof(bpf.SteadydnsRrset{})))
-	need := uint64(n) * uint64(per)
+	need := loader.TableBytes(uint32(n))
 	avail, err := memAvailable()
 	if err != nil {
 		return fmt.Sprintf("%d names: %v", n, err)
 	}
 	if need > avail/2 {
-		return fmt.Sprintf("%d names need about %d MiB of record maps, and %d MiB are available", n, need>>20, avail>>20)
+		return fmt.Sprintf("%d names need a %d MiB record table, and %d MiB are available", n, need>>20, avail>>20)
 	}
 	return ""
 }

@@ -175,41 +175,44 @@ static __always_inline __u64 lower8(__u64 v)
 	return v | (upper >> 2);
 }
 
-/* build_key copies the lowercased name into s->key, zero-filled up to its
- * bucket size, with the qtype after it in host order. Returns the bucket
- * size: the name size of the smallest key type the name fits, which the
- * loader's RecordClass computes from the same types. */
-__attribute__((noinline)) int build_key(struct scratch *s)
+/* The multiplier of name_hash: 2^64 divided by the golden ratio. */
+#define HASH_MUL 0x9E3779B97F4A7C15ULL
+
+/* hash_name copies the lowercased name into s->key, 8 bytes at a time,
+ * sums it as sent for the reply's checksum, and hashes it on the way: name_hash, which loader.NameHash computes the
+ * same way for the slots it fills. The table picks a slot by the hash's
+ * top bits, which depend on every bit of the input; the low bits of a
+ * multiply do not. */
+__attribute__((noinline)) int hash_name(struct scratch *s)
 {
 	if (!s)
-		return 0;
+		return -1;
 	const __u8 *m = s->buf + MSG_OFF;
-	__u8 *key = s->key;
-	const struct query *q = &s->q;
+	__u64 *dst = (__u64 *)s->key;
+	struct query *q = &s->q;
 	__u32 n = q->name_len;
 	if (n > NAME_MAX_WIRE)
-		return 0;
-	__u32 bucket = n <= KEY_NAME(name_key32)    ? KEY_NAME(name_key32)
-		       : n <= KEY_NAME(name_key64)  ? KEY_NAME(name_key64)
-		       : n <= KEY_NAME(name_key128) ? KEY_NAME(name_key128)
-						    : KEY_NAME(name_key256);
+		return -1;
 	const __u64 *src = (const __u64 *)(m + DNS_HDR);
-	__u64 *dst = (__u64 *)key;
+	__u64 h = n, sum = 0;
 
-	for (__u32 w = 0; w < KEY_NAME(name_key256) / 8; w++) {
+	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1) / 8; w++) {
 		__u32 at = w * 8;
-		if (at >= bucket)
+		if (at >= n)
 			break;
-		__u64 v = 0;
-		if (at < n) {
-			v = lower8(src[w]);
-			if (n - at < 8)
-				v &= (1ULL << ((n - at) * 8)) - 1;
-		}
+		__u64 v = src[w];
+		if (n - at < 8)
+			v &= (1ULL << ((n - at) * 8)) - 1;
+		sum += (v & 0xffffffff) + (v >> 32);
+		v = lower8(v);
 		dst[w] = v;
+		h = (h ^ v) * HASH_MUL;
+		h ^= h >> 29;
 	}
-	*(__u16 *)(key + (bucket & 0x1ff)) = q->qtype;
-	return bucket;
+	h = (h ^ q->qtype) * HASH_MUL;
+	q->hash = h ^ (h >> 32);
+	q->name_sum = sum;
+	return 0;
 }
 
 #endif

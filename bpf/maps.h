@@ -8,26 +8,22 @@
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 
-/* Record sets. Hash maps without preallocation: an update allocates a new
- * element and frees the old one after an RCU grace period, so a query on
- * another CPU reads either the old set or the new one, never a mix.
- * max_entries is the default of server.max_records, which the loader sets:
- * the kernel allocates 16 bytes of buckets per entry even for an empty map,
- * and a smaller bucket array costs fewer TLB misses per lookup. */
-#define RECORD_MAP(NAME, KEY)                                                  \
-	struct {                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                               \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
-		__uint(max_entries, 1 << 16);                                  \
-		__type(key, struct KEY);                                       \
-		__type(value, struct rrset);                                   \
-		__uint(pinning, LIBBPF_PIN_BY_NAME);                           \
-	} NAME SEC(".maps")
+/* The record table (struct rec_slot). Memory-mappable so the control
+ * plane writes slots in place under their sequence counts. max_entries is
+ * twice server.max_records rounded up to a power of two, which the loader
+ * sets along with rec_bits: at most half the slots are in use, and every
+ * set then sits within PROBE_MAX slots of its home. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 17);
+	__type(key, __u32);
+	__type(value, struct rec_slot);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} records SEC(".maps");
 
-RECORD_MAP(rr32, name_key32);
-RECORD_MAP(rr64, name_key64);
-RECORD_MAP(rr128, name_key128);
-RECORD_MAP(rr256, name_key256);
+/* log2 of the record table's max_entries, set at load time. */
+volatile const __u32 rec_bits = 17;
 
 /* The health table: fixed capacity (set at load time), written whole every
  * push period through mmap. */
@@ -40,6 +36,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } health SEC(".maps");
 
+/* The health table's states as a bitmap, bit i of word i / 64 set while
+ * entry i is up: what the scan reads, 8 KiB for 65,536 entries, so the
+ * candidates' states come from a cache line or two instead of one 8-byte
+ * entry each. The loader writes it with the table, sized to match. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536 / 64);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} health_bits SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -47,6 +56,16 @@ struct {
 	__type(value, struct table_meta);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } health_meta SEC(".maps");
+
+/* The timer that sets health_meta's stale_mark when the table passes its
+ * stale_after; arm_stale (steadydns.c) arms it after every push. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stale_timer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stale_timer SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -110,6 +129,9 @@ struct {
  * the stack, so the verifier does not carry one state per name length
  * through the rest of the program. */
 struct query {
+	__u64 hash;      /* name_hash of the name and qtype */
+	__u32 seq;       /* the found slot's sequence count */
+	__u64 name_sum;  /* ones-complement partial sum of the name as sent */
 	__u32 name_len;  /* wire length, root label included */
 	__u32 q_end;     /* message offset just past the question */
 	__u16 qtype;
@@ -119,7 +141,7 @@ struct query {
 	__u8 has_ecs;    /* an EDNS Client Subnet option */
 };
 
-/* Statistics of one candidate set, gathered during the scan. */
+/* Statistics of the candidate set the policy picks from. */
 struct set_stats {
 	__u32 mask;      /* members */
 	__u32 low_mask;  /* members with the lowest priority among them */
@@ -145,12 +167,10 @@ struct scratch {
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
-	__u8 key[KEY_NAME(name_key256) + 8] __attribute__((aligned(8)));
-	__u8 hdr[64];  /* the frame's headers while the frame grows */
+	__u8 key[NAME_MAX_WIRE + 1 + 8] __attribute__((aligned(8)));
 	struct query q;
 	struct draw draw;
-	struct set_stats sets[3][GEO_RANKS];  /* healthy, backups, all; by rank */
-	__u32 down;
+	struct set_stats chosen;  /* of the set the policy picks from */
 	struct pick pick;
 };
 

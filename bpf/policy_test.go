@@ -3,6 +3,7 @@ package bpf_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -203,8 +204,9 @@ func summarize(m *dns.Msg) outcome {
 }
 
 func (w *policyWorld) xdp(t *testing.T, name, client string) outcome {
-	f := frame(false, query(name, dns.TypeA, nil), packet.Full)
-	f.Src = netip.AddrPortFrom(netip.MustParseAddr(client), 40000)
+	// The program draws from the port and ID, which clients pick at random.
+	f := frame(false, query(name, dns.TypeA, func(m *dns.Msg) { m.Id = uint16(rand.Uint32()) }), packet.Full)
+	f.Src = netip.AddrPortFrom(netip.MustParseAddr(client), uint16(1024+rand.IntN(64512)))
 	ret, out := run(t, w.objs, packet.Build(f))
 	if ret != 3 {
 		t.Fatalf("%s from %s: xdp passed (action %d)", name, client, ret)

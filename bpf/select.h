@@ -2,8 +2,9 @@
 /* Answer selection (docs/design.md). One scan over all K candidates
  * computes every set the decision needs; the choice among them is made
  * at the end, so a record failing open costs what a healthy one costs.
- * controlplane/selection mirrors this file step for step in Go; its tests
- * run this very code through bpf/twin and require equal answers. */
+ * controlplane/selection has the same rules in Go, with a set per rank
+ * where this file keeps bitmasks; its tests run this very code through
+ * bpf/twin and require equal answers. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -61,18 +62,38 @@ static __always_inline __u32 weighted_member(const struct rrset *rr,
 	return at;
 }
 
+/* table_old reports whether a table is older than its stale_after at now,
+ * CLOCK_BOOTTIME, the clock the control plane stamps arrival with. The
+ * stale timer applies it and sets stale_mark; the subtraction wraps like
+ * the Go twin's (selection.Open), so both agree on any input. */
+static __always_inline __u32 table_old(const struct table_meta *tm, __u64 now)
+{
+	return tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
+}
+
 /* table_open reports whether a record answers as if every candidate were
  * healthy: no table yet (cold start, or no metadata at all), or a table
- * older than its stale_after under stale policy answer_all. now is
- * CLOCK_BOOTTIME, the clock the control plane stamps arrival with; the
- * subtraction wraps like the Go twin's, so both agree on any input. */
-static __always_inline __u32 table_open(const struct table_meta *tm,
-					__u32 stale, __u64 now)
+ * the stale timer found older than its stale_after, under stale policy
+ * answer_all. It reads no clock: the timer did. */
+static __always_inline __u32 table_open(const struct table_meta *tm, __u32 stale)
 {
 	if (!tm || !tm->version)
 		return 1;
-	__u32 old = tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
-	return old && stale == STALE_ANSWER_ALL;
+	return tm->stale_mark == tm->arrived_ns && stale == STALE_ANSWER_ALL;
+}
+
+/* The multiplier of query_draw, as of name_hash: 2^64 over the golden
+ * ratio. */
+#define DRAW_MUL 0x9E3779B97F4A7C15ULL
+
+/* query_draw is a query's random draw, from what the query carries: its
+ * source port and ID, which resolvers pick at random (RFC 5452), and its
+ * name's hash, so one client's queries for different names draw apart.
+ * No helper call per query. selection.Draw is the same in Go. */
+static __always_inline __u32 query_draw(__u16 port, __u16 id, __u64 hash)
+{
+	__u64 x = (hash ^ ((__u64)port << 16 | id)) * DRAW_MUL;
+	return x >> 32;
 }
 
 /* answer_ttl is the TTL of the answers: ttl_degraded, when set, while a
@@ -88,6 +109,11 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
  * if every candidate were healthy: no table yet, or stale with answer_all),
  * the random draw and the round-robin turn, taken on every query.
  *
+ * The scan builds bitmasks without a branch per candidate: healthy,
+ * backup, present, and the geo rank as two bit planes. Every set the
+ * decision needs is then an AND of them; only the chosen set's lowest
+ * priority and weight sum take a second pass, in map memory.
+ *
  * It is a global function so the verifier checks it once, on its own,
  * instead of once for every path of the parser that leads to it. */
 __attribute__((noinline)) int select_answers(struct scratch *s,
@@ -97,81 +123,92 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	if (!s || !rr)
 		return -1;
 	__u32 open = s->draw.open, rnd = s->draw.rnd, rr_turn = s->draw.turn;
-	/* The sets live in map memory and are read back through volatile:
-	 * the verifier then sees unknown numbers instead of one constant
-	 * per combination of healthy candidates, and its states converge. */
-	volatile struct set_stats *sets = &s->sets[0][0];
-	volatile __u32 *down = &s->down;
 	struct pick *p = &s->pick;
-
-#pragma unroll
-	for (int i = 0; i < 3 * GEO_RANKS; i++) {
-		sets[i].mask = 0;
-		sets[i].low_mask = 0;
-		sets[i].low_prio = ~0u;
-		sets[i].wsum = 0;
-	}
-	*down = 0;
+	__u32 n = rr->n;
+	if (n > K)
+		n = K;
+	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every slot, once. */
+	__u32 healthy = 0, backup = 0, rb0 = 0, rb1 = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		const struct candidate *c = &rr->cand[i];
-		__u32 idx = c->check;
-		struct health_entry *h = bpf_map_lookup_elem(&health, &idx);
-		__u32 healthy = (h && h->state == HEALTH_UP) || open;
-		__u32 bit = i < rr->n ? 1u << i : 0;
-		__u32 backup = c->flags & CAND_BACKUP;
-		__u32 rank = order ? order->rank[c->region & (MAX_REGIONS - 1)] : 0;
-		if (rank >= GEO_RANKS)
-			rank = GEO_RANKS - 1;
-
-		*down |= healthy ? 0 : bit;
-		set_add(&sets[2 * GEO_RANKS + rank], backup ? 0 : bit, c->priority, c->weight);
-		set_add(&sets[rank], backup || !healthy ? 0 : bit, c->priority, c->weight);
-		set_add(&sets[GEO_RANKS + rank], backup && healthy ? bit : 0, c->priority, c->weight);
+		__u32 idx = c->check, word = idx / 64;
+		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
+		__u32 h = w ? (*w >> (idx & 63)) & 1 : 0;
+		healthy |= (h | open) << i;
+		backup |= (c->flags & CAND_BACKUP) << i;
+		if (order) {
+			/* The rank, clamped to GEO_RANKS - 1 = 3 without a branch. */
+			__u32 r = order->rank[c->region & (MAX_REGIONS - 1)];
+			__u32 far = ((r >> 2) + 63) >> 6;
+			r = (r & 3) | (far * 3);
+			rb0 |= (r & 1) << i;
+			rb1 |= ((r >> 1) & 1) << i;
+		}
 	}
+	_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
+	__u32 up_all = present & healthy & ~backup;   /* healthy primaries */
+	__u32 bup_all = present & healthy & backup;   /* healthy backups */
+	__u32 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: the nearest rank with a healthy candidate; with none, the
 	 * nearest with any primary, to fail open there. */
-	__u32 rh = GEO_RANKS, ra = GEO_RANKS;
+	__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
+	__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
 #pragma unroll
 	for (__u32 r = 0; r < GEO_RANKS; r++) {
-		if (rh == GEO_RANKS && (sets[r].mask | sets[GEO_RANKS + r].mask))
-			rh = r;
-		if (ra == GEO_RANKS && sets[2 * GEO_RANKS + r].mask)
-			ra = r;
+		if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
+			in_h = r;
+		if (in_a == GEO_RANKS && (prim_all & rank[r]))
+			in_a = r;
 	}
-	__u32 r = rh < GEO_RANKS ? rh : ra < GEO_RANKS ? ra : 0;
-	r &= GEO_RANKS - 1;
-	volatile struct set_stats *up = &sets[r];                 /* healthy primaries */
-	volatile struct set_stats *bup = &sets[GEO_RANKS + r];    /* healthy backups */
-	volatile struct set_stats *all = &sets[2 * GEO_RANKS + r]; /* every primary */
+	__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
+	__u32 rmask = rank[r & (GEO_RANKS - 1)];
+	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
 	/* Backups are eligible only while no primary is healthy. */
-	volatile struct set_stats *e = up->mask ? up : bup;
+	__u32 e = up ? up : bup;
 	p->action = ACT_ANSWER;
-	if (__builtin_popcount(up->mask) < rr->min_healthy) {
+	if (__builtin_popcount(up) < rr->min_healthy) {
 		e = all;
-	} else if (!e->mask) {
+	} else if (!e) {
 		if (rr->when_all_down == WHEN_DOWN_NODATA)
 			p->action = ACT_NODATA;
 		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
 			p->action = ACT_SERVFAIL;
 		e = all;
 	}
-	p->degraded = *down != 0;
+	p->degraded = (present & ~healthy) != 0;
 
-	__u32 pc = __builtin_popcount(e->mask);
-	__u32 mask = e->mask, start = 0, limit = rr->max_answers;
+	/* The chosen set's lowest priority and weight sum, for the policies
+	 * that use them: the work depends on the policy, never on health.
+	 * The statistics live in map memory, read back through volatile: the
+	 * verifier then sees unknown numbers instead of one constant per
+	 * subset, and its states converge. */
+	volatile struct set_stats *st = &s->chosen;
+	st->mask = 0;
+	st->low_mask = 0;
+	st->low_prio = ~0u;
+	st->wsum = 0;
+	if (rr->policy == POLICY_FAILOVER || rr->policy == POLICY_WEIGHTED) {
+#pragma unroll
+		for (__u32 i = 0; i < K; i++)
+			set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+	}
+
+	__u32 pc = __builtin_popcount(e);
+	__u32 mask = e, start = 0, limit = rr->max_answers;
+	__u32 wsum = st->wsum;
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
-		mask = e->low_mask;
+		mask = st->low_mask;
 		break;
 	case POLICY_WEIGHTED:
 		limit = 1;
-		if (e->wsum)
-			start = weighted_member(rr, mask, rnd % e->wsum);
+		if (wsum)
+			start = weighted_member(rr, mask, rnd % wsum);
 		else if (pc)
 			start = nth_member(mask, rnd % pc);
 		break;
@@ -186,16 +223,16 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	}
 
 	/* The answer order: members of mask from start on, wrapping. */
-	__u32 n = 0;
+	__u32 cnt = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		__u32 j = (start + i) & (K - 1);
-		if ((mask & (1u << j)) && n < limit) {
-			p->order[n & (K - 1)] = j;
-			n++;
+		if ((mask & (1u << j)) && cnt < limit) {
+			p->order[cnt & (K - 1)] = j;
+			cnt++;
 		}
 	}
-	p->n = n;
+	p->n = cnt;
 	return 0;
 }
 

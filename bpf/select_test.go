@@ -2,8 +2,11 @@ package bpf_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -16,7 +19,10 @@ import (
 // order, or nil when the query was passed.
 func answers(t *testing.T, o *loader.Objects, name string) []string {
 	t.Helper()
-	ret, out := run(t, o, packet.Build(frame(false, query(name, dns.TypeA, nil), packet.Full)))
+	// The program draws from the port and ID, which clients pick at random.
+	f := frame(false, query(name, dns.TypeA, func(m *dns.Msg) { m.Id = uint16(rand.Uint32()) }), packet.Full)
+	f.Src = netip.AddrPortFrom(f.Src.Addr(), uint16(1024+rand.IntN(64512)))
+	ret, out := run(t, o, packet.Build(f))
 	if ret != 3 {
 		return nil
 	}
@@ -49,7 +55,8 @@ func fullSet(n int) (*bpf.SteadydnsRrset, []string) {
 // TestColdAndStale: with no table every candidate is answered; with a
 // stale table, stale_policy answer_all answers all, keep keeps the table.
 // The rule itself is tested in controlplane/selection; this is the XDP
-// program reading the metadata the loader writes and the boot clock.
+// program reading the metadata the loader writes and the stale timer
+// marking it.
 func TestColdAndStale(t *testing.T) {
 	o := load(t)
 	v, addrs := fullSet(4)
@@ -82,5 +89,27 @@ func TestColdAndStale(t *testing.T) {
 	}
 	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs) {
 		t.Errorf("stale table, answer_all: %v, want %v", got, addrs)
+	}
+
+	// Queries read no clock: the stale timer marks a table once it
+	// passes its stale_after. A new push unmarks it at once.
+	const after = 300 * time.Millisecond
+	if _, err := o.PushHealth(table, 9, 0, uint64(after)); err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Now()
+	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs[1:2]) && time.Since(pushed) < after {
+		t.Errorf("table pushed %v ago with stale_after %v, answer_all: %v, want %v", time.Since(pushed), after, got, addrs[1:2])
+	}
+	time.Sleep(after + 100*time.Millisecond)
+	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs) {
+		t.Errorf("%v after the push, answer_all: %v, want all %v: the timer did not mark the table stale", time.Since(pushed), got, addrs)
+	}
+	var meta bpf.SteadydnsTableMeta
+	if err := o.HealthMeta.Lookup(uint32(0), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.StaleMark != meta.ArrivedNs {
+		t.Errorf("stale_mark %d, want the arrival %d", meta.StaleMark, meta.ArrivedNs)
 	}
 }

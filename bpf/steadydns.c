@@ -16,6 +16,7 @@
 #include "maps.h"
 #include "csum.h"
 #include "dns.h"
+#include "table.h"
 #include "select.h"
 
 /* The IP TTL and hop limit of replies. */
@@ -75,6 +76,7 @@ static __always_inline int is_ext_header(__u8 nh)
 struct frame {
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
+	__u16 sport;    /* the client's port, host order */
 	__u8 v6;
 	__u8 src[16];   /* client address: 4 bytes for IPv4 */
 };
@@ -138,6 +140,7 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 		return OUT_MALFORMED;
 	if ((void *)udp + l4_len > data_end)
 		return OUT_MALFORMED;
+	f->sport = bpf_ntohs(udp->source);
 	f->dns_off = (void *)(udp + 1) - data;
 	f->dns_len = l4_len - sizeof(*udp);
 	if (f->dns_len > MSG_MAX)
@@ -264,20 +267,40 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 
 /* resize makes the frame delta bytes longer or shorter. Growth goes at the
  * head: drivers guarantee XDP_PACKET_HEADROOM there, while the tailroom of
- * a veth frame can be a few dozen bytes. The headers are saved and written
- * back at the new start; the DNS message is rewritten by the caller. On
- * failure the frame is unchanged. */
-static __always_inline int resize(struct xdp_md *ctx, struct scratch *s,
-				  const struct frame *f, __s32 delta)
+ * a veth frame is often too small (adjust_tail fails on most). The headers
+ * move to the new start 8 bytes at a time, in ascending order, which is
+ * safe for a move towards lower addresses; the words past the headers land
+ * in the DNS message, which the caller rewrites whole. */
+static __always_inline int resize(struct xdp_md *ctx, const struct frame *f, __s32 delta)
 {
 	if (delta <= 0)
 		return delta ? bpf_xdp_adjust_tail(ctx, delta) : 0;
-	__u32 hlen = f->v6 ? L2L4_V6 : L2L4_V4;
-	if (bpf_xdp_load_bytes(ctx, 0, s->hdr, hlen))
+	if (delta > MSG_MAX)
 		return -1;
+	/* The headroom left for growth is XDP_PACKET_HEADROOM less the
+	 * kernel's xdp_frame, about 216 bytes: a longer growth (8 AAAA
+	 * answers) takes the tailroom instead, where there is some. The
+	 * message then stays where it is and the headers need no move. */
 	if (bpf_xdp_adjust_head(ctx, -delta))
+		return bpf_xdp_adjust_tail(ctx, delta);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 *dst = data;
+	const __u64 *src = data + (delta & (MSG_MAX * 2 - 1));
+	/* 6 words cover the IPv4 headers (42 bytes), 8 the IPv6 ones (62);
+	 * a query frame is longer than either. */
+	if ((void *)(dst + 8) <= data_end && (void *)(src + 8) <= data_end) {
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			dst[i] = src[i];
+		return 0;
+	}
+	if (f->v6 || (void *)(dst + 6) > data_end || (void *)(src + 6) > data_end)
 		return -1;
-	return bpf_xdp_store_bytes(ctx, 0, s->hdr, hlen);
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		dst[i] = src[i];
+	return 0;
 }
 
 SEC("xdp")
@@ -308,26 +331,24 @@ int steadydns(struct xdp_md *ctx)
 		return count(o);
 	struct query q = s->q;
 
-	struct rrset *rr;
-	__u32 bucket = build_key(s);
-	if (bucket == KEY_NAME(name_key32))
-		rr = bpf_map_lookup_elem(&rr32, s->key);
-	else if (bucket == KEY_NAME(name_key64))
-		rr = bpf_map_lookup_elem(&rr64, s->key);
-	else if (bucket == KEY_NAME(name_key128))
-		rr = bpf_map_lookup_elem(&rr128, s->key);
-	else
-		rr = bpf_map_lookup_elem(&rr256, s->key);
-	if (!rr)
+	if (hash_name(s))
+		return count(OUT_MALFORMED);
+	int si = find_slot(s);
+	if (si < 0)
 		return count(OUT_NOT_FOUND);
+	__u32 slot = si;
+	struct rec_slot *sl = bpf_map_lookup_elem(&records, &slot);
+	if (!sl)
+		return count(OUT_NOT_FOUND);
+	const struct rrset *rr = &sl->rr;
 	if ((rr->flags & RR_SIGNED) && q.do_bit)
 		return count(OUT_DNSSEC);
 
 	/* No table yet: fail open. A stale table: the record's policy. */
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
-	s->draw.open = table_open(tm, rr->stale, bpf_ktime_get_boot_ns());
-	s->draw.rnd = bpf_get_prandom_u32();
+	s->draw.open = table_open(tm, rr->stale);
+	s->draw.rnd = query_draw(f.sport, ((__u16)m[0] << 8) | m[1], s->q.hash);
 	s->draw.turn = turn ? (*turn)++ : 0;
 
 	/* Geo: steer by the source address. A query with ECS asks to be
@@ -344,6 +365,9 @@ int steadydns(struct xdp_md *ctx)
 		return count(OUT_MALFORMED);
 	struct pick p = s->pick;
 
+	/* The checksum of the part from the question's type on, as if it
+	 * started at an even offset; it starts at 12 + name_len. */
+	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
 	__u32 opt_len = q.has_opt ? 11 : 0;
 	__u32 limit = q.has_opt ? q.udp_size : 512;
 	__u32 off = q.q_end, an = 0, ns = 0;
@@ -356,12 +380,15 @@ int steadydns(struct xdp_md *ctx)
 		if (q.q_end + an * rsize + opt_len > limit)
 			return count(OUT_TRUNCATED);
 		__u32 ttl = answer_ttl(rr, p.degraded);
+		tail += (__u64)an * bpf_htonl(ttl);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
-			write_rr(m, off, q.qtype, ttl, rr->cand[p.order[i] & (K - 1)].addr);
+			__u32 c = p.order[i] & (K - 1);
+			write_rr(m, off, q.qtype, ttl, rr->cand[c].addr);
+			tail += rr->rr_sum[c];
 			off += rsize;
 		}
 	} else if (p.action == ACT_NODATA) {
@@ -389,6 +416,9 @@ int steadydns(struct xdp_md *ctx)
 		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
 		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
 		*(__u16 *)(p8 + 9) = 0;
+		/* Zeroed past its 11 bytes, for the sum's 12th. */
+		*(__u32 *)(p8 + 11) = 0;
+		tail += (__u64)*(__u32 *)p8 + *(__u32 *)(p8 + 4) + *(__u32 *)(p8 + 8);
 		off += 11;
 	}
 	__u32 rlen = off;
@@ -402,22 +432,94 @@ int steadydns(struct xdp_md *ctx)
 	*(__u16 *)(m + 8) = bpf_htons(ns);
 	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
 
-	/* Zero-pad to a multiple of 4 for the checksum helper. */
-	*(__u32 *)(m + at(rlen)) = 0;
-	__s64 psum = buf_sum(m, (rlen + 3) & ~3u);
-	if (psum < 0)
-		return count(OUT_NO_ROOM);
+	__u64 psum;
+	if (p.action == ACT_ANSWER) {
+		/* The reply's sum from parts: the header, the name as summed
+		 * while hashing it, and the tail, byte-swapped when it starts
+		 * at an odd offset. The answers' sums came precomputed. */
+		__u16 t = csum_fold(tail);
+		if (q.name_len & 1)
+			t = (t << 8) | (t >> 8);
+		psum = (__u64)*(__u32 *)m + *(__u32 *)(m + 4) + *(__u32 *)(m + 8) +
+		       s->q.name_sum + t;
+	} else {
+		/* NODATA and SERVFAIL, off the hot path: the helper sums the
+		 * message, zero-padded to a multiple of 4. */
+		*(__u32 *)(m + at(rlen)) = 0;
+		__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
+		if (sum < 0)
+			return count(OUT_NO_ROOM);
+		psum = (__u32)sum;
+	}
+
+	/* Everything read from the slot is in the reply now: if the control
+	 * plane rewrote it meanwhile, the reply may mix two versions, and
+	 * the fallback answers instead. */
+	if (!slot_unchanged(sl, s->q.seq))
+		return count(OUT_NOT_FOUND);
 
 	__u32 wlen = at(rlen);
 	if (wlen < DNS_HDR)
 		return count(OUT_MALFORMED);
-	if (resize(ctx, s, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
+	if (resize(ctx, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
 		return count(OUT_NO_ROOM);
 	if (bpf_xdp_store_bytes(ctx, f.dns_off, m, wlen))
 		return count(OUT_NO_ROOM);
-	if (finish_frame(ctx, &f, rlen, (__u32)psum))
+	if (finish_frame(ctx, &f, rlen, psum))
 		return count(OUT_NO_ROOM);
 	return count(o);
+}
+
+/* From the kernel's uapi (time.h, bpf.h since 6.7), which the build's
+ * headers may predate. */
+#ifndef CLOCK_BOOTTIME
+#define CLOCK_BOOTTIME 7
+#endif
+#define TIMER_ABS 1 /* BPF_F_TIMER_ABS */
+
+/* mark_stale sets stale_mark once the table is older than its
+ * stale_after, or arms the timer for the first nanosecond it will be. The
+ * table is read once, so a push that lands meanwhile is never marked with
+ * the old table's arrival. */
+static __always_inline void mark_stale(struct table_meta *tm, struct stale_timer *st)
+{
+	struct table_meta now_tm = *tm;
+	if (!now_tm.version || !now_tm.stale_after_ns)
+		return;
+	if (table_old(&now_tm, bpf_ktime_get_boot_ns())) {
+		tm->stale_mark = now_tm.arrived_ns;
+		return;
+	}
+	bpf_timer_start(&st->t, now_tm.arrived_ns + now_tm.stale_after_ns + 1, TIMER_ABS);
+}
+
+static int stale_fired(void *map, __u32 *key, struct stale_timer *st)
+{
+	__u32 zero = 0;
+	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
+	if (tm)
+		mark_stale(tm, st);
+	return 0;
+}
+
+/* arm_stale runs once per health push, through BPF_PROG_RUN from the
+ * loader, never on an interface: it marks the new table stale at once or
+ * (re)arms the timer for when it will be. A timer armed by an earlier
+ * program keeps running, now with this program's callback. */
+SEC("xdp")
+int arm_stale(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct stale_timer *st = bpf_map_lookup_elem(&stale_timer, &zero);
+	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
+	if (!st || !tm)
+		return XDP_ABORTED;
+	/* -EBUSY once initialised, by this load or an earlier one. */
+	bpf_timer_init(&st->t, &stale_timer, CLOCK_BOOTTIME);
+	if (bpf_timer_set_callback(&st->t, stale_fired))
+		return XDP_ABORTED;
+	mark_stale(tm, st);
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";

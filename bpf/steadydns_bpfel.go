@@ -46,6 +46,7 @@ type SteadydnsEnumAnchor struct {
 	RrsetFlags     uint32
 	HealthState    uint32
 	HealthReason   uint32
+	SlotState      uint32
 	Outcome        uint32
 	Action         uint32
 	Limits         uint32
@@ -113,31 +114,8 @@ const (
 	SteadydnsLimitsMAX_ZONES        SteadydnsLimits = 256
 	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
+	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
 )
-
-type SteadydnsNameKey128 struct {
-	_     structs.HostLayout
-	Name  [128]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey256 struct {
-	_     structs.HostLayout
-	Name  [256]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey32 struct {
-	_     structs.HostLayout
-	Name  [32]uint8
-	Qtype uint16
-}
-
-type SteadydnsNameKey64 struct {
-	_     structs.HostLayout
-	Name  [64]uint8
-	Qtype uint16
-}
 
 type SteadydnsOutcome uint32
 
@@ -176,6 +154,18 @@ const (
 	SteadydnsPolicyPOLICY_ROUND_ROBIN SteadydnsPolicy = 3
 )
 
+type SteadydnsRecSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	State uint8
+	Dist  uint8
+	Qtype uint16
+	Hash  uint64
+	Name  [256]int8
+	Rr    SteadydnsRrset
+	_     [12]byte
+}
+
 type SteadydnsRrset struct {
 	_           structs.HostLayout
 	Ttl         uint32
@@ -191,6 +181,7 @@ type SteadydnsRrset struct {
 	Zone        uint16
 	Pad1        uint16
 	Cand        [8]SteadydnsCandidate
+	RrSum       [8]uint16
 }
 
 type SteadydnsRrsetFlags uint32
@@ -205,9 +196,12 @@ type SteadydnsScratch struct {
 	Buf [1092]uint8
 	_   [4]byte
 	Key [264]uint8
-	Hdr [64]uint8
 	Q   struct {
 		_       structs.HostLayout
+		Hash    uint64
+		Seq     uint32
+		_       [4]byte
+		NameSum uint64
 		NameLen uint32
 		Q_end   uint32
 		Qtype   uint16
@@ -223,14 +217,13 @@ type SteadydnsScratch struct {
 		Rnd  uint32
 		Turn uint32
 	}
-	Sets [3][4]struct {
+	Chosen struct {
 		_       structs.HostLayout
 		Mask    uint32
 		LowMask uint32
 		LowPrio uint32
 		Wsum    uint32
 	}
-	Down uint32
 	Pick struct {
 		_        structs.HostLayout
 		Action   uint32
@@ -238,8 +231,14 @@ type SteadydnsScratch struct {
 		N        uint32
 		Order    [8]uint8
 	}
-	_ [4]byte
 }
+
+type SteadydnsSlotState uint32
+
+const (
+	SteadydnsSlotStateSLOT_EMPTY SteadydnsSlotState = 0
+	SteadydnsSlotStateSLOT_USED  SteadydnsSlotState = 1
+)
 
 type SteadydnsStalePolicy uint32
 
@@ -248,12 +247,21 @@ const (
 	SteadydnsStalePolicySTALE_ANSWER_ALL SteadydnsStalePolicy = 1
 )
 
+type SteadydnsStaleTimer struct {
+	_ structs.HostLayout
+	T struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+}
+
 type SteadydnsTableMeta struct {
 	_            structs.HostLayout
 	Version      uint64
 	ConfigHash   uint64
 	ArrivedNs    uint64
 	StaleAfterNs uint64
+	StaleMark    uint64
 }
 
 type SteadydnsWhenAllDown uint32
@@ -282,18 +290,19 @@ const (
 	SteadydnsMapGeo6       = "geo6"
 	SteadydnsMapGeoRank    = "geo_rank"
 	SteadydnsMapHealth     = "health"
+	SteadydnsMapHealthBits = "health_bits"
 	SteadydnsMapHealthMeta = "health_meta"
-	SteadydnsMapRr128      = "rr128"
-	SteadydnsMapRr256      = "rr256"
-	SteadydnsMapRr32       = "rr32"
-	SteadydnsMapRr64       = "rr64"
+	SteadydnsMapRecords    = "records"
 	SteadydnsMapRrCounter  = "rr_counter"
 	SteadydnsMapScratch    = "scratch"
+	SteadydnsMapStaleTimer = "stale_timer"
 	SteadydnsMapZones      = "zones"
+	SteadydnsProgArmStale  = "arm_stale"
 	SteadydnsProgSteadydns = "steadydns"
 	SteadydnsVarEnumAnchor = "enum_anchor"
 	SteadydnsVarNrServerV4 = "nr_server_v4"
 	SteadydnsVarNrServerV6 = "nr_server_v6"
+	SteadydnsVarRecBits    = "rec_bits"
 	SteadydnsVarServerV4   = "server_v4"
 	SteadydnsVarServerV6   = "server_v6"
 )
@@ -340,6 +349,7 @@ type SteadydnsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsProgramSpecs struct {
+	ArmStale  *ebpf.ProgramSpec `ebpf:"arm_stale"`
 	Steadydns *ebpf.ProgramSpec `ebpf:"steadydns"`
 }
 
@@ -352,13 +362,12 @@ type SteadydnsMapSpecs struct {
 	Geo6       *ebpf.MapSpec `ebpf:"geo6"`
 	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
+	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
-	Rr128      *ebpf.MapSpec `ebpf:"rr128"`
-	Rr256      *ebpf.MapSpec `ebpf:"rr256"`
-	Rr32       *ebpf.MapSpec `ebpf:"rr32"`
-	Rr64       *ebpf.MapSpec `ebpf:"rr64"`
+	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
 
@@ -369,6 +378,7 @@ type SteadydnsVariableSpecs struct {
 	EnumAnchor *ebpf.VariableSpec `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.VariableSpec `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	RecBits    *ebpf.VariableSpec `ebpf:"rec_bits"`
 	ServerV4   *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6   *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -398,13 +408,12 @@ type SteadydnsMaps struct {
 	Geo6       *ebpf.Map `ebpf:"geo6"`
 	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
+	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
-	Rr128      *ebpf.Map `ebpf:"rr128"`
-	Rr256      *ebpf.Map `ebpf:"rr256"`
-	Rr32       *ebpf.Map `ebpf:"rr32"`
-	Rr64       *ebpf.Map `ebpf:"rr64"`
+	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
 
@@ -415,13 +424,12 @@ func (m *SteadydnsMaps) Close() error {
 		m.Geo6,
 		m.GeoRank,
 		m.Health,
+		m.HealthBits,
 		m.HealthMeta,
-		m.Rr128,
-		m.Rr256,
-		m.Rr32,
-		m.Rr64,
+		m.Records,
 		m.RrCounter,
 		m.Scratch,
+		m.StaleTimer,
 		m.Zones,
 	)
 }
@@ -433,6 +441,7 @@ type SteadydnsVariables struct {
 	EnumAnchor *ebpf.Variable `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.Variable `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.Variable `ebpf:"nr_server_v6"`
+	RecBits    *ebpf.Variable `ebpf:"rec_bits"`
 	ServerV4   *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6   *ebpf.Variable `ebpf:"server_v6"`
 }
@@ -441,11 +450,13 @@ type SteadydnsVariables struct {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsPrograms struct {
+	ArmStale  *ebpf.Program `ebpf:"arm_stale"`
 	Steadydns *ebpf.Program `ebpf:"steadydns"`
 }
 
 func (p *SteadydnsPrograms) Close() error {
 	return _SteadydnsClose(
+		p.ArmStale,
 		p.Steadydns,
 	)
 }

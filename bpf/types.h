@@ -6,6 +6,7 @@
 #define STEADYDNS_TYPES_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* K, the candidates per record set, which every query visits. A build may
  * set it with -DCANDIDATES=N: a power of two, at most 32 (the selection
@@ -39,37 +40,15 @@ enum limits {
 	/* The EDNS UDP size replies advertise, on both paths: the DNS flag
 	 * day 2020 value, which avoids fragments. */
 	EDNS_UDP_SIZE = 1232,
+	/* The record table: a query probes at most PROBE_MAX slots from its
+	 * home slot; the control plane places every set within them. */
+	PROBE_MAX = 16,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
 	       "MAX_CANDIDATES must be a power of two, at most 32");
 
 #define MSG_MASK (MSG_MAX - 1)
-
-/* Record keys are bucketed by name length so that the kernel hashes a
- * 32-byte key for ordinary names instead of 256 bytes. The name sizes of
- * these types are the classes: build_key buckets by KEY_NAME, and the
- * loader by the generated types' name arrays, so both follow a change
- * here. */
-struct name_key32 {
-	__u8 name[32];
-	__u16 qtype;
-};
-struct name_key64 {
-	__u8 name[64];
-	__u16 qtype;
-};
-struct name_key128 {
-	__u8 name[128];
-	__u16 qtype;
-};
-struct name_key256 {
-	__u8 name[256];
-	__u16 qtype;
-};
-
-/* The name size of record key type T. */
-#define KEY_NAME(T) ((__u32)sizeof(((struct T *)0)->name))
 
 /* What a query's reply is, decided by the selection. */
 enum action {
@@ -128,7 +107,37 @@ struct rrset {
 	__u16 zone;          /* index into the zone table, for NODATA's SOA */
 	__u16 _pad1;
 	struct candidate cand[MAX_CANDIDATES];
+	/* Per candidate, the ones-complement sum of its answer record as the
+	 * program writes it, TTL left 0, in little-endian 16-bit words from
+	 * the record's start: the loader computes it for the set's type, so
+	 * the program's checksum needs no pass over the answers. */
+	__u16 rr_sum[MAX_CANDIDATES];
 };
+
+/* Slot states of the record table. */
+enum slot_state {
+	SLOT_EMPTY = 0,
+	SLOT_USED = 1,
+};
+
+/* One slot of the record table, an open-addressing hash table in an array
+ * map (the verifier inlines array lookups; a hash map's lookup is a call
+ * that hashes the whole key). A set lives in the slot its hash's top bits
+ * pick, or up to PROBE_MAX - 1 slots after it, in Robin Hood order: the
+ * control plane keeps each set no further from home than the sets it
+ * passes. The control plane writes slots through the map's memory mapping
+ * under a sequence count: odd while it writes, so a query that sees the
+ * count odd or changed leaves the set to the fallback instead of reading
+ * it half-written. */
+struct rec_slot {
+	__u32 seq;
+	__u8 state;      /* enum slot_state */
+	__u8 dist;       /* slots from its home slot */
+	__u16 qtype;
+	__u64 hash;      /* name_hash of the name and qtype */
+	char name[NAME_MAX_WIRE + 1];  /* lowercased wire name, zero-filled */
+	struct rrset rr;
+} __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
 
 enum health_state {
 	HEALTH_DOWN = 0,
@@ -194,6 +203,15 @@ struct table_meta {
 	__u64 config_hash;
 	__u64 arrived_ns;     /* bpf_ktime_get_boot_ns() clock */
 	__u64 stale_after_ns; /* 0 = never stale */
+	/* arrived_ns of the table once it is older than stale_after_ns, set
+	 * by the stale timer: queries compare it with arrived_ns instead of
+	 * reading a clock. A push leaves it 0 and arms the timer. */
+	__u64 stale_mark;
+};
+
+/* The timer that marks the health table stale (stale_timer in maps.h). */
+struct stale_timer {
+	struct bpf_timer t;
 };
 
 /* Outcome of every packet the program sees, counted per CPU. */
@@ -213,7 +231,7 @@ enum outcome {
 	OUT_ADDITIONAL,       /* additional record that is not OPT */
 	OUT_EDNS_VERSION,
 	OUT_OPT_MALFORMED,
-	OUT_NOT_FOUND,        /* no record set in the map */
+	OUT_NOT_FOUND,        /* no record set in the table, or one being rewritten */
 	OUT_DNSSEC,           /* DO=1 for a signed zone */
 	OUT_TRUNCATED,        /* reply larger than the client accepts */
 	OUT_NO_ROOM,          /* the packet could not be grown */
@@ -233,6 +251,7 @@ struct enum_anchor {
 	enum rrset_flags rrset_flags;
 	enum health_state health_state;
 	enum health_reason health_reason;
+	enum slot_state slot_state;
 	enum outcome outcome;
 	enum action action;
 	enum limits limits;

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -23,10 +24,27 @@ func healthEntry(table []byte, i uint32) *bpf.SteadydnsHealthEntry {
 // HealthCapacity is the number of entries in the health table.
 func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 
+// HealthBitsWords is the size in 64-bit words of the bitmap of a table of
+// n entries.
+func HealthBitsWords(n int) uint32 { return uint32((n + 63) / 64) }
+
+// HealthBits is the bitmap the program's scan reads (health_bits): bit i,
+// in little-endian 64-bit words, set while entry i of table is up.
+func HealthBits(table []byte) []byte {
+	n := len(table) / healthStride
+	b := make([]byte, 8*HealthBitsWords(n))
+	for i := range n {
+		if healthEntry(table, uint32(i)).State == uint8(bpf.SteadydnsHealthStateHEALTH_UP) {
+			b[i/8] |= 1 << (i % 8)
+		}
+	}
+	return b
+}
+
 // PushHealth writes a whole health table through the map's memory mapping,
-// in one copy, and then its metadata, stamped with this host's boot clock.
-// It returns the metadata as written. The state is one byte, so each
-// entry's state is seen either old or new.
+// in one copy, then the bitmap the program reads (a bit lives in one byte,
+// so each entry is seen either old or new), and then its metadata, stamped
+// with this host's boot clock. It returns the metadata as written.
 func (o *Objects) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
 	return o.PushHealthAt(table, version, configHash, staleAfterNs, BootNs())
 }
@@ -45,12 +63,39 @@ func (o *Objects) PushHealthAt(table []byte, version, configHash, staleAfterNs, 
 	if _, err := mem.WriteAt(table, 0); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table: %w", err)
 	}
+	bitsMem, err := o.HealthBits.Memory()
+	if err != nil {
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("mapping the health bitmap: %w", err)
+	}
+	if _, err := bitsMem.WriteAt(HealthBits(table), 0); err != nil {
+		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health bitmap: %w", err)
+	}
 	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}
 	if err := o.HealthMeta.Put(uint32(0), &meta); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table metadata: %w", err)
 	}
+	if err := o.armStale(); err != nil {
+		return bpf.SteadydnsTableMeta{}, err
+	}
 	return meta, nil
 }
+
+// armStale runs arm_stale once: queries read no clock, so the program's
+// stale timer marks the table stale when it passes its stale_after.
+func (o *Objects) armStale() error {
+	// The smallest frame an XDP program may be run on: an Ethernet header.
+	ret, err := o.ArmStale.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+	if err != nil {
+		return fmt.Errorf("arming the stale timer: %w", err)
+	}
+	if ret != xdpPass {
+		return fmt.Errorf("arming the stale timer: the program returned %d", ret)
+	}
+	return nil
+}
+
+// xdpPass is what arm_stale returns once the timer is armed.
+const xdpPass = 2
 
 // ReadHealth copies the health table and its metadata out of the maps.
 func (o *Objects) ReadHealth(table []byte) (bpf.SteadydnsTableMeta, error) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -30,15 +31,16 @@ const DefaultBPFFS = "/sys/fs/bpf/steadydns"
 type Options struct {
 	BPFFS          string       // base pin directory
 	HealthCapacity uint32       // entries in the health table
-	RecordCapacity uint32       // record sets each record map holds; 0 keeps the object's
+	RecordCapacity uint32       // record sets the record table holds; 0: DefaultRecordCapacity
 	Servers        []netip.Addr // addresses XDP answers for
 }
 
 // Objects are the loaded program and maps, pinned under Dir.
 type Objects struct {
 	bpf.SteadydnsObjects
-	Dir  string // the maps' pins: Base/v<layout hash>
-	Base string // the links' pins, which outlive a change of layout
+	Dir     string // the maps' pins: Base/v<layout hash>
+	Base    string // the links' pins, which outlive a change of layout
+	records *recordTable
 }
 
 // Load loads the program and reuses or creates the pinned maps.
@@ -59,10 +61,14 @@ func Load(opts Options) (*Objects, error) {
 	if opts.HealthCapacity > 0 {
 		specs.Health.MaxEntries = opts.HealthCapacity
 	}
-	if opts.RecordCapacity > 0 {
-		for _, m := range []*ebpf.MapSpec{specs.Rr32, specs.Rr64, specs.Rr128, specs.Rr256} {
-			m.MaxEntries = opts.RecordCapacity
-		}
+	specs.HealthBits.MaxEntries = HealthBitsWords(int(specs.Health.MaxEntries))
+	if opts.RecordCapacity == 0 {
+		opts.RecordCapacity = DefaultRecordCapacity
+	}
+	slots := TableSlots(opts.RecordCapacity)
+	specs.Records.MaxEntries = slots
+	if err := specs.RecBits.Set(uint32(bits.Len32(slots - 1))); err != nil {
+		return nil, fmt.Errorf("setting rec_bits: %w", err)
 	}
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, err
@@ -97,7 +103,18 @@ func Load(opts Options) (*Objects, error) {
 		}
 		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
 	}
+	o.records, err = openRecordTable(o.Records.FD(), slots, opts.RecordCapacity)
+	if err != nil {
+		o.SteadydnsObjects.Close()
+		return nil, err
+	}
 	return o, nil
+}
+
+// Close unmaps the record table and releases the program and maps; pinned
+// maps stay.
+func (o *Objects) Close() error {
+	return errors.Join(o.records.close(), o.SteadydnsObjects.Close())
 }
 
 // maxServerAddrs is how many addresses of each family the program

@@ -34,20 +34,22 @@ func TestRecordCapacity(t *testing.T) {
 	requireRoot(t)
 	dir := mountTestFS(t)
 	for _, tt := range []struct {
-		capacity, want uint32
+		capacity, want, slots uint32
 	}{
-		{0, 1 << 16}, // the object's default, that of server.max_records
-		{4096, 4096},
+		{0, DefaultRecordCapacity, 1 << 17}, // the default of server.max_records
+		{4096, 4096, 8192},
+		{5000, 5000, 16384},
 	} {
 		o, err := Load(Options{BPFFS: dir + "/sd", RecordCapacity: tt.capacity})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer o.Close()
-		for name, m := range map[string]interface{ MaxEntries() uint32 }{"rr32": o.Rr32, "rr64": o.Rr64, "rr128": o.Rr128, "rr256": o.Rr256} {
-			if got := m.MaxEntries(); got != tt.want {
-				t.Errorf("RecordCapacity %d: %s holds %d, want %d", tt.capacity, name, got, tt.want)
-			}
+		if got := o.Records.MaxEntries(); got != tt.slots {
+			t.Errorf("RecordCapacity %d: the table has %d slots, want %d", tt.capacity, got, tt.slots)
+		}
+		if got := o.RecordCapacity(); got != int(tt.want) {
+			t.Errorf("RecordCapacity %d: holds %d sets, want %d", tt.capacity, got, tt.want)
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package loader
 
 import (
-	"errors"
 	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
-	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
 )
@@ -19,138 +22,318 @@ type RecordKey struct {
 	Qtype uint16
 }
 
-// Name sizes of the record maps' keys, smallest first. They come from the
-// generated key types, which build_key in bpf/dns.h buckets by too.
+// The record table's shape, from bpf/types.h.
 const (
-	class32  = len(bpf.SteadydnsNameKey32{}.Name)
-	class64  = len(bpf.SteadydnsNameKey64{}.Name)
-	class128 = len(bpf.SteadydnsNameKey128{}.Name)
-	class256 = len(bpf.SteadydnsNameKey256{}.Name)
+	probeMax = int(bpf.SteadydnsLimitsPROBE_MAX)
+	slotSize = int(unsafe.Sizeof(bpf.SteadydnsRecSlot{}))
 )
 
-// RecordClass returns the name size of the record map that holds a wire
-// name of n bytes: 32, 64, 128 or 256, or 0 when no map can hold it. Each
-// map holds Options.RecordCapacity sets of its class.
-func RecordClass(n int) int {
-	switch {
-	case n == 0 || n > int(bpf.SteadydnsLimitsNAME_MAX_WIRE):
-		return 0
-	case n <= class32:
-		return class32
-	case n <= class64:
-		return class64
-	case n <= class128:
-		return class128
-	case n <= class256:
-		return class256
-	}
-	return 0
+// DefaultRecordCapacity is the record sets the object's table holds when
+// Options.RecordCapacity is 0: half its slots.
+const DefaultRecordCapacity = 1 << 16
+
+// TableSlots is the number of slots of a table for capacity record sets:
+// twice as many, rounded up to a power of two, so that at most half are in
+// use and every set lands within PROBE_MAX slots of its home.
+func TableSlots(capacity uint32) uint32 {
+	return 1 << bits.Len32(max(2*capacity, 2)-1)
 }
 
-// bucket returns the record map for a wire name and its key, as the
-// kernel hashes it: the name zero-filled to the class size, then the
-// qtype in host order.
-func (o *Objects) bucket(k RecordKey) (*ebpf.Map, any, error) {
-	switch RecordClass(len(k.Wire)) {
-	case class32:
-		key := bpf.SteadydnsNameKey32{Qtype: k.Qtype}
-		copy(key.Name[:], k.Wire)
-		return o.Rr32, &key, nil
-	case class64:
-		key := bpf.SteadydnsNameKey64{Qtype: k.Qtype}
-		copy(key.Name[:], k.Wire)
-		return o.Rr64, &key, nil
-	case class128:
-		key := bpf.SteadydnsNameKey128{Qtype: k.Qtype}
-		copy(key.Name[:], k.Wire)
-		return o.Rr128, &key, nil
-	case class256:
-		key := bpf.SteadydnsNameKey256{Qtype: k.Qtype}
-		copy(key.Name[:], k.Wire)
-		return o.Rr256, &key, nil
-	}
-	return nil, nil, fmt.Errorf("record key: wire name of %d bytes", len(k.Wire))
+// TableBytes is the memory the kernel reserves for a table of capacity
+// record sets, used or not.
+func TableBytes(capacity uint32) uint64 {
+	return uint64(TableSlots(capacity)) * uint64(slotSize)
 }
 
-// PutRecord inserts or replaces a record set. The maps are not
-// preallocated, so the replacement is seen whole or not at all.
-func (o *Objects) PutRecord(k RecordKey, v *bpf.SteadydnsRrset) error {
-	m, key, err := o.bucket(k)
+// hashMul is HASH_MUL of bpf/dns.h.
+const hashMul = 0x9E3779B97F4A7C15
+
+// NameHash is name_hash, which hash_name in bpf/dns.h computes while it
+// lowercases the query name: the slot a set goes to is the top bits of the
+// hash of its wire name and type. The two must agree bit for bit, or the
+// program looks in the wrong place; bpf's tests answer names of every
+// length through the program to hold them to it.
+func NameHash(wire string, qtype uint16) uint64 {
+	h := uint64(len(wire))
+	for at := 0; at < len(wire); at += 8 {
+		var w uint64
+		for i := 0; i < 8 && at+i < len(wire); i++ {
+			w |= uint64(wire[at+i]) << (8 * i)
+		}
+		h = (h ^ w) * hashMul
+		h ^= h >> 29
+	}
+	h = (h ^ uint64(qtype)) * hashMul
+	return h ^ h>>32
+}
+
+// slotHead is what the loader keeps of each slot to place sets without
+// reading the table back.
+type slotHead struct {
+	used bool
+	dist uint8 // slots from its home
+	key  RecordKey
+	hash uint64
+}
+
+// recordTable is the record map through its memory mapping, and the
+// placement of every set in it.
+type recordTable struct {
+	mu       sync.Mutex
+	mem      []byte
+	bits     uint32
+	capacity int
+	heads    []slotHead
+	index    map[RecordKey]uint32
+}
+
+// openRecordTable maps the records map and reads the placement of the
+// sets already in it, which a pinned map keeps across restarts.
+func openRecordTable(fd int, slots, capacity uint32) (*recordTable, error) {
+	mem, err := unix.Mmap(fd, 0, int(slots)*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("mapping the record table: %w", err)
 	}
-	if err := m.Put(key, v); err != nil {
-		return fmt.Errorf("writing record set %q/%d: %w", k.Wire, k.Qtype, err)
+	t := &recordTable{mem: mem, bits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
+	for j := range t.heads {
+		s := t.slot(uint32(j))
+		if s.State != uint8(bpf.SteadydnsSlotStateSLOT_USED) {
+			continue
+		}
+		k := RecordKey{Wire: slotName(s), Qtype: s.Qtype}
+		t.heads[j] = slotHead{used: true, dist: s.Dist, key: k, hash: s.Hash}
+		t.index[k] = uint32(j)
+	}
+	return t, nil
+}
+
+func (t *recordTable) close() error {
+	if t == nil || t.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(t.mem)
+	t.mem = nil
+	return err
+}
+
+// slot is slot j as the program reads it, in the mapping.
+func (t *recordTable) slot(j uint32) *bpf.SteadydnsRecSlot {
+	return (*bpf.SteadydnsRecSlot)(unsafe.Pointer(&t.mem[int(j)*slotSize]))
+}
+
+// slotName is the wire name of a slot: up to and including its root label.
+func slotName(s *bpf.SteadydnsRecSlot) string {
+	name := unsafe.Slice((*byte)(unsafe.Pointer(&s.Name[0])), len(s.Name))
+	n := 0
+	for n < len(name) && name[n] != 0 {
+		n += int(name[n]) + 1
+	}
+	return string(name[:min(n+1, len(name))])
+}
+
+func bytesOf(s *bpf.SteadydnsRecSlot) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(s)), slotSize)
+}
+
+// write puts v into slot j under the slot's sequence count: odd while the
+// bytes change, so a query reading the slot meanwhile sees the count odd
+// or changed and leaves the set to the fallback. A write that would change
+// nothing is skipped. The count itself is not copied from v.
+func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
+	dst := bytesOf(t.slot(j))
+	src := bytesOf(v)
+	if string(dst[4:]) == string(src[4:]) {
+		return
+	}
+	seq := &t.slot(j).Seq
+	// An odd count left by a writer that died mid-write is rounded down.
+	base := atomic.LoadUint32(seq) &^ 1
+	atomic.StoreUint32(seq, base+1)
+	copy(dst[4:], src[4:])
+	atomic.StoreUint32(seq, base+2)
+}
+
+// encode is the slot content of a set.
+func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.SteadydnsRecSlot {
+	s := &bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: *v}
+	for i := range len(k.Wire) {
+		s.Name[i] = int8(k.Wire[i])
+	}
+	for i := range s.Rr.Cand {
+		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
+	}
+	return s
+}
+
+// answerSum is the rr_sum of a candidate: the ones-complement sum, in
+// little-endian 16-bit words, of the answer record write_rr in
+// bpf/steadydns.c writes for it, with the TTL left 0. The program adds the
+// TTL and the rest of the reply; bpf's tests verify every reply's checksum.
+func answerSum(qtype uint16, c *bpf.SteadydnsCandidate) uint16 {
+	rdlen := 16
+	if qtype == 1 { // A
+		rdlen = 4
+	}
+	rec := []byte{0xc0, 0x0c, byte(qtype >> 8), byte(qtype), 0, 1, 0, 0, 0, 0, 0, byte(rdlen)}
+	rec = append(rec, c.Addr[:rdlen]...)
+	var sum uint32
+	for i := 0; i < len(rec); i += 2 {
+		sum += uint32(rec[i]) | uint32(rec[i+1])<<8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}
+
+// put inserts or replaces a set. A kept set is rewritten in place. A new
+// one takes the first slot from its home whose set is nearer its own home
+// (Robin Hood), and the sets it displaces move one slot on each; they are
+// written from the end of the chain back, so every set stays readable
+// somewhere along its probe while its copy moves.
+func (t *recordTable) put(k RecordKey, v *bpf.SteadydnsRrset) error {
+	if len(k.Wire) == 0 || len(k.Wire) > int(bpf.SteadydnsLimitsNAME_MAX_WIRE) {
+		return fmt.Errorf("writing record set %q/%d: wire name of %d bytes", k.Wire, k.Qtype, len(k.Wire))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j, ok := t.index[k]; ok {
+		h := t.heads[j]
+		t.write(j, encode(k, h.hash, h.dist, v))
+		return nil
+	}
+	if len(t.index) >= t.capacity {
+		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
+	}
+	mask := uint32(len(t.heads) - 1)
+	h := NameHash(k.Wire, k.Qtype)
+	home := uint32(h >> (64 - t.bits))
+	if t.bits == 0 {
+		home = 0
+	}
+	// Plan the chain on copies first: a set pushed past PROBE_MAX must
+	// leave the table as it was.
+	type move struct {
+		to   uint32
+		head slotHead
+	}
+	var chain []move
+	carry := slotHead{used: true, key: k, hash: h}
+	for j := home; ; j = (j + 1) & mask {
+		if int(carry.dist) >= probeMax {
+			return fmt.Errorf("writing record set %q/%d: no free slot within %d of its home; the table is too full there", k.Wire, k.Qtype, probeMax)
+		}
+		cur := t.heads[j]
+		if !cur.used {
+			chain = append(chain, move{j, carry})
+			break
+		}
+		if cur.dist < carry.dist {
+			chain = append(chain, move{j, carry})
+			carry = cur
+		}
+		carry.dist++
+	}
+	// The last move fills the empty slot; each earlier one overwrites a
+	// set whose copy is already written further on.
+	for i := len(chain) - 1; i >= 0; i-- {
+		m := chain[i]
+		var s *bpf.SteadydnsRecSlot
+		if m.head.key == k {
+			s = encode(k, h, m.head.dist, v)
+		} else {
+			s = t.copyOf(t.index[m.head.key])
+			s.Dist = m.head.dist
+		}
+		t.write(m.to, s)
+		t.heads[m.to] = m.head
+		t.index[m.head.key] = m.to
 	}
 	return nil
+}
+
+// copyOf is a copy of slot j's content.
+func (t *recordTable) copyOf(j uint32) *bpf.SteadydnsRecSlot {
+	s := new(bpf.SteadydnsRecSlot)
+	copy(bytesOf(s)[4:], bytesOf(t.slot(j))[4:])
+	return s
+}
+
+// remove deletes a set and shifts the sets after it, up to the next empty
+// slot or set at home, one slot back (backward-shift deletion), so that no
+// probe meets a gap before its set. A query probing for a shifted set
+// while it moves may miss it and pass the query to the fallback.
+func (t *recordTable) remove(k RecordKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j, ok := t.index[k]
+	if !ok {
+		return
+	}
+	delete(t.index, k)
+	mask := uint32(len(t.heads) - 1)
+	for {
+		next := (j + 1) & mask
+		n := t.heads[next]
+		if !n.used || n.dist == 0 {
+			break
+		}
+		s := t.copyOf(next)
+		s.Dist--
+		n.dist--
+		t.write(j, s)
+		t.heads[j] = n
+		t.index[n.key] = j
+		j = next
+	}
+	t.write(j, &bpf.SteadydnsRecSlot{})
+	t.heads[j] = slotHead{}
+}
+
+// keys lists the sets in the table.
+func (t *recordTable) keys() []RecordKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]RecordKey, 0, len(t.index))
+	for k := range t.index {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// RecordCapacity is the number of record sets the table holds.
+func (o *Objects) RecordCapacity() int { return o.records.capacity }
+
+// PutRecord inserts or replaces a record set. Each slot is written under
+// its sequence count, so the program reads a set whole or not at all.
+func (o *Objects) PutRecord(k RecordKey, v *bpf.SteadydnsRrset) error {
+	return o.records.put(k, v)
 }
 
 // DeleteRecord removes a record set; a missing one is not an error.
 func (o *Objects) DeleteRecord(k RecordKey) error {
-	m, key, err := o.bucket(k)
-	if err != nil {
-		return err
-	}
-	if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("deleting record set %q/%d: %w", k.Wire, k.Qtype, err)
-	}
+	o.records.remove(k)
 	return nil
 }
 
-// RecordKeys lists the record sets now in the maps.
+// RecordKeys lists the record sets now in the table.
 func (o *Objects) RecordKeys() ([]RecordKey, error) {
-	var keys []RecordKey
-	var err error
-	if keys, err = appendKeys(keys, o.Rr32, func(k *bpf.SteadydnsNameKey32) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
-		return nil, err
-	}
-	if keys, err = appendKeys(keys, o.Rr64, func(k *bpf.SteadydnsNameKey64) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
-		return nil, err
-	}
-	if keys, err = appendKeys(keys, o.Rr128, func(k *bpf.SteadydnsNameKey128) ([]byte, uint16) { return k.Name[:], k.Qtype }); err != nil {
-		return nil, err
-	}
-	return appendKeys(keys, o.Rr256, func(k *bpf.SteadydnsNameKey256) ([]byte, uint16) { return k.Name[:], k.Qtype })
+	return o.records.keys(), nil
 }
 
-// appendKeys appends the keys of one record map; fields takes a key of
-// the map's type apart.
-func appendKeys[K any](keys []RecordKey, m *ebpf.Map, fields func(*K) ([]byte, uint16)) ([]RecordKey, error) {
-	var key K
-	var v bpf.SteadydnsRrset
-	it := m.Iterate()
-	for it.Next(&key, &v) {
-		name, qtype := fields(&key)
-		// The name ends at its root label; the zeros after it fill the
-		// class size.
-		n := 0
-		for n < len(name) && name[n] != 0 {
-			n += int(name[n]) + 1
-		}
-		keys = append(keys, RecordKey{Wire: string(name[:min(n+1, len(name))]), Qtype: qtype})
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("listing record sets: %w", err)
-	}
-	return keys, nil
-}
-
-// SyncRecords makes the maps hold exactly sets. It deletes the sets no
-// longer wanted before it writes, so that a map never holds more than the
-// larger of the old and the new count of its class: new sets fit whenever
-// they fit on their own. A kept set is replaced in place and never
-// missing; a removed one only leaves a moment early, and XDP passes its
-// queries to the fallback.
+// SyncRecords makes the table hold exactly sets. It deletes the sets no
+// longer wanted before it writes, so that the table never holds more than
+// the larger of the old and the new count: new sets fit whenever they fit
+// on their own. A kept set is replaced in place and never missing (and not
+// written at all when unchanged); a removed one only leaves a moment early,
+// and XDP passes its queries to the fallback.
 func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
-	have, err := o.RecordKeys()
-	if err != nil {
-		return err
+	if len(sets) > o.records.capacity {
+		return fmt.Errorf("writing %d record sets: the table holds %d", len(sets), o.records.capacity)
 	}
-	for _, k := range have {
+	for _, k := range o.records.keys() {
 		if _, ok := sets[k]; !ok {
-			if err := o.DeleteRecord(k); err != nil {
-				return err
-			}
+			o.records.remove(k)
 		}
 	}
 	for k, v := range sets {

@@ -1,25 +1,19 @@
 package loader
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/steadydns/steadydns/bpf"
 )
 
-func TestRecordClass(t *testing.T) {
-	for n, want := range map[int]int{0: 0, 1: 32, 32: 32, 33: 64, 64: 64, 65: 128, 128: 128, 129: 256, 255: 256, 256: 0} {
-		if got := RecordClass(n); got != want {
-			t.Errorf("RecordClass(%d) = %d, want %d", n, got, want)
-		}
-	}
-}
-
 // wire is the wire form of a one-label name.
 func wire(label string) string { return string(rune(len(label))) + label + "\x00" }
 
-// TestSyncRecordsAtCapacity replaces every set of a full map: the sets no
-// longer wanted must leave before the new ones arrive, or the kernel
+// TestSyncRecordsAtCapacity replaces every set of a full table: the sets no
+// longer wanted must leave before the new ones arrive, or the table
 // refuses the first new one.
 func TestSyncRecordsAtCapacity(t *testing.T) {
 	requireRoot(t)
@@ -49,12 +43,115 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 		}
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			t.Fatalf("maps hold %v, want %v", got, want)
+			t.Fatalf("table holds %v, want %v", got, want)
 		}
 	}
 	// The capacity holds: the check in the daemon's Build is what keeps
 	// a config from reaching this.
 	if err := o.SyncRecords(sets("a", "b", "c")); err == nil {
-		t.Fatal("synced three sets into maps of two")
+		t.Fatal("synced three sets into a table of two")
+	}
+}
+
+// probe finds k in the mapped table as find_slot in bpf/table.h does:
+// from the home slot its hash's top bits pick, to the first empty slot,
+// at most PROBE_MAX slots.
+func probe(o *Objects, k RecordKey) (*bpf.SteadydnsRecSlot, bool) {
+	tb := o.records
+	h := NameHash(k.Wire, k.Qtype)
+	mask := uint32(len(tb.heads) - 1)
+	home := uint32(h >> (64 - tb.bits))
+	for i := range uint32(probeMax) {
+		s := tb.slot((home + i) & mask)
+		if s.State == uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
+			return nil, false
+		}
+		if s.Hash == h && s.Qtype == k.Qtype && slotName(s) == k.Wire {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// TestRecordTableChurn fills a table to its capacity, deletes and adds
+// sets at random, and after each step finds every set as the program
+// would, with its own value, and no set that was removed. A second Load
+// on the same pins reads the same sets back from the mapped table.
+func TestRecordTableChurn(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t) + "/sd"
+	const capacity = 4096
+	o, err := Load(Options{BPFFS: dir, RecordCapacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := map[RecordKey]uint32{}
+	next := 0
+	add := func() {
+		k := RecordKey{Wire: wire(fmt.Sprintf("n%d", next)), Qtype: []uint16{1, 28}[next%2]}
+		next++
+		if err := o.PutRecord(k, &bpf.SteadydnsRrset{Ttl: uint32(next)}); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = uint32(next)
+	}
+	check := func(step string) {
+		t.Helper()
+		for k, ttl := range want {
+			s, ok := probe(o, k)
+			if !ok || s.Rr.Ttl != ttl {
+				t.Fatalf("%s: %q/%d not found within %d slots of home (found %v)", step, k.Wire, k.Qtype, probeMax, ok)
+			}
+		}
+		keys, _ := o.RecordKeys()
+		if len(keys) != len(want) {
+			t.Fatalf("%s: %d keys listed, want %d", step, len(keys), len(want))
+		}
+	}
+	for range capacity {
+		add()
+	}
+	check("filled")
+	for round := range 4 {
+		var gone []RecordKey
+		for k := range want {
+			if rng.IntN(3) == 0 {
+				gone = append(gone, k)
+			}
+		}
+		for _, k := range gone {
+			if err := o.DeleteRecord(k); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, k)
+			if _, ok := probe(o, k); ok {
+				t.Fatalf("round %d: %q/%d found after its deletion", round, k.Wire, k.Qtype)
+			}
+		}
+		check(fmt.Sprintf("round %d, deleted", round))
+		for len(want) < capacity {
+			add()
+		}
+		check(fmt.Sprintf("round %d, refilled", round))
+	}
+	if err := o.PutRecord(RecordKey{Wire: wire("over"), Qtype: 1}, &bpf.SteadydnsRrset{}); err == nil {
+		t.Error("a set past the capacity was written")
+	}
+
+	again, err := Load(Options{BPFFS: dir, RecordCapacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	keys, _ := again.RecordKeys()
+	if len(keys) != len(want) {
+		t.Fatalf("reloaded: %d keys, want %d", len(keys), len(want))
+	}
+	for _, k := range keys {
+		if _, ok := want[k]; !ok {
+			t.Fatalf("reloaded: %q/%d, which is not in the table", k.Wire, k.Qtype)
+		}
 	}
 }

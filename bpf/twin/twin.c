@@ -2,7 +2,8 @@
 
 // SPDX-License-Identifier: GPL-2.0
 /* twin: the XDP program's selection on its own, for tests. It runs the
- * very functions the program runs (table_open, select_answers, answer_ttl)
+ * very functions the program runs (table_old, table_open, query_draw,
+ * select_answers, answer_ttl)
  * on inputs carried in the test packet instead of a parsed query, and
  * writes the outcome back over the packet. The server never loads it. */
 #include <linux/bpf.h>
@@ -22,6 +23,9 @@ struct input {
 	__u32 geo;            /* 0: no geo, select_answers gets no order */
 	__u32 rnd;
 	__u32 turn;
+	__u64 hash;           /* the name's hash, port and ID: for query_draw */
+	__u16 port;
+	__u16 id;
 };
 
 /* What the program would answer. */
@@ -29,6 +33,7 @@ struct output {
 	struct pick pick;
 	__u32 ttl;
 	__u32 open;
+	__u32 draw;  /* query_draw of the input's port, ID and hash */
 };
 
 /* The input lives in map memory: select_answers takes pointers that the
@@ -55,8 +60,11 @@ int twin(struct xdp_md *ctx)
 	if (bpf_xdp_load_bytes(ctx, 0, in, sizeof(*in)))
 		return XDP_ABORTED;
 
+	/* As the stale timer would have marked the table at now. */
+	in->meta.stale_mark = table_old(&in->meta, in->now) ? in->meta.arrived_ns
+							    : in->meta.arrived_ns + 1;
 	/* As the XDP program does once it has found the record set. */
-	s->draw.open = table_open(&in->meta, in->rr.stale, in->now);
+	s->draw.open = table_open(&in->meta, in->rr.stale);
 	s->draw.rnd = in->rnd;
 	s->draw.turn = in->turn;
 	if (select_answers(s, &in->rr, in->geo ? &in->order : 0))
@@ -67,6 +75,7 @@ int twin(struct xdp_md *ctx)
 		.pick = p,
 		.ttl = answer_ttl(&in->rr, p.degraded),
 		.open = s->draw.open,
+		.draw = query_draw(in->port, in->id, in->hash),
 	};
 	if (bpf_xdp_store_bytes(ctx, 0, &out, sizeof(out)))
 		return XDP_ABORTED;

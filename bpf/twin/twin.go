@@ -41,6 +41,10 @@ type Input struct {
 	Now   uint64                 // CLOCK_BOOTTIME at the query, for the open rule
 	Rnd   uint32                 // the query's random draw
 	Turn  uint32                 // the round-robin turn
+	// The query's source port, ID and name hash, from which the program
+	// draws (query_draw); Result.Draw is the draw they give.
+	Port, ID uint16
+	Hash     uint64
 }
 
 // Result is what the XDP program answers for an Input.
@@ -50,6 +54,7 @@ type Result struct {
 	Order    []int               // candidate slots, in answer order
 	TTL      uint32              // the answers' TTL
 	Open     bool                // the open rule held: every candidate counted healthy
+	Draw     uint32              // query_draw of Input's Port, ID and Hash
 }
 
 // Load loads the program. It needs the privileges of BPF_PROG_LOAD.
@@ -70,16 +75,19 @@ func Load() (*Harness, error) {
 		return nil, fmt.Errorf("reading the twin's spec: %w", err)
 	}
 	specs.Health.MaxEntries = HealthEntries
+	specs.HealthBits.MaxEntries = loader.HealthBitsWords(HealthEntries)
+	// The record table comes with the header and goes unused here.
+	specs.Records.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one
 	// layout and one stride for both.
 	h := &Harness{table: make([]byte, loader.HealthTableBytes(HealthEntries))}
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the twin: %w", err)
 	}
-	mem, err := h.objs.Health.Memory()
+	mem, err := h.objs.HealthBits.Memory()
 	if err != nil {
 		h.objs.Close()
-		return nil, fmt.Errorf("mapping the twin's health table: %w", err)
+		return nil, fmt.Errorf("mapping the twin's health bitmap: %w", err)
 	}
 	h.mem = mem
 	return h, nil
@@ -97,7 +105,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	for i, up := range in.Up {
 		loader.PutHealthEntry(h.table, uint32(i), up, 0)
 	}
-	if _, err := h.mem.WriteAt(h.table, 0); err != nil {
+	if _, err := h.mem.WriteAt(loader.HealthBits(h.table), 0); err != nil {
 		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
 	}
 
@@ -112,6 +120,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 		ti.Order.Rank, ti.Geo = in.Order.Rank, 1
 	}
 	ti.Now, ti.Rnd, ti.Turn = in.Now, in.Rnd, in.Turn
+	ti.Port, ti.Id, ti.Hash = in.Port, in.ID, in.Hash
 	pkt, err := binary.Append(nil, binary.LittleEndian, &ti)
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding the twin's input: %w", err)
@@ -129,7 +138,7 @@ func (h *Harness) Select(in Input) (Result, error) {
 	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
 		return Result{}, fmt.Errorf("decoding the twin's output: %w", err)
 	}
-	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0}
+	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0, Draw: out.Draw}
 	for i := range min(int(out.Pick.N), len(out.Pick.Order)) {
 		r.Order = append(r.Order, int(out.Pick.Order[i]))
 	}

@@ -21,6 +21,7 @@ type TwinInput struct {
 		ConfigHash   uint64
 		ArrivedNs    uint64
 		StaleAfterNs uint64
+		StaleMark    uint64
 	}
 	Now uint64
 	Rr  struct {
@@ -46,6 +47,7 @@ type TwinInput struct {
 			Flags    uint8
 			Region   uint8
 		}
+		RrSum [8]uint16
 	}
 	Order struct {
 		_    structs.HostLayout
@@ -54,6 +56,10 @@ type TwinInput struct {
 	Geo  uint32
 	Rnd  uint32
 	Turn uint32
+	Hash uint64
+	Port uint16
+	Id   uint16
+	_    [4]byte
 }
 
 type TwinOutput struct {
@@ -67,6 +73,7 @@ type TwinOutput struct {
 	}
 	Ttl  uint32
 	Open uint32
+	Draw uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -78,17 +85,17 @@ const (
 	TwinMapGeo6         = "geo6"
 	TwinMapGeoRank      = "geo_rank"
 	TwinMapHealth       = "health"
+	TwinMapHealthBits   = "health_bits"
 	TwinMapHealthMeta   = "health_meta"
 	TwinMapInputs       = "inputs"
-	TwinMapRr128        = "rr128"
-	TwinMapRr256        = "rr256"
-	TwinMapRr32         = "rr32"
-	TwinMapRr64         = "rr64"
+	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
 	TwinMapScratch      = "scratch"
+	TwinMapStaleTimer   = "stale_timer"
 	TwinMapZones        = "zones"
 	TwinProgTwin        = "twin"
 	TwinVarOutputAnchor = "output_anchor"
+	TwinVarRecBits      = "rec_bits"
 )
 
 // LoadTwin returns the embedded CollectionSpec for Twin.
@@ -145,14 +152,13 @@ type TwinMapSpecs struct {
 	Geo6       *ebpf.MapSpec `ebpf:"geo6"`
 	GeoRank    *ebpf.MapSpec `ebpf:"geo_rank"`
 	Health     *ebpf.MapSpec `ebpf:"health"`
+	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
-	Rr128      *ebpf.MapSpec `ebpf:"rr128"`
-	Rr256      *ebpf.MapSpec `ebpf:"rr256"`
-	Rr32       *ebpf.MapSpec `ebpf:"rr32"`
-	Rr64       *ebpf.MapSpec `ebpf:"rr64"`
+	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
 
@@ -161,6 +167,7 @@ type TwinMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinVariableSpecs struct {
 	OutputAnchor *ebpf.VariableSpec `ebpf:"output_anchor"`
+	RecBits      *ebpf.VariableSpec `ebpf:"rec_bits"`
 }
 
 // TwinObjects contains all objects after they have been loaded into the kernel.
@@ -188,14 +195,13 @@ type TwinMaps struct {
 	Geo6       *ebpf.Map `ebpf:"geo6"`
 	GeoRank    *ebpf.Map `ebpf:"geo_rank"`
 	Health     *ebpf.Map `ebpf:"health"`
+	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
-	Rr128      *ebpf.Map `ebpf:"rr128"`
-	Rr256      *ebpf.Map `ebpf:"rr256"`
-	Rr32       *ebpf.Map `ebpf:"rr32"`
-	Rr64       *ebpf.Map `ebpf:"rr64"`
+	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
 
@@ -206,14 +212,13 @@ func (m *TwinMaps) Close() error {
 		m.Geo6,
 		m.GeoRank,
 		m.Health,
+		m.HealthBits,
 		m.HealthMeta,
 		m.Inputs,
-		m.Rr128,
-		m.Rr256,
-		m.Rr32,
-		m.Rr64,
+		m.Records,
 		m.RrCounter,
 		m.Scratch,
+		m.StaleTimer,
 		m.Zones,
 	)
 }
@@ -223,6 +228,7 @@ func (m *TwinMaps) Close() error {
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinVariables struct {
 	OutputAnchor *ebpf.Variable `ebpf:"output_anchor"`
+	RecBits      *ebpf.Variable `ebpf:"rec_bits"`
 }
 
 // TwinPrograms contains all programs after they have been loaded into the kernel.

@@ -48,7 +48,7 @@ type Server struct {
 	API        string           // host:port of the HTTP API and metrics
 	BPFFS      string           // where maps and the XDP link are pinned
 	StateDir   string           // where the state that outlives the process is written; default /var/lib/steadydns
-	MaxRecords int              // record sets each record map holds, one map per name length class; default 65536
+	MaxRecords int              // record sets the record table holds; default 65536
 	Geo        *Geo             // client prefixes to regions; nil without geo
 	// IDServer answers id.server and hostname.bind CH TXT with the
 	// host's id; default false, as BIND's server-id.

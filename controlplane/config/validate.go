@@ -111,10 +111,10 @@ func loopback(addr string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// maxRecords bounds server.max_records. The kernel gives each record map a
-// bucket array of 16 bytes per entry, rounded up to a power of two, even
-// when empty: 1 GiB for the four maps at this bound.
-const maxRecords = 1 << 24
+// maxRecords bounds server.max_records. The record table has two 512-byte
+// slots per set, rounded up to a power of two, which the kernel reserves
+// even when empty: 4 GiB at this bound.
+const maxRecords = 1 << 22
 
 func validPort(s string) bool {
 	p, err := strconv.ParseUint(s, 10, 16)

@@ -8,12 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"net"
 	"net/netip"
-	"slices"
 
-	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
@@ -62,19 +59,12 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 	return p, nil
 }
 
-// fits checks that the record maps can hold the compiled sets: each map,
-// one per name length class, holds server.max_records, and the kernel
-// refuses a set past that, which would leave a reload half-applied.
+// fits checks that the record table can hold the compiled sets: it holds
+// server.max_records, and the loader refuses a set past that, which would
+// leave a reload half-applied.
 func fits(cfg *config.Config, c *records.Compiled) error {
-	count := map[int]int{}
-	for k := range c.Entries() {
-		count[loader.RecordClass(len(k.Wire))]++
-	}
-	for _, class := range slices.Sorted(maps.Keys(count)) {
-		if n := count[class]; n > cfg.Server.MaxRecords {
-			return cfg.Errorf("server.max_records", "%d record sets go to map rr%d (wire names up to %d bytes), more than the %d it holds",
-				n, class, min(class, int(bpf.SteadydnsLimitsNAME_MAX_WIRE)), cfg.Server.MaxRecords)
-		}
+	if n := len(c.Entries()); n > cfg.Server.MaxRecords {
+		return cfg.Errorf("server.max_records", "%d record sets, more than the %d the record table holds", n, cfg.Server.MaxRecords)
 	}
 	return nil
 }

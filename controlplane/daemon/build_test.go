@@ -17,10 +17,10 @@ import (
 )
 
 // TestBuildMaxRecords checks that Build rejects a config whose record sets
-// do not fit in the record maps, counting each name length class apart and
-// the zone file's A and AAAA sets with the configured ones.
+// do not fit in the record table, counting names of every length and type
+// and the zone file's A and AAAA sets with the configured ones.
 func TestBuildMaxRecords(t *testing.T) {
-	long := strings.Repeat("x", 30) + ".example.test." // 45 wire bytes: map rr64
+	long := strings.Repeat(strings.Repeat("x", 60)+".", 3) + "example.test." // 197 wire bytes
 	tests := []struct {
 		name  string
 		max   int
@@ -30,13 +30,14 @@ func TestBuildMaxRecords(t *testing.T) {
 		want  string   // the error after "steadydns.yaml:", or "" for none
 	}{
 		{"over", 2, []string{"a.example.test.", "b.example.test.", "c.example.test."}, false, "",
-			"3: server.max_records: 3 record sets go to map rr32 (wire names up to 32 bytes), more than the 2 it holds"},
+			"3: server.max_records: 3 record sets, more than the 2 the record table holds"},
 		{"full", 3, []string{"a.example.test.", "b.example.test.", "c.example.test."}, false, "", ""},
 		{"types count apart", 3, []string{"a.example.test.", "b.example.test."}, true, "",
-			"3: server.max_records: 4 record sets go to map rr32 (wire names up to 32 bytes), more than the 3 it holds"},
+			"3: server.max_records: 4 record sets, more than the 3 the record table holds"},
 		{"zone sets count", 2, []string{"a.example.test.", "b.example.test."}, false, "static 3600 A 198.18.1.20\n",
-			"3: server.max_records: 3 record sets go to map rr32 (wire names up to 32 bytes), more than the 2 it holds"},
-		{"classes count apart", 2, []string{"a.example.test.", "b.example.test.", long}, false, "", ""},
+			"3: server.max_records: 3 record sets, more than the 2 the record table holds"},
+		{"long names count", 2, []string{"a.example.test.", long}, false, "static 3600 A 198.18.1.20\n",
+			"3: server.max_records: 3 record sets, more than the 2 the record table holds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

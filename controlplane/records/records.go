@@ -1,5 +1,5 @@
 // Package records compiles the configured record sets and the zone files'
-// A/AAAA sets into the entries of the data-plane record maps, and answers
+// A/AAAA sets into the entries of the data-plane record table, and answers
 // the fallback's questions about them with the same selection as XDP.
 package records
 

@@ -45,14 +45,22 @@ func (p Pick) TTL(rr *bpf.SteadydnsRrset) uint32 {
 // Open reports whether a record with stale policy stale answers as if every
 // candidate were healthy: no table yet (cold start), or a table older than
 // its stale_after under answer_all. now is CLOCK_BOOTTIME, the clock the
-// table's arrival is stamped with. It is table_open of bpf/select.h,
-// wrapping subtraction included.
+// table's arrival is stamped with. It is table_old and table_open of
+// bpf/select.h, wrapping subtraction included: the program's stale timer
+// applies table_old and marks the table, which table_open reads.
 func Open(meta bpf.SteadydnsTableMeta, stale uint8, now uint64) bool {
 	if meta.Version == 0 {
 		return true
 	}
 	old := meta.StaleAfterNs != 0 && now-meta.ArrivedNs > meta.StaleAfterNs
 	return old && stale == uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL)
+}
+
+// Draw is a query's random draw from its source port, ID and name hash
+// (loader.NameHash): query_draw of bpf/select.h, which the XDP program
+// uses instead of a helper call per query.
+func Draw(port, id uint16, hash uint64) uint32 {
+	return uint32((hash ^ (uint64(port)<<16 | uint64(id))) * 0x9E3779B97F4A7C15 >> 32)
 }
 
 // setStats are the statistics of one candidate set, gathered in the scan.

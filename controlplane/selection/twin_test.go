@@ -285,3 +285,31 @@ func TestTwinEveryHealthCombination(t *testing.T) {
 		}
 	}
 }
+
+// TestDrawTwin holds Draw to query_draw, the program's random draw from a
+// query's port, ID and name hash, on random inputs and at the edges, and
+// checks that the draws spread: a rule that ignored an input would repeat.
+func TestDrawTwin(t *testing.T) {
+	h := harness(t)
+	rng := rand.New(rand.NewPCG(13, 17))
+	set := &bpf.SteadydnsRrset{N: 1, MaxAnswers: 1}
+	seen := map[uint32]bool{}
+	edges := []twin.Input{{}, {Port: 0xffff, ID: 0xffff, Hash: ^uint64(0)}, {Port: 1}, {ID: 1}, {Hash: 1}}
+	for i := range 500 {
+		in := twin.Input{Set: set, Meta: fresh, Port: uint16(rng.Uint32()), ID: uint16(rng.Uint32()), Hash: rng.Uint64()}
+		if i < len(edges) {
+			in.Port, in.ID, in.Hash = edges[i].Port, edges[i].ID, edges[i].Hash
+		}
+		r, err := h.Select(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := selection.Draw(in.Port, in.ID, in.Hash); r.Draw != want {
+			t.Fatalf("port %d id %d hash %#x: xdp draws %d, Go %d", in.Port, in.ID, in.Hash, r.Draw, want)
+		}
+		seen[r.Draw] = true
+	}
+	if len(seen) < 495 {
+		t.Errorf("500 inputs gave %d distinct draws", len(seen))
+	}
+}

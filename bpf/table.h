@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Finding a query's record set in the record table (struct rec_slot). */
+#ifndef STEADYDNS_TABLE_H
+#define STEADYDNS_TABLE_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+#include "maps.h"
+
+/* name_eq compares the first n bytes of the query's key, zero past the
+ * name, with a slot's name, 8 bytes at a time. Wire names delimit
+ * themselves, so equal first n bytes are equal names. */
+static __always_inline int name_eq(const __u8 *key, const char *name, __u32 n)
+{
+	const __u64 *a = (const __u64 *)key;
+	const __u64 *b = (const __u64 *)name;
+	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1) / 8; w++) {
+		if (w * 8 >= n)
+			break;
+		if (a[w] != b[w])
+			return 0;
+	}
+	return 1;
+}
+
+/* find_slot probes from the query's home slot for its name and type and
+ * returns the slot's index, or -1. An empty slot ends the probe: Robin
+ * Hood placement leaves no gap before a set. It records the slot's
+ * sequence count in s->q.seq; the caller compares it again once it has
+ * read the slot, and a slot being written (odd count) is passed over.
+ *
+ * A global function: the verifier checks the probe loop once, on its own. */
+__attribute__((noinline)) int find_slot(struct scratch *s)
+{
+	if (!s)
+		return -1;
+	struct query *q = &s->q;
+	__u64 h = q->hash;
+	__u32 n = q->name_len;
+	__u32 bits = rec_bits & 31;
+	__u32 home = bits ? h >> (64 - bits) : 0;
+	__u32 mask = (1u << bits) - 1;
+
+	for (__u32 i = 0; i < PROBE_MAX; i++) {
+		__u32 idx = (home + i) & mask;
+		struct rec_slot *sl = bpf_map_lookup_elem(&records, &idx);
+		if (!sl)
+			return -1;
+		__u32 seq = *(volatile __u32 *)&sl->seq;
+		if (seq & 1)
+			continue;
+		if (sl->state == SLOT_EMPTY)
+			return -1;
+		if (sl->hash != h || sl->qtype != q->qtype)
+			continue;
+		if (!name_eq(s->key, sl->name, n))
+			continue;
+		q->seq = seq;
+		return idx;
+	}
+	return -1;
+}
+
+/* slot_unchanged reports whether a slot still holds what find_slot found:
+ * its sequence count has not moved since. */
+static __always_inline int slot_unchanged(const struct rec_slot *sl, __u32 seq)
+{
+	/* Every read of the slot before this one happens first: the compiler
+	 * may not move loads past the barrier, and x86 does not reorder
+	 * loads with loads. */
+	asm volatile("" ::: "memory");
+	return *(volatile const __u32 *)&sl->seq == seq;
+}
+
+#endif
