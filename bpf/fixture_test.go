@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/geo"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -163,4 +169,56 @@ func pinCPU(t testing.TB, cpu int) {
 		unix.SchedSetaffinity(0, &old)
 		runtime.UnlockOSThread()
 	})
+}
+
+// served is a config and its zone compiled and written into the maps, as
+// the daemon writes them: the records, geo and the zone's SOA.
+type served struct {
+	cfg   *config.Config
+	zone  *zone.Zone
+	index map[string]uint32
+	comp  *records.Compiled
+	geo   *geo.Table
+}
+
+// serve parses cfgText (whose zone is z.zone, zoneText) in a temporary
+// directory, compiles it, and writes it into o's maps.
+func serve(t testing.TB, o *loader.Objects, cfgText, zoneText string) served {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(zoneText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(cfgText))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, cfgText)
+	}
+	z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := health.Assign(cfg.CheckIDs, nil, o.HealthCapacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := records.Compile(cfg, []*zone.Zone{z}, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SyncRecords(comp.Entries()); err != nil {
+		t.Fatal(err)
+	}
+	g := geo.New(cfg.Server.Geo)
+	v4, v6 := g.Entries()
+	if err := o.SyncGeo(v4, v6, g.Orders()); err != nil {
+		t.Fatal(err)
+	}
+	soa, ok := records.SOA(z)
+	if !ok {
+		t.Fatal("soa does not fit")
+	}
+	if err := o.PutZoneSOA(0, &soa); err != nil {
+		t.Fatal(err)
+	}
+	return served{cfg: cfg, zone: z, index: index, comp: comp, geo: g}
 }

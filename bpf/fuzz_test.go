@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,11 +14,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
-	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
-	"github.com/steadydns/steadydns/controlplane/geo"
-	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -118,41 +113,8 @@ type fuzzWorld struct {
 
 func newFuzzWorld(t testing.TB) *fuzzWorld {
 	o := load(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(fuzzZone), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(fuzzConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := health.Assign(cfg.CheckIDs, nil, o.HealthCapacity())
-	if err != nil {
-		t.Fatal(err)
-	}
-	comp, err := records.Compile(cfg, []*zone.Zone{z}, index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.SyncRecords(comp.Entries()); err != nil {
-		t.Fatal(err)
-	}
-	g := geo.New(cfg.Server.Geo)
-	v4, v6 := g.Entries()
-	if err := o.SyncGeo(v4, v6, g.Orders()); err != nil {
-		t.Fatal(err)
-	}
-	soa, ok := records.SOA(z)
-	if !ok {
-		t.Fatal("soa does not fit")
-	}
-	if err := o.PutZoneSOA(0, &soa); err != nil {
-		t.Fatal(err)
-	}
+	sv := serve(t, o, fuzzConfig, fuzzZone)
+	cfg, z, index, comp, g := sv.cfg, sv.zone, sv.index, sv.comp, sv.geo
 	w := &fuzzWorld{objs: o, table: edge.New(o, bpf.SteadydnsTableMeta{}), hash: cfg.Hash}
 	for _, id := range []string{"c1", "c2", "c3", "c4"} {
 		w.checks = append(w.checks, index[id])

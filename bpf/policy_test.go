@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,10 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/fallback"
-	"github.com/steadydns/steadydns/controlplane/geo"
-	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -109,7 +104,6 @@ func (h mapHealth) Open(uint8) bool  { return false }
 
 func newPolicyWorld(t *testing.T) *policyWorld {
 	o := load(t)
-	dir := t.TempDir()
 	var b strings.Builder
 	b.WriteString("server:\n  listen: [\"127.0.0.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/25\"], next: [us] }\n      us: { prefixes: [\"198.18.0.128/25\"], next: [eu] }\n")
 	b.WriteString("zones:\n  - origin: example.test.\n    file: z.zone\nhealth_checks:\n")
@@ -126,40 +120,8 @@ func newPolicyWorld(t *testing.T) *policyWorld {
 		}
 		fmt.Fprintf(&b, "  - name: p%d.example.test.\n    type: A\n    %s\n", i, rec)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(policyZone), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(b.String()))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
-	}
-	z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := health.Assign(cfg.CheckIDs, nil, o.HealthCapacity())
-	if err != nil {
-		t.Fatal(err)
-	}
-	comp, err := records.Compile(cfg, []*zone.Zone{z}, index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.SyncRecords(comp.Entries()); err != nil {
-		t.Fatal(err)
-	}
-	g := geo.New(cfg.Server.Geo)
-	v4, v6 := g.Entries()
-	if err := o.SyncGeo(v4, v6, g.Orders()); err != nil {
-		t.Fatal(err)
-	}
-	soa, ok := records.SOA(z)
-	if !ok {
-		t.Fatal("soa does not fit")
-	}
-	if err := o.PutZoneSOA(0, &soa); err != nil {
-		t.Fatal(err)
-	}
+	sv := serve(t, o, b.String(), policyZone)
+	cfg, z, index, comp, g := sv.cfg, sv.zone, sv.index, sv.comp, sv.geo
 	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
 	loader.PutHealthEntry(table, 0, true, 0)
 	for i, c := range policyCases {
