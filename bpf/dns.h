@@ -15,6 +15,7 @@
 #define TYPE_OPT 41
 #define CLASS_IN 1
 #define MAX_OPTIONS 16
+#define OPT_NSID 3
 #define OPT_ECS 8
 
 
@@ -120,6 +121,7 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 	q->has_opt = 0;
 	q->do_bit = 0;
 	q->has_ecs = 0;
+	q->nsid = 0;
 	q->udp_size = 512;
 	if (!m[11])
 		return q->q_end == len ? OUT_ANSWERED : OUT_MALFORMED;
@@ -135,7 +137,8 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 	__u32 end = o + 11 + rd16(m, o + 9);
 	if (end != len)
 		return OUT_OPT_MALFORMED;
-	/* Options are length-checked and otherwise ignored (COOKIE too). */
+	/* Options are length-checked; ECS and NSID are noted, the rest
+	 * ignored (COOKIE too). */
 	o += 11;
 	for (int i = 0; i < MAX_OPTIONS; i++) {
 		if (o >= end)
@@ -151,6 +154,10 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 				return OUT_OPT_MALFORMED;
 			q->has_ecs = 1;
 		}
+		/* An NSID option asks for ours; its payload, which a client
+		 * sends empty, is ignored (RFC 5001 §2.1). */
+		if (rd16(m, o) == OPT_NSID)
+			q->nsid = 1;
 		o += 4 + rd16(m, o + 2);
 	}
 	if (o != end)

@@ -36,6 +36,13 @@ var (
 // pins of a running server.
 func load(t testing.TB) *loader.Objects {
 	t.Helper()
+	return loadWith(t, loader.Options{})
+}
+
+// loadWith is load with opts, whose pin directory, health capacity and
+// server addresses the test sets.
+func loadWith(t testing.TB, opts loader.Options) *loader.Objects {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
 	}
@@ -44,7 +51,8 @@ func load(t testing.TB) *loader.Objects {
 		t.Fatalf("mounting a test bpffs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	o, err := loader.Load(loader.Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{server4, server6}})
+	opts.BPFFS, opts.HealthCapacity, opts.Servers = dir+"/sd", 1024, []netip.Addr{server4, server6}
+	o, err := loader.Load(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

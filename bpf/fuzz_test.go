@@ -111,15 +111,18 @@ type fuzzWorld struct {
 	hash     uint64
 }
 
+// fuzzNSID is both paths' NSID: a query with the option gets it.
+var fuzzNSID = []byte("fuzz-edge")
+
 func newFuzzWorld(t testing.TB) *fuzzWorld {
-	o := load(t)
+	o := loadWith(t, loader.Options{NSID: fuzzNSID})
 	sv := serve(t, o, fuzzConfig, fuzzZone)
 	cfg, z, index, comp, g := sv.cfg, sv.zone, sv.index, sv.comp, sv.geo
 	w := &fuzzWorld{objs: o, table: edge.New(o, bpf.SteadydnsTableMeta{}), hash: cfg.Hash}
 	for _, id := range []string{"c1", "c2", "c3", "c4"} {
 		w.checks = append(w.checks, index[id])
 	}
-	w.fallback = fallback.New(fallback.Options{}, &fallback.View{Zones: zone.NewZones(z), Records: records.NewAnswerer(comp, w.table, g)})
+	w.fallback = fallback.New(fallback.Options{NSID: fuzzNSID}, &fallback.View{Zones: zone.NewZones(z), Records: records.NewAnswerer(comp, w.table, g)})
 	return w
 }
 
@@ -380,6 +383,17 @@ func addSeeds(f *testing.F) {
 	long := strings.Repeat("L", 63) + "." + strings.Repeat("o", 63) + "." + strings.Repeat("N", 63) + "." + strings.Repeat("g", 48) + ".example.test."
 	f.Add(uint8(modeV6|modePartial), uint16(53), uint8(0b0001), q(long, dns.TypeAAAA, withOpt(4096, true)))
 	f.Add(uint8(modeOtherPort), uint16(53), uint8(0), q("fo.example.test.", dns.TypeA, nil))
+	// NSID asked: answers, NODATA (fo AAAA, all down) and SERVFAIL (sf,
+	// all down), a payload the server ignores, beside ECS and a cookie,
+	// and the longest name with 8 answers, which no longer fits 512.
+	nsid := &dns.EDNS0_NSID{Code: dns.EDNS0NSID}
+	f.Add(uint8(0), uint16(40000), uint8(0), q("fo.example.test.", dns.TypeA, withOpt(1232, false, nsid)))
+	f.Add(uint8(modeV6|modePartial), uint16(40000), uint8(0b1111), q("fo.example.test.", dns.TypeAAAA, withOpt(1232, true, nsid)))
+	f.Add(uint8(0), uint16(40000), uint8(0b1111), q("sf.example.test.", dns.TypeA, withOpt(512, false, nsid)))
+	f.Add(uint8(0), uint16(40000), uint8(0), q("mv.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "0102"})))
+	f.Add(uint8(modeV6), uint16(40000), uint8(0), q("rndr.example.test.", dns.TypeAAAA, withOpt(1232, false, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}, nsid)))
+	f.Add(uint8(0), uint16(40000), uint8(0), q("geo.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("198.18.0.0").To4()}, nsid)))
+	f.Add(uint8(modeV6), uint16(40000), uint8(0), q(long, dns.TypeAAAA, withOpt(512, false, nsid)))
 	ecs := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("198.18.0.0").To4()}
 	f.Add(uint8(0), uint16(40000), uint8(0), q("geo.example.test.", dns.TypeA, withOpt(1232, false, ecs)))
 	// A malformed ECS is the fallback's to refuse; an LLQ miekg/dns would

@@ -67,11 +67,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stale_timer SEC(".maps");
 
+/* Every packet's outcome, counted per CPU (struct outcome_counts). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, OUT_MAX);
-	__type(key, enum outcome);
-	__type(value, __u64);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct outcome_counts);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } counters SEC(".maps");
 
@@ -139,6 +140,7 @@ struct query {
 	__u8 has_opt;
 	__u8 do_bit;
 	__u8 has_ecs;    /* an EDNS Client Subnet option */
+	__u8 nsid;       /* an NSID option: the reply carries ours, if set */
 };
 
 /* Statistics of the candidate set the policy picks from. */

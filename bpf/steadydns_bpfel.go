@@ -115,7 +115,15 @@ const (
 	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
+	SteadydnsLimitsNSID_MAX         SteadydnsLimits = 128
 )
+
+type SteadydnsNsidOption struct {
+	_   structs.HostLayout
+	Len uint32
+	Sum uint32
+	Opt [136]uint8
+}
 
 type SteadydnsOutcome uint32
 
@@ -144,6 +152,32 @@ const (
 	SteadydnsOutcomeOUT_ECS           SteadydnsOutcome = 21
 	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 22
 )
+
+type SteadydnsOutcomeCounts struct {
+	_            structs.HostLayout
+	Answered     uint64
+	Nodata       uint64
+	Servfail     uint64
+	NotDns       uint64
+	Malformed    uint64
+	IpOptions    uint64
+	Fragment     uint64
+	Ipv6Ext      uint64
+	NotQuery     uint64
+	Compression  uint64
+	Qtype        uint64
+	Qclass       uint64
+	Additional   uint64
+	EdnsVersion  uint64
+	OptMalformed uint64
+	NotFound     uint64
+	Dnssec       uint64
+	Truncated    uint64
+	NoRoom       uint64
+	TooLong      uint64
+	NoSoa        uint64
+	Ecs          uint64
+}
 
 type SteadydnsPolicy uint32
 
@@ -209,7 +243,7 @@ type SteadydnsScratch struct {
 		HasOpt  uint8
 		DoBit   uint8
 		HasEcs  uint8
-		_       [1]byte
+		Nsid    uint8
 	}
 	Draw struct {
 		_    structs.HostLayout
@@ -302,6 +336,7 @@ const (
 	SteadydnsVarEnumAnchor = "enum_anchor"
 	SteadydnsVarNrServerV4 = "nr_server_v4"
 	SteadydnsVarNrServerV6 = "nr_server_v6"
+	SteadydnsVarNsid       = "nsid"
 	SteadydnsVarRecBits    = "rec_bits"
 	SteadydnsVarServerV4   = "server_v4"
 	SteadydnsVarServerV6   = "server_v6"
@@ -378,6 +413,7 @@ type SteadydnsVariableSpecs struct {
 	EnumAnchor *ebpf.VariableSpec `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.VariableSpec `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	Nsid       *ebpf.VariableSpec `ebpf:"nsid"`
 	RecBits    *ebpf.VariableSpec `ebpf:"rec_bits"`
 	ServerV4   *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6   *ebpf.VariableSpec `ebpf:"server_v6"`
@@ -441,6 +477,7 @@ type SteadydnsVariables struct {
 	EnumAnchor *ebpf.Variable `ebpf:"enum_anchor"`
 	NrServerV4 *ebpf.Variable `ebpf:"nr_server_v4"`
 	NrServerV6 *ebpf.Variable `ebpf:"nr_server_v6"`
+	Nsid       *ebpf.Variable `ebpf:"nsid"`
 	RecBits    *ebpf.Variable `ebpf:"rec_bits"`
 	ServerV4   *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6   *ebpf.Variable `ebpf:"server_v6"`

@@ -43,6 +43,8 @@ enum limits {
 	/* The record table: a query probes at most PROBE_MAX slots from its
 	 * home slot; the control plane places every set within them. */
 	PROBE_MAX = 16,
+	/* Longest NSID value (RFC 5001) replies carry, server.nsid. */
+	NSID_MAX = 128,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
@@ -239,6 +241,55 @@ enum outcome {
 	OUT_NO_SOA,           /* NODATA, but the zone's SOA is not in the map */
 	OUT_ECS,              /* geo record queried with ECS: the fallback steers */
 	OUT_MAX,
+};
+
+/* The outcome counts: one field per enum outcome, in its order, named
+ * as the outcome without OUT_ in lowercase, so that bpftool prints each
+ * count by name (an array map's key must be a plain 32-bit integer in the
+ * BTF, so the enum cannot be the key). The program indexes the fields by
+ * the enum; loader.OutcomeNames reads the names, the metric labels, from
+ * here, and its test holds them against the enum. */
+struct outcome_counts {
+	__u64 answered;
+	__u64 nodata;
+	__u64 servfail;
+	__u64 not_dns;
+	__u64 malformed;
+	__u64 ip_options;
+	__u64 fragment;
+	__u64 ipv6_ext;
+	__u64 not_query;
+	__u64 compression;
+	__u64 qtype;
+	__u64 qclass;
+	__u64 additional;
+	__u64 edns_version;
+	__u64 opt_malformed;
+	__u64 not_found;
+	__u64 dnssec;
+	__u64 truncated;
+	__u64 no_room;
+	__u64 too_long;
+	__u64 no_soa;
+	__u64 ecs;
+};
+
+_Static_assert(sizeof(struct outcome_counts) == OUT_MAX * sizeof(__u64),
+	       "struct outcome_counts needs one field per enum outcome");
+
+/* The NSID option replies carry when the query's OPT asks for it
+ * (RFC 5001), set at load time from server.nsid: the option as the reply
+ * holds it, so the program copies words instead of building it. */
+struct nsid_option {
+	__u32 len;  /* option bytes: 4 + the value's length; 0: NSID is off */
+	/* The ones-complement sum of opt[1..len), in little-endian 16-bit
+	 * words from opt[1]: the option follows the OPT's 11 bytes, so its
+	 * first byte (0, the code's high byte) completes the OPT's last
+	 * 32-bit word, and the rest starts at an even offset of the reply's
+	 * tail. */
+	__u32 sum;
+	/* Code (3), length and value in network order, zero-filled. */
+	__u8 opt[(4 + NSID_MAX + 7) & ~7] __attribute__((aligned(8)));
 };
 
 /* Names the enums in the BTF so that bpf2go can generate them as Go

@@ -2,22 +2,23 @@ package loader
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/steadydns/steadydns/bpf"
 )
 
-// Outcomes sums the per-CPU outcome counters, indexed by outcome.
+// Outcomes sums the per-CPU outcome counts, indexed by outcome.
 func (o *Objects) Outcomes() ([]uint64, error) {
+	// struct outcome_counts is one 64-bit count per outcome, in the
+	// enum's order.
+	var perCPU [][bpf.SteadydnsOutcomeOUT_MAX]uint64
+	if err := o.Counters.Lookup(uint32(0), &perCPU); err != nil {
+		return nil, fmt.Errorf("reading the outcome counts: %w", err)
+	}
 	out := make([]uint64, bpf.SteadydnsOutcomeOUT_MAX)
-	var perCPU []uint64
-	for i := range out {
-		if err := o.Counters.Lookup(uint32(i), &perCPU); err != nil {
-			return nil, fmt.Errorf("reading counter %d: %w", i, err)
-		}
-		for _, v := range perCPU {
+	for _, c := range perCPU {
+		for i, v := range c {
 			out[i] += v
 		}
 	}
@@ -25,8 +26,9 @@ func (o *Objects) Outcomes() ([]uint64, error) {
 }
 
 // OutcomeNames are the metric labels of the outcomes, "answered",
-// "not_found"…, read from the BTF of the counters map's key, enum outcome,
-// so that C stays the one definition.
+// "not_found"…, in the enum's order: the field names of struct
+// outcome_counts, the counters map's value, read from its BTF so that C
+// stays the one definition and bpftool prints the same names.
 func OutcomeNames() ([]string, error) {
 	spec, err := bpf.LoadSteadydns()
 	if err != nil {
@@ -36,15 +38,13 @@ func OutcomeNames() ([]string, error) {
 	if err := spec.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("reading the bpf object: %w", err)
 	}
-	e, ok := btf.UnderlyingType(specs.Counters.Key).(*btf.Enum)
-	if !ok {
-		return nil, fmt.Errorf("reading the outcome names: the counters key is a %s, not an enum", specs.Counters.Key)
+	s, ok := btf.UnderlyingType(specs.Counters.Value).(*btf.Struct)
+	if !ok || len(s.Members) != int(bpf.SteadydnsOutcomeOUT_MAX) {
+		return nil, fmt.Errorf("reading the outcome names: the counters value is %s, not a struct of %d counts", specs.Counters.Value, bpf.SteadydnsOutcomeOUT_MAX)
 	}
-	names := make([]string, bpf.SteadydnsOutcomeOUT_MAX)
-	for _, v := range e.Values {
-		if v.Value < uint64(len(names)) {
-			names[v.Value] = strings.ToLower(strings.TrimPrefix(v.Name, "OUT_"))
-		}
+	names := make([]string, len(s.Members))
+	for i, m := range s.Members {
+		names[i] = m.Name
 	}
 	return names, nil
 }

@@ -33,6 +33,9 @@ type Options struct {
 	HealthCapacity uint32       // entries in the health table
 	RecordCapacity uint32       // record sets the record table holds; 0: DefaultRecordCapacity
 	Servers        []netip.Addr // addresses XDP answers for
+	// NSID is the value replies carry in an NSID option (RFC 5001) when
+	// the query asks for it, at most MaxNSID bytes; empty turns it off.
+	NSID []byte
 }
 
 // Objects are the loaded program and maps, pinned under Dir.
@@ -71,6 +74,9 @@ func Load(opts Options) (*Objects, error) {
 		return nil, fmt.Errorf("setting rec_bits: %w", err)
 	}
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
+		return nil, err
+	}
+	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
 		return nil, err
 	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+
+	"github.com/steadydns/steadydns/bpf"
 )
 
 func requireRoot(t testing.TB) {
@@ -25,7 +27,7 @@ func TestLoadPinsAndReuses(t *testing.T) {
 	if got := o.Health.MaxEntries(); got != 1024 {
 		t.Fatalf("health capacity %d, want 1024", got)
 	}
-	if err := o.Counters.Update(uint32(0), make([]uint64, mustCPUs(t)), 0); err != nil {
+	if err := o.Counters.Update(uint32(0), make([][bpf.SteadydnsOutcomeOUT_MAX]uint64, mustCPUs(t)), 0); err != nil {
 		t.Fatal(err)
 	}
 }

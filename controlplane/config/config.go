@@ -20,6 +20,10 @@ import (
 // rejected rather than truncated.
 const MaxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
 
+// MaxNSID is the longest server.nsid in bytes, what the XDP program
+// carries.
+const MaxNSID = int(bpf.SteadydnsLimitsNSID_MAX)
+
 // Config is a loaded and validated config file.
 type Config struct {
 	File         string // the path as given to Load or Parse
@@ -56,8 +60,12 @@ type Server struct {
 	// VersionServer answers version.server and version.bind CH TXT with
 	// the build's version; default true, as BIND and Knot do.
 	VersionServer bool
-	Debug         Debug
-	TCP           TCP
+	// NSID is the value replies carry in an NSID option (RFC 5001) when
+	// the query asks for it, on both paths; empty (the default) turns it
+	// off. At most MaxNSID bytes.
+	NSID  []byte
+	Debug Debug
+	TCP   TCP
 	// APITokenFile holds the bearer token that the API's writes (admin
 	// and external) need; required when API is not a loopback address.
 	// Absolute; relative paths in the config resolve against its

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -306,6 +307,7 @@ func TestFull(t *testing.T) {
 		StateDir:     "/var/lib/steadydns-test",
 		MaxRecords:   4096,
 		IDServer:     true,
+		NSID:         []byte("edge-ams-1"),
 		Debug:        Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
 		TCP:          TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
 		APITokenFile: tokenFile,
@@ -559,4 +561,41 @@ func lineOf(t *testing.T, file, text string) int {
 		t.Fatalf("%s: %q is not on exactly one line", file, text)
 	}
 	return strings.Count(string(b[:strings.Index(string(b), text)]), "\n") + 1
+}
+
+func TestNSID(t *testing.T) {
+	withNSID := func(v string) string {
+		return strings.Replace(base, "server:\n", "server:\n  nsid: "+v+"\n", 1)
+	}
+	for _, tt := range []struct {
+		name, value string
+		want        []byte
+		err         string
+	}{
+		{"text", "edge-ams-1", []byte("edge-ams-1"), ""},
+		{"hex", "hex:00ff0a", []byte{0, 0xff, 0x0a}, ""},
+		{"longest", strings.Repeat("n", MaxNSID), []byte(strings.Repeat("n", MaxNSID)), ""},
+		{"empty is off", `""`, nil, ""},
+		{"too long", strings.Repeat("n", MaxNSID+1), nil, fmt.Sprintf("config.yaml:2: server.nsid: %d bytes, more than %d", MaxNSID+1, MaxNSID)},
+		{"too long in hex", "hex:" + strings.Repeat("ab", MaxNSID+1), nil, fmt.Sprintf("config.yaml:2: server.nsid: %d bytes, more than %d", MaxNSID+1, MaxNSID)},
+		{"bad hex", "hex:0g", nil, `config.yaml:2: server.nsid: invalid hex "0g" after hex:, want pairs of hex digits such as hex:0a01`},
+		{"odd hex", "hex:abc", nil, `config.yaml:2: server.nsid: invalid hex "abc" after hex:, want pairs of hex digits such as hex:0a01`},
+		{"empty hex", `"hex:"`, nil, "config.yaml:2: server.nsid: hex: without a value; leave the key out to turn nsid off"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := load(t, withNSID(tt.value))
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("error %v, want %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(c.Server.NSID, tt.want) {
+				t.Errorf("nsid %q, want %q", c.Server.NSID, tt.want)
+			}
+		})
+	}
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -134,7 +136,7 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "debug", "tcp", "api_token_file"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "api_token_file"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
@@ -207,6 +209,14 @@ func (d *decoder) server(f fields) Server {
 	}
 	f.bool("id_server", &s.IDServer)
 	f.bool("version_server", &s.VersionServer)
+	var nsid string
+	f.str("nsid", &nsid)
+	if nsid != "" {
+		var err error
+		if s.NSID, err = parseNSID(nsid); err != nil {
+			d.errorf(f.get("nsid"), f.key("nsid"), "%v", err)
+		}
+	}
 	if f.has("tcp") {
 		tf := f.mapping("tcp", tcpKeys)
 		// Zero is how a key left out reads, so a zero written would
@@ -361,4 +371,23 @@ func (d *decoder) aggregation(f fields) Aggregation {
 		h.percent("up", &a.Hysteresis.Up)
 	}
 	return a
+}
+
+// parseNSID reads server.nsid: text as its bytes, or hex:<digits> for any
+// bytes, at most MaxNSID of them.
+func parseNSID(v string) ([]byte, error) {
+	b := []byte(v)
+	if h, ok := strings.CutPrefix(v, "hex:"); ok {
+		var err error
+		if b, err = hex.DecodeString(h); err != nil {
+			return nil, fmt.Errorf("invalid hex %q after hex:, want pairs of hex digits such as hex:0a01", h)
+		}
+		if len(b) == 0 {
+			return nil, fmt.Errorf("hex: without a value; leave the key out to turn nsid off")
+		}
+	}
+	if len(b) > MaxNSID {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(b), MaxNSID)
+	}
+	return b, nil
 }

@@ -77,6 +77,7 @@ func loadOptions(cfg *config.Config) loader.Options {
 		HealthCapacity: uint32(cfg.Aggregation.TableSize),
 		RecordCapacity: uint32(cfg.Server.MaxRecords),
 		Servers:        xdpAddrs(cfg.Server.Listen),
+		NSID:           cfg.Server.NSID,
 	}
 }
 

@@ -269,6 +269,7 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	if cfg.Server.VersionServer {
 		opts.Version = Version()
 	}
+	opts.NSID = cfg.Server.NSID
 	d.fb = fallback.New(opts, d.view(p))
 	warnFileLimit(d.fb.TCPLimits().MaxConnections)
 	if err := d.fb.Start(); err != nil {

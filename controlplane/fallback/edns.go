@@ -1,6 +1,10 @@
 package fallback
 
-import "github.com/miekg/dns"
+import (
+	"encoding/hex"
+
+	"github.com/miekg/dns"
+)
 
 // queryOPT returns the query's OPT record, or nil. ok is false when OPT
 // records are present but unusable: more than one, or one outside the
@@ -25,9 +29,9 @@ func queryOPT(r *dns.Msg) (opt *dns.OPT, ok bool) {
 }
 
 // replyOPT returns the OPT of a reply to a query that had q: version 0,
-// our UDP size, DO copied, and no options. Unknown options, and COOKIE,
-// which steadydns does not implement, are ignored (RFC 6891 §6.1.2,
-// RFC 7873 §5.2).
+// our UDP size, DO copied, and no options; ECS and NSID are added later.
+// Unknown options, and COOKIE, which steadydns does not implement, are
+// ignored (RFC 6891 §6.1.2, RFC 7873 §5.2).
 func replyOPT(q *dns.OPT) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(uint16(ednsSize))
@@ -58,4 +62,25 @@ func subnet(opt *dns.OPT) *dns.EDNS0_SUBNET {
 		}
 	}
 	return nil
+}
+
+// nsidOption is the NSID option (RFC 5001) replies carry for value, or
+// nil when value is empty and NSID is off.
+func nsidOption(value []byte) *dns.EDNS0_NSID {
+	if len(value) == 0 {
+		return nil
+	}
+	return &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: hex.EncodeToString(value)}
+}
+
+// wantsNSID reports whether the query's OPT asks for the server's NSID:
+// it carries the option, whose payload, which a client sends empty, is
+// ignored (RFC 5001 §2.1).
+func wantsNSID(opt *dns.OPT) bool {
+	for _, o := range opt.Option {
+		if o.Option() == dns.EDNS0NSID {
+			return true
+		}
+	}
+	return false
 }

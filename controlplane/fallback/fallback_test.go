@@ -80,17 +80,23 @@ type udpTraffic struct {
 
 func start(t *testing.T, v *View) *testServer {
 	t.Helper()
+	return startWith(t, v, Options{})
+}
+
+// startWith starts a server with opts, its listen address and observers
+// set by the test.
+func startWith(t *testing.T, v *View, opts Options) *testServer {
+	t.Helper()
 	ts := &testServer{outcomes: make(chan string, 100), traffic: make(chan udpTraffic, 100)}
-	ts.s = New(Options{
-		Listen:  []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
-		Observe: func(o string, _ time.Duration) { ts.outcomes <- o },
-		UDP: func(qtype uint16, in, out int) {
-			select {
-			case ts.traffic <- udpTraffic{qtype, in, out}:
-			default: // a test that does not read them
-			}
-		},
-	}, v)
+	opts.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}
+	opts.Observe = func(o string, _ time.Duration) { ts.outcomes <- o }
+	opts.UDP = func(qtype uint16, in, out int) {
+		select {
+		case ts.traffic <- udpTraffic{qtype, in, out}:
+		default: // a test that does not read them
+		}
+	}
+	ts.s = New(opts, v)
 	if err := ts.s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +286,9 @@ func TestAnswers(t *testing.T) {
 
 // xdpReply builds the reply the XDP program writes (docs/design.md, "What
 // XDP answers"): the query's header and question, then answers owned by a pointer to the
-// question, then an OPT when the query had one.
-func xdpReply(query []byte, qEnd int, qtype uint16, ttl uint32, addrs []netip.Addr, opt, do bool) []byte {
+// question, then an OPT when the query had one, with the NSID option
+// when nsid is not empty.
+func xdpReply(query []byte, qEnd int, qtype uint16, ttl uint32, addrs []netip.Addr, opt, do bool, nsid []byte) []byte {
 	out := slices.Clone(query[:qEnd])
 	out[2] = 0x84 | out[2]&0x01 // QR AA, RD kept
 	out[3] &= 0x10              // CD kept
@@ -304,7 +311,13 @@ func xdpReply(query []byte, qEnd int, qtype uint16, ttl uint32, addrs []netip.Ad
 		}
 		out = append(out, 0, 0, 41, 0x04, 0xD0)
 		out = binary.BigEndian.AppendUint32(out, flags)
-		out = append(out, 0, 0)
+		if len(nsid) == 0 {
+			return append(out, 0, 0)
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(4+len(nsid)))
+		out = append(out, 0, 3)
+		out = binary.BigEndian.AppendUint16(out, uint16(len(nsid)))
+		out = append(out, nsid...)
 	}
 	return out
 }
@@ -331,7 +344,7 @@ func TestSameBytesAsXDP(t *testing.T) {
 			raw := pack(t, tt.q)
 			qEnd := 12 + len(tt.q.Question[0].Name) + 1 + 4
 			opt := tt.q.IsEdns0()
-			want := xdpReply(raw, qEnd, dns.TypeA, tt.ttl, tt.addrs, opt != nil, opt != nil && opt.Do())
+			want := xdpReply(raw, qEnd, dns.TypeA, tt.ttl, tt.addrs, opt != nil, opt != nil && opt.Do(), nil)
 			got := ts.exchange(t, "udp", raw)
 			if !bytes.Equal(got, want) {
 				t.Errorf("reply\n got %x\nwant %x", got, want)

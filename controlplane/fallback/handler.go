@@ -60,6 +60,10 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	done := func(rcode int, outcome string) (*dns.Msg, string) {
 		m.Rcode = rcode
 		if opt != nil {
+			// After ECS, where XDP writes it too.
+			if s.nsid != nil && wantsNSID(qopt) {
+				opt.Option = append(opt.Option, s.nsid)
+			}
 			m.Extra = append(m.Extra, opt) // last, as Truncate expects
 		}
 		return m, outcome

@@ -22,9 +22,9 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 // longer one that does not parse is answered from its bare header.
 func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
-// dropOptions returns a copy of m whose OPT keeps only ECS, the one option
-// steadydns implements, or nil when m has no other option or cannot be
-// walked. miekg/dns refuses a whole message for the content of an option
+// dropOptions returns a copy of m whose OPT keeps only ECS and NSID, the
+// options steadydns implements, or nil when m has no other option or
+// cannot be walked. miekg/dns refuses a whole message for the content of an option
 // it knows (LLQ, EXPIRE, EDE…), which a server that does not implement
 // the option must ignore (RFC 6891 §6.1.2), as XDP does.
 func dropOptions(m []byte) []byte {
@@ -53,7 +53,7 @@ func dropOptions(m []byte) []byte {
 					return nil
 				}
 				next := o + 4 + be(o+2)
-				if be(o) == int(dns.EDNS0SUBNET) {
+				if code := be(o); code == int(dns.EDNS0SUBNET) || code == int(dns.EDNS0NSID) {
 					kept = append(kept, m[o:next]...)
 				}
 				o = next

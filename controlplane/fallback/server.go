@@ -28,7 +28,10 @@ type Options struct {
 	// ID is answered to id.server and hostname.bind CH TXT, Version to
 	// version.server and version.bind; empty refuses them.
 	ID, Version string
-	Debug       Debug
+	// NSID is the value replies carry in an NSID option (RFC 5001) when
+	// the query's OPT has one, as XDP's do; empty turns NSID off.
+	NSID  []byte
+	Debug Debug
 	// UDP is called once per datagram received over UDP with its qtype
 	// (0 when it has no question or does not parse), its size and the
 	// size of the reply sent to it (0 when none is): what a reflection
@@ -44,6 +47,7 @@ type Options struct {
 // Server is the fallback DNS server.
 type Server struct {
 	opts  Options
+	nsid  *dns.EDNS0_NSID // from Options.NSID; nil while off
 	view  atomic.Pointer[View]
 	tcp   *tcpTable
 	udp   []*udpServer
@@ -61,7 +65,7 @@ func New(opts Options, v *View) *Server {
 	if opts.OnTCP == nil {
 		opts.OnTCP = func(TCPEvent) {}
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, nsid: nsidOption(opts.NSID)}
 	s.tcp = newTCPTable(s, opts.TCP)
 	s.view.Store(v)
 	return s

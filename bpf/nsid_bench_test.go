@@ -1,0 +1,74 @@
+package bpf_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// BenchmarkNSIDCost measures what NSID costs a query, timed as
+// BenchmarkPolicyCost times (BPF_PROG_RUN, one run per call, the XDP_PASS
+// program's cost subtracted, rounds interleaving the cells): an A query
+// with OPT, with and without an NSID option, to a program with NSID unset
+// and one with a 10-byte value.
+//
+//	go test ./bpf -run '^$' -bench NSIDCost -benchtime 1x
+func BenchmarkNSIDCost(b *testing.B) {
+	off := load(b)
+	on := loadWith(b, loader.Options{NSID: []byte("edge-ams-1")})
+	pinCPU(b, 1)
+	var pass bpf.PassObjects
+	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer pass.Close()
+	for _, o := range []*loader.Objects{off, on} {
+		put(b, o, "www.example.test.", dns.TypeA, rrset(30, 8, cand{addr: "198.18.1.1", check: 1}, cand{addr: "198.18.1.2", check: 2}, cand{addr: "198.18.1.3", check: 3}))
+		setHealth(b, o, 1, 2, 3)
+	}
+	plain := packet.Build(frame(false, query("www.example.test.", dns.TypeA, withOpt(1232, false)), packet.Full))
+	asked := packet.Build(frame(false, query("www.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})), packet.Full))
+	cells := []struct {
+		name string
+		prog *ebpf.Program
+		in   []byte
+	}{
+		{"unset-not-asked", off.Steadydns, plain},
+		{"unset-asked", off.Steadydns, asked},
+		{"set-not-asked", on.Steadydns, plain},
+		{"set-asked", on.Steadydns, asked},
+	}
+	const perRound, rounds = 2000, 15
+	timeOne := func(prog *ebpf.Program, in []byte, want uint32) time.Duration {
+		var total time.Duration
+		for range perRound {
+			ret, d, err := prog.Benchmark(in, 1, nil)
+			if err != nil || ret != want {
+				b.Fatalf("action %d, %v", ret, err)
+			}
+			total += d
+		}
+		return total / perRound
+	}
+	samples := make([][]float64, len(cells))
+	for range b.N {
+		for range rounds {
+			base := timeOne(pass.XdpPass, plain, 2)
+			for i, c := range cells {
+				samples[i] = append(samples[i], float64(timeOne(c.prog, c.in, 3)-base))
+			}
+		}
+	}
+	for i, c := range cells {
+		s := slices.Clone(samples[i])
+		slices.Sort(s)
+		b.ReportMetric(s[len(s)/2], "ns/"+c.name)
+	}
+}

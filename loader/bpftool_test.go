@@ -1,0 +1,170 @@
+package loader
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/steadydns/steadydns/bpf"
+)
+
+// TestBpftoolDump dumps every pinned map with bpftool's JSON output, as an
+// operator inspects a server, and finds each map's fields by name, the
+// outcome counts by outcome: every map carries BTF the kernel took, and
+// none prints as bare bytes.
+func TestBpftoolDump(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("bpftool"); err != nil {
+		t.Fatalf("bpftool is not installed (scripts/deps.sh installs it): %v", err)
+	}
+	dir := mountTestFS(t)
+	o, err := Load(Options{BPFFS: dir + "/sd", HealthCapacity: 64, RecordCapacity: 16, Servers: []netip.Addr{netip.MustParseAddr("198.18.0.2")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.PutRecord(RecordKey{Wire: "\x03www\x07example\x04test\x00", Qtype: 1}, &bpf.SteadydnsRrset{Ttl: 30, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := map[bpf.SteadydnsGeoKey4]bpf.SteadydnsGeoMatch{{Prefixlen: 24, Addr: [4]byte{198, 18, 0, 0}}: {Region: 1, Prefixlen: 24}}
+	v6 := map[bpf.SteadydnsGeoKey6]bpf.SteadydnsGeoMatch{{Prefixlen: 48, Addr: [16]byte{0xfd, 0x53}}: {Region: 1, Prefixlen: 48}}
+	if err := o.SyncGeo(v4, v6, make([]bpf.SteadydnsGeoOrder, bpf.SteadydnsLimitsMAX_REGIONS)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Field names each map's dump must show.
+	want := map[string][]string{
+		"records":     {"seq", "state", "qtype", "hash", "name", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum"},
+		"health":      {"state", "reason"},
+		"health_bits": {},
+		"health_meta": {"version", "config_hash", "arrived_ns", "stale_after_ns", "stale_mark"},
+		"stale_timer": {"t"},
+		"counters":    {"answered", "nodata", "servfail", "not_found", "truncated", "ecs"},
+		"geo4":        {"prefixlen", "addr", "region"},
+		"geo6":        {"prefixlen", "addr", "region"},
+		"geo_rank":    {"rank"},
+		"zones":       {"ttl", "rdlen", "apex_len", "rdata"},
+		"rr_counter":  {},
+		"scratch":     {"buf", "key", "q", "name_len", "draw", "pick"},
+	}
+	entries, err := os.ReadDir(o.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinned []string
+	for _, e := range entries {
+		pinned = append(pinned, e.Name())
+	}
+	for name := range want {
+		if !slices.Contains(pinned, name) {
+			t.Errorf("map %s is not pinned in %s (%v)", name, o.Dir, pinned)
+		}
+	}
+	for _, name := range pinned {
+		fields, ok := want[name]
+		if !ok {
+			t.Errorf("map %s is pinned but not checked here: add its fields", name)
+			continue
+		}
+		out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", filepath.Join(o.Dir, name)).Output()
+		if err != nil {
+			t.Fatalf("bpftool map dump %s: %v", name, err)
+		}
+		var dump []map[string]json.RawMessage
+		if err := json.Unmarshal(out, &dump); err != nil {
+			t.Fatalf("%s: bpftool's output is not a JSON list: %v\n%.500s", name, err, out)
+		}
+		if len(dump) == 0 {
+			t.Fatalf("%s: no entries dumped", name)
+		}
+		// With BTF bpftool adds each entry "formatted", the key and value
+		// by their types; without, bytes alone.
+		f, ok := dump[0]["formatted"]
+		if !ok {
+			t.Errorf("%s: dumped as bytes, without BTF:\n%.300s", name, out)
+			continue
+		}
+		keys := map[string]bool{}
+		collectKeys(t, f, keys)
+		for _, field := range fields {
+			if !keys[field] {
+				t.Errorf("%s: no field %q in the dump: %.300s", name, field, f)
+			}
+		}
+	}
+
+	// Every outcome's count by its metric label.
+	names, err := OutcomeNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", filepath.Join(o.Dir, "counters")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	collectKeys(t, out, keys)
+	for _, n := range names {
+		if !keys[n] {
+			t.Errorf("counters: outcome %q not in the dump", n)
+		}
+	}
+}
+
+// collectKeys adds every object key in the JSON value to keys.
+func collectKeys(t *testing.T, raw json.RawMessage, keys map[string]bool) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				keys[k] = true
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+}
+
+// TestOutcomeNames holds the counts' field names, the metric labels,
+// against enum outcome: the program indexes the struct by the enum.
+func TestOutcomeNames(t *testing.T) {
+	names, err := OutcomeNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := bpf.LoadSteadydns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName("outcome", &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != int(bpf.SteadydnsOutcomeOUT_MAX) {
+		t.Fatalf("%d names, want %d", len(names), bpf.SteadydnsOutcomeOUT_MAX)
+	}
+	for _, v := range e.Values {
+		if v.Value >= uint64(len(names)) {
+			continue // OUT_MAX
+		}
+		if want := strings.ToLower(strings.TrimPrefix(v.Name, "OUT_")); names[v.Value] != want {
+			t.Errorf("count %d is named %q, want %q as enum outcome's %s", v.Value, names[v.Value], want, v.Name)
+		}
+	}
+}
