@@ -44,7 +44,8 @@ type SteadydnsEnumAnchor struct {
 	Stale          uint32
 	CandidateFlags uint32
 	RrsetFlags     uint32
-	HealthState    uint32
+	HealthState    uint8
+	_              [3]byte
 	HealthReason   uint32
 	SlotState      uint32
 	Outcome        uint32
@@ -78,7 +79,7 @@ type SteadydnsGeoOrder struct {
 
 type SteadydnsHealthEntry struct {
 	_      structs.HostLayout
-	State  uint8
+	State  SteadydnsHealthState
 	Reason uint8
 	Pad    uint16
 }
@@ -95,7 +96,7 @@ const (
 	SteadydnsHealthReasonREASON_NO_RESULTS SteadydnsHealthReason = 134
 )
 
-type SteadydnsHealthState uint32
+type SteadydnsHealthState uint8
 
 const (
 	SteadydnsHealthStateHEALTH_DOWN SteadydnsHealthState = 0

@@ -141,7 +141,7 @@ struct rec_slot {
 	struct rrset rr;
 } __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
 
-enum health_state {
+enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,
 	HEALTH_UP = 1,
 };
@@ -193,7 +193,7 @@ enum health_reason {
 /* One entry of the fixed-size health table, written through mmap by the
  * control plane. The array map spaces entries 8 bytes apart. */
 struct health_entry {
-	__u8 state;   /* enum health_state */
+	enum health_state state; /* one byte: the enum is packed */
 	__u8 reason;  /* reason code of the last transition */
 	__u16 _pad;
 };

@@ -100,12 +100,28 @@ func TestBpftoolDump(t *testing.T) {
 		}
 	}
 
+	// A health entry's state by its enum's name: entry 0 is always up.
+	if _, err := o.PushHealth(func() []byte {
+		t := make([]byte, HealthTableBytes(o.HealthCapacity()))
+		PutHealthEntry(t, 0, true, 0)
+		return t
+	}(), 1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bpftool", "-j", "map", "lookup", "pinned", filepath.Join(o.Dir, "health"), "key", "0", "0", "0", "0").Output()
+	if err != nil {
+		t.Fatalf("bpftool map lookup health 0: %v", err)
+	}
+	if !strings.Contains(string(out), `"HEALTH_UP"`) {
+		t.Errorf("health entry 0 does not show its state as HEALTH_UP: %s", out)
+	}
+
 	// Every outcome's count by its metric label.
 	names, err := OutcomeNames()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", filepath.Join(o.Dir, "counters")).Output()
+	out, err = exec.Command("bpftool", "-j", "map", "dump", "pinned", filepath.Join(o.Dir, "counters")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

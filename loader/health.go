@@ -34,7 +34,7 @@ func HealthBits(table []byte) []byte {
 	n := len(table) / healthStride
 	b := make([]byte, 8*HealthBitsWords(n))
 	for i := range n {
-		if healthEntry(table, uint32(i)).State == uint8(bpf.SteadydnsHealthStateHEALTH_UP) {
+		if healthEntry(table, uint32(i)).State == bpf.SteadydnsHealthStateHEALTH_UP {
 			b[i/8] |= 1 << (i % 8)
 		}
 	}
@@ -124,12 +124,12 @@ func (o *Objects) HealthUpAt(i uint32) bool {
 	if _, err := mem.ReadAt(b, int64(i)*int64(healthStride)); err != nil {
 		return false
 	}
-	return e.State == uint8(bpf.SteadydnsHealthStateHEALTH_UP)
+	return e.State == bpf.SteadydnsHealthStateHEALTH_UP
 }
 
 // HealthUp reports whether entry i of a table read with ReadHealth is up.
 func HealthUp(table []byte, i uint32) bool {
-	return (int(i)+1)*healthStride <= len(table) && healthEntry(table, i).State == uint8(bpf.SteadydnsHealthStateHEALTH_UP)
+	return (int(i)+1)*healthStride <= len(table) && healthEntry(table, i).State == bpf.SteadydnsHealthStateHEALTH_UP
 }
 
 // HealthReason reads entry i's reason from a table read with ReadHealth.
@@ -146,7 +146,7 @@ func PutHealthEntry(table []byte, i uint32, up bool, reason uint8) {
 	if up {
 		state = bpf.SteadydnsHealthStateHEALTH_UP
 	}
-	*healthEntry(table, i) = bpf.SteadydnsHealthEntry{State: uint8(state), Reason: reason}
+	*healthEntry(table, i) = bpf.SteadydnsHealthEntry{State: state, Reason: reason}
 }
 
 // HealthTableBytes is the size of a table of n entries.

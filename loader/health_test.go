@@ -54,9 +54,9 @@ func TestHealthTable(t *testing.T) {
 		if err := o.Health.Lookup(i, &e); err != nil {
 			t.Fatal(err)
 		}
-		state := uint8(bpf.SteadydnsHealthStateHEALTH_DOWN)
+		state := bpf.SteadydnsHealthStateHEALTH_DOWN
 		if want.up {
-			state = uint8(bpf.SteadydnsHealthStateHEALTH_UP)
+			state = bpf.SteadydnsHealthStateHEALTH_UP
 		}
 		if e != (bpf.SteadydnsHealthEntry{State: state, Reason: want.reason}) {
 			t.Errorf("entry %d in the map is %+v, want up=%v reason %d", i, e, want.up, want.reason)
