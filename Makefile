@@ -17,7 +17,7 @@ BINDIR      := $(PREFIX)/bin
 DOCDIR      := $(PREFIX)/share/doc/steadydns
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
-DOCS        := README.md docs/operations.md docs/config.md docs/architecture.md docs/design.md docs/fleet.md docs/nats-accounts.md
+DOCS        := README.md $(wildcard docs/*.md)
 
 all: build
 

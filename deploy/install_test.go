@@ -37,6 +37,7 @@ func TestMakeInstall(t *testing.T) {
 		"/usr/share/doc/steadydns/README.md",
 		"/usr/share/doc/steadydns/operations.md",
 		"/usr/share/doc/steadydns/config.md",
+		"/usr/share/doc/steadydns/metrics.md",
 		"/usr/share/doc/steadydns/examples/quickstart/steadydns.yaml",
 		"/usr/share/doc/steadydns/examples/quickstart/example.test.zone",
 		"/usr/share/doc/steadydns/examples/fleet/fleet.yaml",
