@@ -18,6 +18,7 @@
 #include "dns.h"
 #include "table.h"
 #include "select.h"
+#include "rrl.h"
 
 /* The IP TTL and hop limit of replies. */
 #define REPLY_TTL 64
@@ -37,7 +38,9 @@ static __always_inline int count(enum outcome o)
 	__u64 *c = bpf_map_lookup_elem(&counters, &k);
 	if (c)
 		*c += 1;
-	return o <= OUT_SERVFAIL ? XDP_TX : XDP_PASS;
+	if (o == OUT_RRL_DROPPED)
+		return XDP_DROP;
+	return o <= OUT_SERVFAIL || o == OUT_RRL_SLIPPED ? XDP_TX : XDP_PASS;
 }
 
 static __always_inline int is_server_v4(__be32 a)
@@ -365,6 +368,17 @@ int steadydns(struct xdp_md *ctx)
 		return count(OUT_MALFORMED);
 	struct pick p = s->pick;
 
+	/* Rate limiting: an answer or NODATA is keyed by its name and type,
+	 * SERVFAIL by its rcode. A slipped reply keeps the rcode and carries
+	 * no records, with TC set, so the client asks again over TCP. */
+	int slip = 0;
+	if (rrl_on) {
+		enum rrl_verdict v = rrl_check(f.src, f.v6, p.action == ACT_SERVFAIL ? RCODE_SERVFAIL : q.hash);
+		if (v == RRL_DROP)
+			return count(OUT_RRL_DROPPED);
+		slip = v == RRL_SLIP;
+	}
+
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
 	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
@@ -374,7 +388,13 @@ int steadydns(struct xdp_md *ctx)
 	__u8 flags3 = 0; /* RA, Z, AD, CD, rcode */
 	__u8 aa = 0x04;
 	o = OUT_ANSWERED;
-	if (p.action == ACT_ANSWER) {
+	if (slip) {
+		if (p.action == ACT_SERVFAIL) {
+			flags3 = 2;
+			aa = 0;
+		}
+		o = OUT_RRL_SLIPPED;
+	} else if (p.action == ACT_ANSWER) {
 		__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
 		an = p.n > K ? K : p.n;
 		if (q.q_end + an * rsize + opt_len > limit)
@@ -425,15 +445,16 @@ int steadydns(struct xdp_md *ctx)
 	if (rlen > MSG_MAX - 8)
 		return count(OUT_TRUNCATED);
 
-	/* Header: QR and AA; ID, RD and CD copied; TC, RA, AD, Z cleared. */
-	m[2] = 0x80 | aa | (m[2] & 0x01);
+	/* Header: QR and AA; ID, RD and CD copied; TC set only when slipped;
+	 * RA, AD, Z cleared. */
+	m[2] = 0x80 | aa | (slip ? 0x02 : 0) | (m[2] & 0x01);
 	m[3] = (m[3] & 0x10) | flags3;
 	*(__u16 *)(m + 6) = bpf_htons(an);
 	*(__u16 *)(m + 8) = bpf_htons(ns);
 	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
 
 	__u64 psum;
-	if (p.action == ACT_ANSWER) {
+	if (p.action == ACT_ANSWER || slip) {
 		/* The reply's sum from parts: the header, the name as summed
 		 * while hashing it, and the tail, byte-swapped when it starts
 		 * at an odd offset. The answers' sums came precomputed. */

@@ -50,6 +50,7 @@ type SteadydnsEnumAnchor struct {
 	Outcome        uint32
 	Action         uint32
 	Limits         uint32
+	RrlVerdict     uint32
 }
 
 type SteadydnsGeoKey4 struct {
@@ -115,6 +116,8 @@ const (
 	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
+	SteadydnsLimitsRRL_ENTRIES      SteadydnsLimits = 65536
+	SteadydnsLimitsRRL_V6PREFIX_MAX SteadydnsLimits = 64
 )
 
 type SteadydnsOutcome uint32
@@ -142,7 +145,9 @@ const (
 	SteadydnsOutcomeOUT_TOO_LONG      SteadydnsOutcome = 19
 	SteadydnsOutcomeOUT_NO_SOA        SteadydnsOutcome = 20
 	SteadydnsOutcomeOUT_ECS           SteadydnsOutcome = 21
-	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 22
+	SteadydnsOutcomeOUT_RRL_SLIPPED   SteadydnsOutcome = 22
+	SteadydnsOutcomeOUT_RRL_DROPPED   SteadydnsOutcome = 23
+	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 24
 )
 
 type SteadydnsPolicy uint32
@@ -165,6 +170,29 @@ type SteadydnsRecSlot struct {
 	Rr    SteadydnsRrset
 	_     [12]byte
 }
+
+type SteadydnsRrlKey struct {
+	_      structs.HostLayout
+	Client [8]uint8
+	Resp   uint64
+	V6     uint8
+	Pad    [7]uint8
+}
+
+type SteadydnsRrlState struct {
+	_       structs.HostLayout
+	Tat     uint64
+	Limited uint32
+	Pad     uint32
+}
+
+type SteadydnsRrlVerdict uint32
+
+const (
+	SteadydnsRrlVerdictRRL_SEND SteadydnsRrlVerdict = 0
+	SteadydnsRrlVerdictRRL_SLIP SteadydnsRrlVerdict = 1
+	SteadydnsRrlVerdictRRL_DROP SteadydnsRrlVerdict = 2
+)
 
 type SteadydnsRrset struct {
 	_           structs.HostLayout
@@ -285,26 +313,34 @@ type SteadydnsZoneSoa struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SteadydnsMapCounters   = "counters"
-	SteadydnsMapGeo4       = "geo4"
-	SteadydnsMapGeo6       = "geo6"
-	SteadydnsMapGeoRank    = "geo_rank"
-	SteadydnsMapHealth     = "health"
-	SteadydnsMapHealthBits = "health_bits"
-	SteadydnsMapHealthMeta = "health_meta"
-	SteadydnsMapRecords    = "records"
-	SteadydnsMapRrCounter  = "rr_counter"
-	SteadydnsMapScratch    = "scratch"
-	SteadydnsMapStaleTimer = "stale_timer"
-	SteadydnsMapZones      = "zones"
-	SteadydnsProgArmStale  = "arm_stale"
-	SteadydnsProgSteadydns = "steadydns"
-	SteadydnsVarEnumAnchor = "enum_anchor"
-	SteadydnsVarNrServerV4 = "nr_server_v4"
-	SteadydnsVarNrServerV6 = "nr_server_v6"
-	SteadydnsVarRecBits    = "rec_bits"
-	SteadydnsVarServerV4   = "server_v4"
-	SteadydnsVarServerV6   = "server_v6"
+	SteadydnsMapCounters      = "counters"
+	SteadydnsMapGeo4          = "geo4"
+	SteadydnsMapGeo6          = "geo6"
+	SteadydnsMapGeoRank       = "geo_rank"
+	SteadydnsMapHealth        = "health"
+	SteadydnsMapHealthBits    = "health_bits"
+	SteadydnsMapHealthMeta    = "health_meta"
+	SteadydnsMapRecords       = "records"
+	SteadydnsMapRrCounter     = "rr_counter"
+	SteadydnsMapRrl           = "rrl"
+	SteadydnsMapRrlExempt     = "rrl_exempt"
+	SteadydnsMapScratch       = "scratch"
+	SteadydnsMapStaleTimer    = "stale_timer"
+	SteadydnsMapZones         = "zones"
+	SteadydnsProgArmStale     = "arm_stale"
+	SteadydnsProgSteadydns    = "steadydns"
+	SteadydnsVarEnumAnchor    = "enum_anchor"
+	SteadydnsVarNrServerV4    = "nr_server_v4"
+	SteadydnsVarNrServerV6    = "nr_server_v6"
+	SteadydnsVarRecBits       = "rec_bits"
+	SteadydnsVarRrlIntervalNs = "rrl_interval_ns"
+	SteadydnsVarRrlMask4      = "rrl_mask4"
+	SteadydnsVarRrlMask6      = "rrl_mask6"
+	SteadydnsVarRrlOn         = "rrl_on"
+	SteadydnsVarRrlSlip       = "rrl_slip"
+	SteadydnsVarRrlWindowNs   = "rrl_window_ns"
+	SteadydnsVarServerV4      = "server_v4"
+	SteadydnsVarServerV6      = "server_v6"
 )
 
 // LoadSteadydns returns the embedded CollectionSpec for Steadydns.
@@ -366,6 +402,8 @@ type SteadydnsMapSpecs struct {
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
+	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
+	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -375,12 +413,18 @@ type SteadydnsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsVariableSpecs struct {
-	EnumAnchor *ebpf.VariableSpec `ebpf:"enum_anchor"`
-	NrServerV4 *ebpf.VariableSpec `ebpf:"nr_server_v4"`
-	NrServerV6 *ebpf.VariableSpec `ebpf:"nr_server_v6"`
-	RecBits    *ebpf.VariableSpec `ebpf:"rec_bits"`
-	ServerV4   *ebpf.VariableSpec `ebpf:"server_v4"`
-	ServerV6   *ebpf.VariableSpec `ebpf:"server_v6"`
+	EnumAnchor    *ebpf.VariableSpec `ebpf:"enum_anchor"`
+	NrServerV4    *ebpf.VariableSpec `ebpf:"nr_server_v4"`
+	NrServerV6    *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	RecBits       *ebpf.VariableSpec `ebpf:"rec_bits"`
+	RrlIntervalNs *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
+	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
+	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
+	RrlOn         *ebpf.VariableSpec `ebpf:"rrl_on"`
+	RrlSlip       *ebpf.VariableSpec `ebpf:"rrl_slip"`
+	RrlWindowNs   *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	ServerV4      *ebpf.VariableSpec `ebpf:"server_v4"`
+	ServerV6      *ebpf.VariableSpec `ebpf:"server_v6"`
 }
 
 // SteadydnsObjects contains all objects after they have been loaded into the kernel.
@@ -412,6 +456,8 @@ type SteadydnsMaps struct {
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
+	Rrl        *ebpf.Map `ebpf:"rrl"`
+	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -428,6 +474,8 @@ func (m *SteadydnsMaps) Close() error {
 		m.HealthMeta,
 		m.Records,
 		m.RrCounter,
+		m.Rrl,
+		m.RrlExempt,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,
@@ -438,12 +486,18 @@ func (m *SteadydnsMaps) Close() error {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsVariables struct {
-	EnumAnchor *ebpf.Variable `ebpf:"enum_anchor"`
-	NrServerV4 *ebpf.Variable `ebpf:"nr_server_v4"`
-	NrServerV6 *ebpf.Variable `ebpf:"nr_server_v6"`
-	RecBits    *ebpf.Variable `ebpf:"rec_bits"`
-	ServerV4   *ebpf.Variable `ebpf:"server_v4"`
-	ServerV6   *ebpf.Variable `ebpf:"server_v6"`
+	EnumAnchor    *ebpf.Variable `ebpf:"enum_anchor"`
+	NrServerV4    *ebpf.Variable `ebpf:"nr_server_v4"`
+	NrServerV6    *ebpf.Variable `ebpf:"nr_server_v6"`
+	RecBits       *ebpf.Variable `ebpf:"rec_bits"`
+	RrlIntervalNs *ebpf.Variable `ebpf:"rrl_interval_ns"`
+	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
+	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`
+	RrlOn         *ebpf.Variable `ebpf:"rrl_on"`
+	RrlSlip       *ebpf.Variable `ebpf:"rrl_slip"`
+	RrlWindowNs   *ebpf.Variable `ebpf:"rrl_window_ns"`
+	ServerV4      *ebpf.Variable `ebpf:"server_v4"`
+	ServerV6      *ebpf.Variable `ebpf:"server_v6"`
 }
 
 // SteadydnsPrograms contains all programs after they have been loaded into the kernel.

@@ -33,6 +33,7 @@ type Options struct {
 	HealthCapacity uint32       // entries in the health table
 	RecordCapacity uint32       // record sets the record table holds; 0: DefaultRecordCapacity
 	Servers        []netip.Addr // addresses XDP answers for
+	RRL            RRL          // response rate limiting; zero Rate: off
 }
 
 // Objects are the loaded program and maps, pinned under Dir.
@@ -41,6 +42,7 @@ type Objects struct {
 	Dir     string // the maps' pins: Base/v<layout hash>
 	Base    string // the links' pins, which outlive a change of layout
 	records *recordTable
+	rrl     RRL
 }
 
 // Load loads the program and reuses or creates the pinned maps.
@@ -73,6 +75,9 @@ func Load(opts Options) (*Objects, error) {
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, err
 	}
+	if err := setRRL(&specs.SteadydnsVariableSpecs, opts.RRL); err != nil {
+		return nil, err
+	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
 		return nil, err
 	}
@@ -86,7 +91,7 @@ func Load(opts Options) (*Objects, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
 	}
-	o := &Objects{Dir: dir, Base: opts.BPFFS}
+	o := &Objects{Dir: dir, Base: opts.BPFFS, rrl: opts.RRL}
 	err = spec.LoadAndAssign(&o.SteadydnsObjects, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: dir},
 	})
@@ -102,6 +107,10 @@ func Load(opts Options) (*Objects, error) {
 			return nil, fmt.Errorf("loading the xdp program: %+v", ve)
 		}
 		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
+	}
+	if err := o.syncExempt(); err != nil {
+		o.SteadydnsObjects.Close()
+		return nil, err
 	}
 	o.records, err = openRecordTable(o.Records.FD(), slots, opts.RecordCapacity)
 	if err != nil {
