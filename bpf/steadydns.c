@@ -373,7 +373,7 @@ int steadydns(struct xdp_md *ctx)
 	 * no records, with TC set, so the client asks again over TCP. */
 	int slip = 0;
 	if (rrl_on) {
-		enum rrl_verdict v = rrl_check(f.src, f.v6, p.action == ACT_SERVFAIL ? RCODE_SERVFAIL : q.hash);
+		enum rrl_verdict v = rrl_check(f.src, f.v6, p.action == ACT_SERVFAIL ? RCODE_SERVFAIL : s->q.hash);
 		if (v == RRL_DROP)
 			return count(OUT_RRL_DROPPED);
 		slip = v == RRL_SLIP;
