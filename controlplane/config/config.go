@@ -78,10 +78,10 @@ type TCP struct {
 // RRL is server.rrl: response rate limiting on both paths
 // (docs/config.md).
 type RRL struct {
-	Rate       int            // replies per second per key
-	Slip       int            // every Slip-th reply over the limit goes out truncated; 0: none
-	Window     time.Duration  // how long a flood stays limited after it stops
-	IPv4Prefix int            // client prefix length that makes one key
+	Rate       int           // replies per second per key
+	Slip       int           // every Slip-th reply over the limit goes out truncated; 0: none
+	Window     time.Duration // how long a flood stays limited after it stops
+	IPv4Prefix int           // client prefix length that makes one key
 	IPv6Prefix int
 	Exempt     []netip.Prefix // clients never limited
 }
