@@ -207,3 +207,6 @@ func (o *Objects) syncExempt() error {
 	}
 	return nil
 }
+
+// RRLVerdict is what becomes of a reply: RRLSend, RRLSlip or RRLDrop.
+type RRLVerdict = bpf.SteadydnsRrlVerdict

@@ -15,6 +15,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -77,6 +78,7 @@ func loadOptions(cfg *config.Config) loader.Options {
 		HealthCapacity: uint32(cfg.Aggregation.TableSize),
 		RecordCapacity: uint32(cfg.Server.MaxRecords),
 		Servers:        xdpAddrs(cfg.Server.Listen),
+		RRL:            rrl.Options(cfg.Server.RRL),
 	}
 }
 
