@@ -130,6 +130,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rrl SEC(".maps");
 
+/* The coarse clock of rate limiting (struct rrl_clock), kept by its own
+ * timer, which arm_rrl_clock (steadydns.c) starts at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rrl_clock);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rrl_clock SEC(".maps");
+
 /* Client prefixes never limited (server.rrl.exempt); an IPv4 prefix is
  * kept IPv4-mapped (::ffff:0:0/96). Read only for a reply over its limit. */
 struct {

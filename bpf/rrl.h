@@ -58,8 +58,9 @@ static __always_inline int rrl_exempt_client(const __u8 *src, int v6)
 }
 
 /* rrl_check accounts one reply of kind resp (struct rrl_key) to the
- * client src. The clock is read only here, so a server without RRL pays
- * nothing for it; the exempt prefixes are read only for a reply over the
+ * client src. The clock is the timer's (struct rrl_clock): the helper
+ * cost about 65 ns a query here (BenchmarkRRLCost), a map read nothing
+ * measurable. The exempt prefixes are read only for a reply over the
  * limit. */
 static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 resp)
 {
@@ -77,7 +78,12 @@ static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64
 		__builtin_memcpy(k.client, &a, 4);
 	}
 	k.resp = resp;
-	__u64 now = bpf_ktime_get_boot_ns();
+	/* The timer's clock; the helper's until the timer first fires. */
+	__u32 zero = 0;
+	struct rrl_clock *c = bpf_map_lookup_elem(&rrl_clock, &zero);
+	__u64 now = c ? c->now : 0;
+	if (!now)
+		now = bpf_ktime_get_boot_ns();
 	struct rrl_state *st = bpf_map_lookup_elem(&rrl, &k);
 	if (!st) {
 		/* A first reply is always within the limit (rate >= 1). If
@@ -91,6 +97,15 @@ static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64
 	if (v != RRL_SEND && rrl_exempt_client(src, v6))
 		return RRL_SEND;
 	return v;
+}
+
+/* rrl_tick keeps the clock: it writes the boot clock and fires again in
+ * RRL_TICK_NS, for as long as the map lives. */
+static int rrl_tick(void *map, __u32 *key, struct rrl_clock *c)
+{
+	c->now = bpf_ktime_get_boot_ns();
+	bpf_timer_start(&c->t, RRL_TICK_NS, 0);
+	return 0;
 }
 
 #endif

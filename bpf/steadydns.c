@@ -543,4 +543,24 @@ int arm_stale(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* arm_rrl_clock starts the clock of rate limiting (rrl.h); the loader runs
+ * it through BPF_PROG_RUN once after loading with rate limiting on. A
+ * clock an earlier load started keeps running, now with this program's
+ * callback. */
+SEC("xdp")
+int arm_rrl_clock(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct rrl_clock *c = bpf_map_lookup_elem(&rrl_clock, &zero);
+	if (!c)
+		return XDP_ABORTED;
+	/* -EBUSY once initialised, by this load or an earlier one. */
+	bpf_timer_init(&c->t, &rrl_clock, CLOCK_BOOTTIME);
+	if (bpf_timer_set_callback(&c->t, rrl_tick))
+		return XDP_ABORTED;
+	c->now = bpf_ktime_get_boot_ns();
+	bpf_timer_start(&c->t, RRL_TICK_NS, 0);
+	return XDP_PASS;
+}
+
 char LICENSE[] SEC("license") = "GPL";

@@ -118,6 +118,7 @@ const (
 	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
 	SteadydnsLimitsRRL_ENTRIES      SteadydnsLimits = 65536
 	SteadydnsLimitsRRL_V6PREFIX_MAX SteadydnsLimits = 64
+	SteadydnsLimitsRRL_TICK_NS      SteadydnsLimits = 1000000
 )
 
 type SteadydnsOutcome uint32
@@ -169,6 +170,15 @@ type SteadydnsRecSlot struct {
 	Name  [256]int8
 	Rr    SteadydnsRrset
 	_     [12]byte
+}
+
+type SteadydnsRrlClock struct {
+	_ structs.HostLayout
+	T struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+	Now uint64
 }
 
 type SteadydnsRrlKey struct {
@@ -323,10 +333,12 @@ const (
 	SteadydnsMapRecords       = "records"
 	SteadydnsMapRrCounter     = "rr_counter"
 	SteadydnsMapRrl           = "rrl"
+	SteadydnsMapRrlClock      = "rrl_clock"
 	SteadydnsMapRrlExempt     = "rrl_exempt"
 	SteadydnsMapScratch       = "scratch"
 	SteadydnsMapStaleTimer    = "stale_timer"
 	SteadydnsMapZones         = "zones"
+	SteadydnsProgArmRrlClock  = "arm_rrl_clock"
 	SteadydnsProgArmStale     = "arm_stale"
 	SteadydnsProgSteadydns    = "steadydns"
 	SteadydnsVarEnumAnchor    = "enum_anchor"
@@ -385,8 +397,9 @@ type SteadydnsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsProgramSpecs struct {
-	ArmStale  *ebpf.ProgramSpec `ebpf:"arm_stale"`
-	Steadydns *ebpf.ProgramSpec `ebpf:"steadydns"`
+	ArmRrlClock *ebpf.ProgramSpec `ebpf:"arm_rrl_clock"`
+	ArmStale    *ebpf.ProgramSpec `ebpf:"arm_stale"`
+	Steadydns   *ebpf.ProgramSpec `ebpf:"steadydns"`
 }
 
 // SteadydnsMapSpecs contains maps before they are loaded into the kernel.
@@ -403,6 +416,7 @@ type SteadydnsMapSpecs struct {
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
+	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
@@ -457,6 +471,7 @@ type SteadydnsMaps struct {
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
+	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
@@ -475,6 +490,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
+		m.RrlClock,
 		m.RrlExempt,
 		m.Scratch,
 		m.StaleTimer,
@@ -504,12 +520,14 @@ type SteadydnsVariables struct {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsPrograms struct {
-	ArmStale  *ebpf.Program `ebpf:"arm_stale"`
-	Steadydns *ebpf.Program `ebpf:"steadydns"`
+	ArmRrlClock *ebpf.Program `ebpf:"arm_rrl_clock"`
+	ArmStale    *ebpf.Program `ebpf:"arm_stale"`
+	Steadydns   *ebpf.Program `ebpf:"steadydns"`
 }
 
 func (p *SteadydnsPrograms) Close() error {
 	return _SteadydnsClose(
+		p.ArmRrlClock,
 		p.ArmStale,
 		p.Steadydns,
 	)

@@ -47,6 +47,9 @@ enum limits {
 	 * used go first), and the longest IPv6 prefix a key can carry. */
 	RRL_ENTRIES = 65536,
 	RRL_V6_PREFIX_MAX = 64,
+	/* The period of the clock rate limiting reads in XDP, 1 ms: the
+	 * clock lags by at most this, against limits in replies per second. */
+	RRL_TICK_NS = 1000000,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
@@ -274,6 +277,14 @@ struct rrl_state {
 	__u64 tat;
 	__u32 limited;   /* replies over the limit, for slip: every slip-th is sent truncated */
 	__u32 _pad;
+};
+
+/* The clock rate limiting reads in XDP: a timer writes the boot clock
+ * into now every RRL_TICK_NS, so a query reads memory instead of calling
+ * the clock's helper. */
+struct rrl_clock {
+	struct bpf_timer t;
+	__u64 now;
 };
 
 enum rrl_verdict {

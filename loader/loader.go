@@ -108,7 +108,7 @@ func Load(opts Options) (*Objects, error) {
 		}
 		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
 	}
-	if err := o.syncExempt(); err != nil {
+	if err := errors.Join(o.syncExempt(), o.armClock()); err != nil {
 		o.SteadydnsObjects.Close()
 		return nil, err
 	}

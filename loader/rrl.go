@@ -170,6 +170,21 @@ func setRRL(vars *bpf.SteadydnsVariableSpecs, r RRL) error {
 	return nil
 }
 
+// armClock starts the timer that keeps rate limiting's clock in XDP.
+func (o *Objects) armClock() error {
+	if !o.RRLOn() {
+		return nil
+	}
+	ret, err := o.ArmRrlClock.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+	if err != nil {
+		return fmt.Errorf("starting the rrl clock: %w", err)
+	}
+	if ret != xdpPass {
+		return fmt.Errorf("starting the rrl clock: the program returned %d", ret)
+	}
+	return nil
+}
+
 // syncExempt makes the exempt trie hold exactly r.Exempt, IPv4 prefixes
 // IPv4-mapped.
 func (o *Objects) syncExempt() error {

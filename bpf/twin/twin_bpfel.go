@@ -91,6 +91,7 @@ const (
 	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
 	TwinMapRrl          = "rrl"
+	TwinMapRrlClock     = "rrl_clock"
 	TwinMapRrlExempt    = "rrl_exempt"
 	TwinMapScratch      = "scratch"
 	TwinMapStaleTimer   = "stale_timer"
@@ -160,6 +161,7 @@ type TwinMapSpecs struct {
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
+	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
@@ -205,6 +207,7 @@ type TwinMaps struct {
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
+	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
@@ -224,6 +227,7 @@ func (m *TwinMaps) Close() error {
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
+		m.RrlClock,
 		m.RrlExempt,
 		m.Scratch,
 		m.StaleTimer,
