@@ -77,11 +77,13 @@ static __always_inline int is_ext_header(__u8 nh)
 #define L2L4_V6 (14 + 40 + 8)
 
 struct frame {
+	/* client address: 4 bytes for IPv4. Aligned, so rate limiting reads
+	 * its prefix in one load. */
+	__u8 src[16] __attribute__((aligned(8)));
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
 	__u16 sport;    /* the client's port, host order */
 	__u8 v6;
-	__u8 src[16];   /* client address: 4 bytes for IPv4 */
 };
 
 /* parse_l3 finds the DNS message of a UDP datagram to a server address on
