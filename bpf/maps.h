@@ -120,6 +120,38 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rr_counter SEC(".maps");
 
+/* Response rate limiting's accounts (struct rrl_key to struct
+ * rrl_state): the XDP program and the fallback, through the loader, read
+ * and write the same entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RRL_ENTRIES);
+	__type(key, struct rrl_key);
+	__type(value, struct rrl_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rrl SEC(".maps");
+
+/* The coarse clock of rate limiting (struct rrl_clock), kept by its own
+ * timer, which arm_rrl_clock (steadydns.c) starts at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rrl_clock);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rrl_clock SEC(".maps");
+
+/* Client prefixes never limited (server.rrl.exempt); an IPv4 prefix is
+ * kept IPv4-mapped (::ffff:0:0/96). Read only for a reply over its limit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1024);
+	__type(key, struct geo_key6);
+	__type(value, __u8);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rrl_exempt SEC(".maps");
+
 /* Per-CPU working memory: the DNS message is copied here so that the
  * parser indexes a map value with masked offsets instead of proving packet
  * bounds byte by byte. buf starts 4 bytes before the message so that the

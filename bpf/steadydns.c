@@ -19,6 +19,7 @@
 #include "table.h"
 #include "select.h"
 #include "nsid.h"
+#include "rrl.h"
 
 /* The IP TTL and hop limit of replies. */
 #define REPLY_TTL 64
@@ -41,7 +42,9 @@ static __always_inline int count(enum outcome o)
 	asm volatile("" : "+r"(i));
 	if (c && i < OUT_MAX)
 		c[i] += 1;
-	return o <= OUT_SERVFAIL ? XDP_TX : XDP_PASS;
+	if (o == OUT_RRL_DROPPED)
+		return XDP_DROP;
+	return o <= OUT_SERVFAIL || o == OUT_RRL_SLIPPED ? XDP_TX : XDP_PASS;
 }
 
 static __always_inline int is_server_v4(__be32 a)
@@ -78,11 +81,13 @@ static __always_inline int is_ext_header(__u8 nh)
 #define L2L4_V6 (14 + 40 + 8)
 
 struct frame {
+	/* client address: 4 bytes for IPv4. Aligned, so rate limiting reads
+	 * its prefix in one load. */
+	__u8 src[16] __attribute__((aligned(8)));
 	__u32 dns_off;  /* offset of the DNS message from the frame start */
 	__u32 dns_len;
 	__u16 sport;    /* the client's port, host order */
 	__u8 v6;
-	__u8 src[16];   /* client address: 4 bytes for IPv4 */
 };
 
 /* parse_l3 finds the DNS message of a UDP datagram to a server address on
@@ -369,6 +374,17 @@ int steadydns(struct xdp_md *ctx)
 		return count(OUT_MALFORMED);
 	struct pick p = s->pick;
 
+	/* Rate limiting: an answer or NODATA is keyed by its name and type,
+	 * SERVFAIL by its rcode. A slipped reply keeps the rcode and carries
+	 * no records, with TC set, so the client asks again over TCP. */
+	int slip = 0;
+	if (rrl_on) {
+		enum rrl_verdict v = rrl_check(f.src, f.v6, p.action == ACT_SERVFAIL ? RCODE_SERVFAIL : s->q.hash);
+		if (v == RRL_DROP)
+			return count(OUT_RRL_DROPPED);
+		slip = v == RRL_SLIP;
+	}
+
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
 	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
@@ -379,7 +395,13 @@ int steadydns(struct xdp_md *ctx)
 	__u8 flags3 = 0; /* RA, Z, AD, CD, rcode */
 	__u8 aa = 0x04;
 	o = OUT_ANSWERED;
-	if (p.action == ACT_ANSWER) {
+	if (slip) {
+		if (p.action == ACT_SERVFAIL) {
+			flags3 = 2;
+			aa = 0;
+		}
+		o = OUT_RRL_SLIPPED;
+	} else if (p.action == ACT_ANSWER) {
 		__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
 		an = p.n > K ? K : p.n;
 		if (q.q_end + an * rsize + opt_len > limit)
@@ -434,15 +456,16 @@ int steadydns(struct xdp_md *ctx)
 	if (rlen > MSG_MAX - 8)
 		return count(OUT_TRUNCATED);
 
-	/* Header: QR and AA; ID, RD and CD copied; TC, RA, AD, Z cleared. */
-	m[2] = 0x80 | aa | (m[2] & 0x01);
+	/* Header: QR and AA; ID, RD and CD copied; TC set only when slipped;
+	 * RA, AD, Z cleared. */
+	m[2] = 0x80 | aa | (slip ? 0x02 : 0) | (m[2] & 0x01);
 	m[3] = (m[3] & 0x10) | flags3;
 	*(__u16 *)(m + 6) = bpf_htons(an);
 	*(__u16 *)(m + 8) = bpf_htons(ns);
 	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
 
 	__u64 psum;
-	if (p.action == ACT_ANSWER) {
+	if (p.action == ACT_ANSWER || slip) {
 		/* The reply's sum from parts: the header, the name as summed
 		 * while hashing it, and the tail, byte-swapped when it starts
 		 * at an odd offset. The answers' sums came precomputed. */
@@ -528,6 +551,26 @@ int arm_stale(struct xdp_md *ctx)
 	if (bpf_timer_set_callback(&st->t, stale_fired))
 		return XDP_ABORTED;
 	mark_stale(tm, st);
+	return XDP_PASS;
+}
+
+/* arm_rrl_clock starts the clock of rate limiting (rrl.h); the loader runs
+ * it through BPF_PROG_RUN once after loading with rate limiting on. A
+ * clock an earlier load started keeps running, now with this program's
+ * callback. */
+SEC("xdp")
+int arm_rrl_clock(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct rrl_clock *c = bpf_map_lookup_elem(&rrl_clock, &zero);
+	if (!c)
+		return XDP_ABORTED;
+	/* -EBUSY once initialised, by this load or an earlier one. */
+	bpf_timer_init(&c->t, &rrl_clock, CLOCK_BOOTTIME);
+	if (bpf_timer_set_callback(&c->t, rrl_tick))
+		return XDP_ABORTED;
+	c->now = bpf_ktime_get_boot_ns();
+	bpf_timer_start(&c->t, RRL_TICK_NS, 0);
 	return XDP_PASS;
 }
 

@@ -51,6 +51,7 @@ type SteadydnsEnumAnchor struct {
 	Outcome        uint32
 	Action         uint32
 	Limits         uint32
+	RrlVerdict     uint32
 }
 
 type SteadydnsGeoKey4 struct {
@@ -117,6 +118,9 @@ const (
 	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
 	SteadydnsLimitsNSID_MAX         SteadydnsLimits = 128
+	SteadydnsLimitsRRL_ENTRIES      SteadydnsLimits = 65536
+	SteadydnsLimitsRRL_V6PREFIX_MAX SteadydnsLimits = 64
+	SteadydnsLimitsRRL_TICK_NS      SteadydnsLimits = 1000000
 )
 
 type SteadydnsNsidOption struct {
@@ -151,7 +155,9 @@ const (
 	SteadydnsOutcomeOUT_TOO_LONG      SteadydnsOutcome = 19
 	SteadydnsOutcomeOUT_NO_SOA        SteadydnsOutcome = 20
 	SteadydnsOutcomeOUT_ECS           SteadydnsOutcome = 21
-	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 22
+	SteadydnsOutcomeOUT_RRL_SLIPPED   SteadydnsOutcome = 22
+	SteadydnsOutcomeOUT_RRL_DROPPED   SteadydnsOutcome = 23
+	SteadydnsOutcomeOUT_MAX           SteadydnsOutcome = 24
 )
 
 type SteadydnsOutcomeCounts struct {
@@ -178,6 +184,8 @@ type SteadydnsOutcomeCounts struct {
 	TooLong      uint64
 	NoSoa        uint64
 	Ecs          uint64
+	RrlSlipped   uint64
+	RrlDropped   uint64
 }
 
 type SteadydnsPolicy uint32
@@ -200,6 +208,38 @@ type SteadydnsRecSlot struct {
 	Rr    SteadydnsRrset
 	_     [12]byte
 }
+
+type SteadydnsRrlClock struct {
+	_ structs.HostLayout
+	T struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+	Now uint64
+}
+
+type SteadydnsRrlKey struct {
+	_      structs.HostLayout
+	Client [8]uint8
+	Resp   uint64
+	V6     uint8
+	Pad    [7]uint8
+}
+
+type SteadydnsRrlState struct {
+	_       structs.HostLayout
+	Tat     uint64
+	Limited uint32
+	Pad     uint32
+}
+
+type SteadydnsRrlVerdict uint32
+
+const (
+	SteadydnsRrlVerdictRRL_SEND SteadydnsRrlVerdict = 0
+	SteadydnsRrlVerdictRRL_SLIP SteadydnsRrlVerdict = 1
+	SteadydnsRrlVerdictRRL_DROP SteadydnsRrlVerdict = 2
+)
 
 type SteadydnsRrset struct {
 	_           structs.HostLayout
@@ -320,27 +360,37 @@ type SteadydnsZoneSoa struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SteadydnsMapCounters   = "counters"
-	SteadydnsMapGeo4       = "geo4"
-	SteadydnsMapGeo6       = "geo6"
-	SteadydnsMapGeoRank    = "geo_rank"
-	SteadydnsMapHealth     = "health"
-	SteadydnsMapHealthBits = "health_bits"
-	SteadydnsMapHealthMeta = "health_meta"
-	SteadydnsMapRecords    = "records"
-	SteadydnsMapRrCounter  = "rr_counter"
-	SteadydnsMapScratch    = "scratch"
-	SteadydnsMapStaleTimer = "stale_timer"
-	SteadydnsMapZones      = "zones"
-	SteadydnsProgArmStale  = "arm_stale"
-	SteadydnsProgSteadydns = "steadydns"
-	SteadydnsVarEnumAnchor = "enum_anchor"
-	SteadydnsVarNrServerV4 = "nr_server_v4"
-	SteadydnsVarNrServerV6 = "nr_server_v6"
-	SteadydnsVarNsid       = "nsid"
-	SteadydnsVarRecBits    = "rec_bits"
-	SteadydnsVarServerV4   = "server_v4"
-	SteadydnsVarServerV6   = "server_v6"
+	SteadydnsMapCounters      = "counters"
+	SteadydnsMapGeo4          = "geo4"
+	SteadydnsMapGeo6          = "geo6"
+	SteadydnsMapGeoRank       = "geo_rank"
+	SteadydnsMapHealth        = "health"
+	SteadydnsMapHealthBits    = "health_bits"
+	SteadydnsMapHealthMeta    = "health_meta"
+	SteadydnsMapRecords       = "records"
+	SteadydnsMapRrCounter     = "rr_counter"
+	SteadydnsMapRrl           = "rrl"
+	SteadydnsMapRrlClock      = "rrl_clock"
+	SteadydnsMapRrlExempt     = "rrl_exempt"
+	SteadydnsMapScratch       = "scratch"
+	SteadydnsMapStaleTimer    = "stale_timer"
+	SteadydnsMapZones         = "zones"
+	SteadydnsProgArmRrlClock  = "arm_rrl_clock"
+	SteadydnsProgArmStale     = "arm_stale"
+	SteadydnsProgSteadydns    = "steadydns"
+	SteadydnsVarEnumAnchor    = "enum_anchor"
+	SteadydnsVarNrServerV4    = "nr_server_v4"
+	SteadydnsVarNrServerV6    = "nr_server_v6"
+	SteadydnsVarNsid          = "nsid"
+	SteadydnsVarRecBits       = "rec_bits"
+	SteadydnsVarRrlIntervalNs = "rrl_interval_ns"
+	SteadydnsVarRrlMask4      = "rrl_mask4"
+	SteadydnsVarRrlMask6      = "rrl_mask6"
+	SteadydnsVarRrlOn         = "rrl_on"
+	SteadydnsVarRrlSlip       = "rrl_slip"
+	SteadydnsVarRrlWindowNs   = "rrl_window_ns"
+	SteadydnsVarServerV4      = "server_v4"
+	SteadydnsVarServerV6      = "server_v6"
 )
 
 // LoadSteadydns returns the embedded CollectionSpec for Steadydns.
@@ -385,8 +435,9 @@ type SteadydnsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsProgramSpecs struct {
-	ArmStale  *ebpf.ProgramSpec `ebpf:"arm_stale"`
-	Steadydns *ebpf.ProgramSpec `ebpf:"steadydns"`
+	ArmRrlClock *ebpf.ProgramSpec `ebpf:"arm_rrl_clock"`
+	ArmStale    *ebpf.ProgramSpec `ebpf:"arm_stale"`
+	Steadydns   *ebpf.ProgramSpec `ebpf:"steadydns"`
 }
 
 // SteadydnsMapSpecs contains maps before they are loaded into the kernel.
@@ -402,6 +453,9 @@ type SteadydnsMapSpecs struct {
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
+	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
+	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
+	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -411,13 +465,19 @@ type SteadydnsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsVariableSpecs struct {
-	EnumAnchor *ebpf.VariableSpec `ebpf:"enum_anchor"`
-	NrServerV4 *ebpf.VariableSpec `ebpf:"nr_server_v4"`
-	NrServerV6 *ebpf.VariableSpec `ebpf:"nr_server_v6"`
-	Nsid       *ebpf.VariableSpec `ebpf:"nsid"`
-	RecBits    *ebpf.VariableSpec `ebpf:"rec_bits"`
-	ServerV4   *ebpf.VariableSpec `ebpf:"server_v4"`
-	ServerV6   *ebpf.VariableSpec `ebpf:"server_v6"`
+	EnumAnchor    *ebpf.VariableSpec `ebpf:"enum_anchor"`
+	NrServerV4    *ebpf.VariableSpec `ebpf:"nr_server_v4"`
+	NrServerV6    *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	Nsid          *ebpf.VariableSpec `ebpf:"nsid"`
+	RecBits       *ebpf.VariableSpec `ebpf:"rec_bits"`
+	RrlIntervalNs *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
+	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
+	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
+	RrlOn         *ebpf.VariableSpec `ebpf:"rrl_on"`
+	RrlSlip       *ebpf.VariableSpec `ebpf:"rrl_slip"`
+	RrlWindowNs   *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	ServerV4      *ebpf.VariableSpec `ebpf:"server_v4"`
+	ServerV6      *ebpf.VariableSpec `ebpf:"server_v6"`
 }
 
 // SteadydnsObjects contains all objects after they have been loaded into the kernel.
@@ -449,6 +509,9 @@ type SteadydnsMaps struct {
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
+	Rrl        *ebpf.Map `ebpf:"rrl"`
+	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
+	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -465,6 +528,9 @@ func (m *SteadydnsMaps) Close() error {
 		m.HealthMeta,
 		m.Records,
 		m.RrCounter,
+		m.Rrl,
+		m.RrlClock,
+		m.RrlExempt,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,
@@ -475,25 +541,33 @@ func (m *SteadydnsMaps) Close() error {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsVariables struct {
-	EnumAnchor *ebpf.Variable `ebpf:"enum_anchor"`
-	NrServerV4 *ebpf.Variable `ebpf:"nr_server_v4"`
-	NrServerV6 *ebpf.Variable `ebpf:"nr_server_v6"`
-	Nsid       *ebpf.Variable `ebpf:"nsid"`
-	RecBits    *ebpf.Variable `ebpf:"rec_bits"`
-	ServerV4   *ebpf.Variable `ebpf:"server_v4"`
-	ServerV6   *ebpf.Variable `ebpf:"server_v6"`
+	EnumAnchor    *ebpf.Variable `ebpf:"enum_anchor"`
+	NrServerV4    *ebpf.Variable `ebpf:"nr_server_v4"`
+	NrServerV6    *ebpf.Variable `ebpf:"nr_server_v6"`
+	Nsid          *ebpf.Variable `ebpf:"nsid"`
+	RecBits       *ebpf.Variable `ebpf:"rec_bits"`
+	RrlIntervalNs *ebpf.Variable `ebpf:"rrl_interval_ns"`
+	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
+	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`
+	RrlOn         *ebpf.Variable `ebpf:"rrl_on"`
+	RrlSlip       *ebpf.Variable `ebpf:"rrl_slip"`
+	RrlWindowNs   *ebpf.Variable `ebpf:"rrl_window_ns"`
+	ServerV4      *ebpf.Variable `ebpf:"server_v4"`
+	ServerV6      *ebpf.Variable `ebpf:"server_v6"`
 }
 
 // SteadydnsPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsPrograms struct {
-	ArmStale  *ebpf.Program `ebpf:"arm_stale"`
-	Steadydns *ebpf.Program `ebpf:"steadydns"`
+	ArmRrlClock *ebpf.Program `ebpf:"arm_rrl_clock"`
+	ArmStale    *ebpf.Program `ebpf:"arm_stale"`
+	Steadydns   *ebpf.Program `ebpf:"steadydns"`
 }
 
 func (p *SteadydnsPrograms) Close() error {
 	return _SteadydnsClose(
+		p.ArmRrlClock,
 		p.ArmStale,
 		p.Steadydns,
 	)

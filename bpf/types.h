@@ -45,6 +45,13 @@ enum limits {
 	PROBE_MAX = 16,
 	/* Longest NSID value (RFC 5001) replies carry, server.nsid. */
 	NSID_MAX = 128,
+	/* Response rate limiting: the keys the state holds (least recently
+	 * used go first), and the longest IPv6 prefix a key can carry. */
+	RRL_ENTRIES = 65536,
+	RRL_V6_PREFIX_MAX = 64,
+	/* The period of the clock rate limiting reads in XDP, 1 ms: the
+	 * clock lags by at most this, against limits in replies per second. */
+	RRL_TICK_NS = 1000000,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
@@ -240,6 +247,8 @@ enum outcome {
 	OUT_TOO_LONG,         /* query longer than MSG_MAX */
 	OUT_NO_SOA,           /* NODATA, but the zone's SOA is not in the map */
 	OUT_ECS,              /* geo record queried with ECS: the fallback steers */
+	OUT_RRL_SLIPPED,      /* over the rate limit: a truncated reply, TC=1 */
+	OUT_RRL_DROPPED,      /* over the rate limit: no reply (XDP_DROP) */
 	OUT_MAX,
 };
 
@@ -272,6 +281,8 @@ struct outcome_counts {
 	__u64 too_long;
 	__u64 no_soa;
 	__u64 ecs;
+	__u64 rrl_slipped;
+	__u64 rrl_dropped;
 };
 
 _Static_assert(sizeof(struct outcome_counts) == OUT_MAX * sizeof(__u64),
@@ -292,6 +303,49 @@ struct nsid_option {
 	__u8 opt[(4 + NSID_MAX + 7) & ~7] __attribute__((aligned(8)));
 };
 
+/* Response rate limiting (rrl.h). A key is a client prefix together with
+ * what it is answered, as BIND, Knot and NSD key it; XDP and the fallback
+ * account every reply in the one map, so a client cannot double its
+ * budget by mixing paths. */
+struct rrl_key {
+	/* The client's address masked to its prefix: IPv4 in bytes 0..3,
+	 * IPv6's first 8 bytes (prefixes up to /64). */
+	__u8 client[8];
+	/* What the reply is: the name_hash of the lowercased query name and
+	 * type for an answer or NODATA; of the zone's name with type 0 for
+	 * NXDOMAIN; the rcode for any other error. */
+	__u64 resp;
+	__u8 v6;
+	__u8 _pad[7];
+};
+
+/* A key's account, by the generic cell rate algorithm: tat is the
+ * theoretical arrival time, on the CLOCK_BOOTTIME clock
+ * (bpf_ktime_get_boot_ns), of the key's next reply at its rate. Every reply
+ * moves it one interval (1 s / rate) on; a reply is within the limit while
+ * tat stays within a second of now, which allows `rate` replies in a burst
+ * and `rate` a second after; tat is kept within window of now, so a flood
+ * stays limited for up to window after it stops. */
+struct rrl_state {
+	__u64 tat;
+	__u32 limited;   /* replies over the limit, for slip: every slip-th is sent truncated */
+	__u32 _pad;
+};
+
+/* The clock rate limiting reads in XDP: a timer writes the boot clock
+ * into now every RRL_TICK_NS, so a query reads memory instead of calling
+ * the clock's helper. */
+struct rrl_clock {
+	struct bpf_timer t;
+	__u64 now;
+};
+
+enum rrl_verdict {
+	RRL_SEND = 0,
+	RRL_SLIP = 1,
+	RRL_DROP = 2,
+};
+
 /* Names the enums in the BTF so that bpf2go can generate them as Go
  * constants; the program never reads it. */
 struct enum_anchor {
@@ -306,6 +360,7 @@ struct enum_anchor {
 	enum outcome outcome;
 	enum action action;
 	enum limits limits;
+	enum rrl_verdict rrl_verdict;
 };
 
 #endif

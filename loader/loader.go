@@ -36,6 +36,7 @@ type Options struct {
 	// NSID is the value replies carry in an NSID option (RFC 5001) when
 	// the query asks for it, at most MaxNSID bytes; empty turns it off.
 	NSID []byte
+	RRL  RRL // response rate limiting; zero Rate: off
 }
 
 // Objects are the loaded program and maps, pinned under Dir.
@@ -44,6 +45,7 @@ type Objects struct {
 	Dir     string // the maps' pins: Base/v<layout hash>
 	Base    string // the links' pins, which outlive a change of layout
 	records *recordTable
+	rrl     RRL
 }
 
 // Load loads the program and reuses or creates the pinned maps.
@@ -79,6 +81,9 @@ func Load(opts Options) (*Objects, error) {
 	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
 		return nil, err
 	}
+	if err := setRRL(&specs.SteadydnsVariableSpecs, opts.RRL); err != nil {
+		return nil, err
+	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
 		return nil, err
 	}
@@ -92,7 +97,7 @@ func Load(opts Options) (*Objects, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
 	}
-	o := &Objects{Dir: dir, Base: opts.BPFFS}
+	o := &Objects{Dir: dir, Base: opts.BPFFS, rrl: opts.RRL}
 	err = spec.LoadAndAssign(&o.SteadydnsObjects, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: dir},
 	})
@@ -108,6 +113,10 @@ func Load(opts Options) (*Objects, error) {
 			return nil, fmt.Errorf("loading the xdp program: %+v", ve)
 		}
 		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
+	}
+	if err := errors.Join(o.syncExempt(), o.armClock()); err != nil {
+		o.SteadydnsObjects.Close()
+		return nil, err
 	}
 	o.records, err = openRecordTable(o.Records.FD(), slots, opts.RecordCapacity)
 	if err != nil {

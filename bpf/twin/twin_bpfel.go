@@ -90,6 +90,9 @@ const (
 	TwinMapInputs       = "inputs"
 	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
+	TwinMapRrl          = "rrl"
+	TwinMapRrlClock     = "rrl_clock"
+	TwinMapRrlExempt    = "rrl_exempt"
 	TwinMapScratch      = "scratch"
 	TwinMapStaleTimer   = "stale_timer"
 	TwinMapZones        = "zones"
@@ -157,6 +160,9 @@ type TwinMapSpecs struct {
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
+	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
+	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
+	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -200,6 +206,9 @@ type TwinMaps struct {
 	Inputs     *ebpf.Map `ebpf:"inputs"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
+	Rrl        *ebpf.Map `ebpf:"rrl"`
+	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
+	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -217,6 +226,9 @@ func (m *TwinMaps) Close() error {
 		m.Inputs,
 		m.Records,
 		m.RrCounter,
+		m.Rrl,
+		m.RrlClock,
+		m.RrlExempt,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,

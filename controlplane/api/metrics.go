@@ -28,11 +28,19 @@ type Source interface {
 	Fleet() FleetView
 }
 
-// xdpAnswered are the XDP outcomes that are replies sent from the kernel.
-// Every other outcome is a packet passed to the kernel's stack: the queries
-// among them are answered, and counted, by the fallback, so counting them
-// under steadydns_queries_total too would count each twice.
-var xdpAnswered = map[string]bool{"answered": true, "nodata": true, "servfail": true}
+// xdpAnswered are the XDP outcomes of queries the kernel handled: replies
+// sent from it, and replies the rate limit dropped there. Every other
+// outcome is a packet passed to the kernel's stack: the queries among them
+// are answered, and counted, by the fallback, so counting them under
+// steadydns_queries_total too would count each twice.
+var xdpAnswered = map[string]bool{"answered": true, "nodata": true, "servfail": true, rrlSlipped: true, rrlDropped: true}
+
+// The outcomes of replies over the rate limit, on both paths (the XDP
+// counters' names and the fallback's outcomes are the same).
+const (
+	rrlSlipped = "rrl_slipped"
+	rrlDropped = "rrl_dropped"
+)
 
 // MaxVoteSeries bounds steadydns_check_vote: one series per check and
 // checker counted in the quorum is checks × checkers, which a large table
@@ -91,6 +99,9 @@ type Metrics struct {
 	capRatio    *prometheus.Desc
 	udpIn       *prometheus.Desc
 	udpOut      *prometheus.Desc
+	rrlLimited  *prometheus.Desc
+	rrlSlip     *prometheus.Desc
+	rrlDrop     *prometheus.Desc
 }
 
 type udpBytes struct{ in, out atomic.Uint64 }
@@ -150,6 +161,9 @@ func NewMetrics(src Source) *Metrics {
 		capLimit:    prometheus.NewDesc("steadydns_capacity_limit", "The cell's capacity per host, by resource, from cluster.capacity.", []string{"cell", "resource"}, nil),
 		capRatio:    prometheus.NewDesc("steadydns_capacity_used_ratio", "steadydns_capacity_used over steadydns_capacity_limit: above 1 the cell is over what was measured.", []string{"cell", "resource"}, nil),
 		udpIn:       prometheus.NewDesc("steadydns_udp_bytes_in_total", "Bytes of the DNS messages the fallback received over UDP, by qtype (known types, else \"other\").", []string{"qtype"}, nil),
+		rrlLimited:  prometheus.NewDesc("steadydns_rrl_limited_total", "Replies over the response rate limit (server.rrl), by the path that accounted them: slipped and dropped together.", []string{"path"}, nil),
+		rrlSlip:     prometheus.NewDesc("steadydns_rrl_slipped_total", "Replies over the response rate limit sent truncated (TC=1, no records), by path.", []string{"path"}, nil),
+		rrlDrop:     prometheus.NewDesc("steadydns_rrl_dropped_total", "Replies over the response rate limit not sent, by path.", []string{"path"}, nil),
 		udpOut:      prometheus.NewDesc("steadydns_udp_bytes_out_total", "Bytes of the DNS replies the fallback sent over UDP, by the qtype of their query (known types, else \"other\").", []string{"qtype"}, nil),
 	}
 }
@@ -218,7 +232,7 @@ func (m *Metrics) ObserveReload(err error) {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
 		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
-		m.udpIn, m.udpOut} {
+		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
@@ -231,7 +245,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	if xdp, err := m.src.XDPOutcomes(); err == nil {
+	xdp, err := m.src.XDPOutcomes()
+	if err == nil {
 		for outcome, n := range xdp {
 			if xdpAnswered[outcome] {
 				ch <- prometheus.MustNewConstMetric(m.queries, prometheus.CounterValue, float64(n), "xdp", outcome)
@@ -246,6 +261,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.queries, prometheus.CounterValue, float64(v.(*atomic.Uint64).Load()), "fallback", k.(string))
 		return true
 	})
+	m.collectRRL(ch, xdp)
 	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
 	for i := range m.udp {
 		label := "other"
@@ -320,4 +336,31 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// collectRRL reports the replies over the rate limit per path, from the
+// XDP counters (nil when they could not be read) and the fallback's
+// outcomes.
+func (m *Metrics) collectRRL(ch chan<- prometheus.Metric, xdp map[string]uint64) {
+	fallback := func(outcome string) uint64 {
+		if v, ok := m.fallback.Load(outcome); ok {
+			return v.(*atomic.Uint64).Load()
+		}
+		return 0
+	}
+	paths := []struct {
+		path           string
+		slipped, dropd uint64
+	}{{"fallback", fallback(rrlSlipped), fallback(rrlDropped)}}
+	if xdp != nil {
+		paths = append(paths, struct {
+			path           string
+			slipped, dropd uint64
+		}{"xdp", xdp[rrlSlipped], xdp[rrlDropped]})
+	}
+	for _, p := range paths {
+		ch <- prometheus.MustNewConstMetric(m.rrlLimited, prometheus.CounterValue, float64(p.slipped+p.dropd), p.path)
+		ch <- prometheus.MustNewConstMetric(m.rrlSlip, prometheus.CounterValue, float64(p.slipped), p.path)
+		ch <- prometheus.MustNewConstMetric(m.rrlDrop, prometheus.CounterValue, float64(p.dropd), p.path)
+	}
 }

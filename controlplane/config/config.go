@@ -66,6 +66,7 @@ type Server struct {
 	NSID  []byte
 	Debug Debug
 	TCP   TCP
+	RRL   *RRL // response rate limiting; nil: off
 	// APITokenFile holds the bearer token that the API's writes (admin
 	// and external) need; required when API is not a loopback address.
 	// Absolute; relative paths in the config resolve against its
@@ -80,6 +81,17 @@ type TCP struct {
 	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /56 (IPv6)
 	IdleTimeout    time.Duration // a connection with no query in progress closes after this
 	MaxPipelined   int           // queries one connection is answered in its lifetime
+}
+
+// RRL is server.rrl: response rate limiting on both paths
+// (docs/config.md).
+type RRL struct {
+	Rate       int           // replies per second per key
+	Slip       int           // every Slip-th reply over the limit goes out truncated; 0: none
+	Window     time.Duration // how long a flood stays limited after it stops
+	IPv4Prefix int           // client prefix length that makes one key
+	IPv6Prefix int
+	Exempt     []netip.Prefix // clients never limited
 }
 
 // Debug is server.debug: a TXT name that explains the health of a record

@@ -121,6 +121,14 @@ func TestErrors(t *testing.T) {
 		{"tcp idle zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    idle_timeout: 0s\n", `config.yaml:4: server.tcp.idle_timeout: must be positive, got 0s; leave the key out for the default`},
 		{"tcp not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_pipelined: many\n", `config.yaml:4: server.tcp.max_pipelined: expected an integer, got "many"`},
 		{"tcp unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_clients: 5\n", `config.yaml:4: server.tcp.max_clients: unknown key`},
+		{"rrl rate missing", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    slip: 2\n", `config.yaml:3: server.rrl.rate: required: replies per second per client prefix and response, such as 10`},
+		{"rrl rate zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 0\n", `config.yaml:4: server.rrl.rate: 0 out of range 1-1000000`},
+		{"rrl slip", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    slip: 11\n", `config.yaml:5: server.rrl.slip: 11 out of range 0-10`},
+		{"rrl window short", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    window: 500ms\n", `config.yaml:5: server.rrl.window: 500ms out of range 1-3600 whole seconds`},
+		{"rrl ipv4 prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    ipv4_prefix: 33\n", `config.yaml:5: server.rrl.ipv4_prefix: 33 out of range 0-32`},
+		{"rrl ipv6 prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    ipv6_prefix: 128\n", `config.yaml:5: server.rrl.ipv6_prefix: 128 out of range 0-64`},
+		{"rrl exempt", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    exempt: [198.18.0.1]\n", `config.yaml:5: server.rrl.exempt[0]: invalid prefix "198.18.0.1", want a CIDR such as 198.18.0.0/24`},
+		{"rrl unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    responses_per_second: 5\n", `config.yaml:5: server.rrl.responses_per_second: unknown key`},
 		{"api beyond loopback without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 0.0.0.0:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on 0.0.0.0:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
 		{"api on a name without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: api.example.test:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on api.example.test:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
@@ -299,17 +307,19 @@ func TestFull(t *testing.T) {
 	same(t, "CheckIDs", c.CheckIDs, ids)
 	same(t, "File", c.File, "testdata/full.yaml")
 	same(t, "Server", c.Server, Server{
-		Interfaces:   []string{"eth0", "eth1"},
-		XDPMode:      "native",
-		Listen:       []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
-		API:          "127.0.0.1:9153",
-		BPFFS:        "/sys/fs/bpf/steadydns-test",
-		StateDir:     "/var/lib/steadydns-test",
-		MaxRecords:   4096,
-		IDServer:     true,
-		NSID:         []byte("edge-ams-1"),
-		Debug:        Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
-		TCP:          TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
+		Interfaces: []string{"eth0", "eth1"},
+		XDPMode:    "native",
+		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
+		API:        "127.0.0.1:9153",
+		BPFFS:      "/sys/fs/bpf/steadydns-test",
+		StateDir:   "/var/lib/steadydns-test",
+		MaxRecords: 4096,
+		IDServer:   true,
+		NSID:       []byte("edge-ams-1"),
+		Debug:      Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
+		TCP:        TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
+		RRL: &RRL{Rate: 20, Slip: 3, Window: 5 * time.Second, IPv4Prefix: 28, IPv6Prefix: 48,
+			Exempt: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
 		APITokenFile: tokenFile,
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
@@ -597,5 +607,22 @@ func TestNSID(t *testing.T) {
 				t.Errorf("nsid %q, want %q", c.Server.NSID, tt.want)
 			}
 		})
+	}
+}
+
+// TestRRLDefaults: rate alone turns rate limiting on with BIND's
+// defaults; no rrl section leaves it off.
+func TestRRLDefaults(t *testing.T) {
+	c, err := Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "RRL", c.Server.RRL, &RRL{Rate: 10, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
+	c, err = Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.RRL != nil {
+		t.Errorf("RRL %+v without server.rrl, want nil (off)", c.Server.RRL)
 	}
 }

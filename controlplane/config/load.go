@@ -15,6 +15,8 @@ import (
 
 	"github.com/miekg/dns"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/steadydns/steadydns/bpf"
 )
 
 // Load reads and validates the config file at path.
@@ -136,7 +138,8 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "api_token_file"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file"}
+	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
@@ -233,6 +236,9 @@ func (d *decoder) server(f fields) Server {
 		positive("idle_timeout", func() { tf.duration("idle_timeout", &s.TCP.IdleTimeout) }, func() int64 { return int64(s.TCP.IdleTimeout) })
 		positive("max_pipelined", func() { tf.int("max_pipelined", &s.TCP.MaxPipelined) }, func() int64 { return int64(s.TCP.MaxPipelined) })
 	}
+	if f.has("rrl") {
+		s.RRL = d.rrl(f.mapping("rrl", rrlKeys))
+	}
 	f.str("api_token_file", &s.APITokenFile)
 	if s.APITokenFile != "" && !filepath.IsAbs(s.APITokenFile) {
 		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("server")), s.APITokenFile))
@@ -264,6 +270,53 @@ func (d *decoder) server(f fields) Server {
 		})
 	}
 	return s
+}
+
+// rrl decodes server.rrl. The defaults are BIND's: slip 2, window 15 s,
+// /24 and /56.
+func (d *decoder) rrl(f fields) *RRL {
+	r := &RRL{Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
+	if !f.has("rate") {
+		d.missing(f.key("rate"), "required: replies per second per client prefix and response, such as 10")
+	}
+	within := func(k string, lo, hi int64, v func() int64, unit string) {
+		if n := f.get(k); n != nil && (v() < lo || v() > hi) {
+			d.errorf(n, f.key(k), "%s out of range %d-%d%s", n.Value, lo, hi, unit)
+		}
+	}
+	errs := len(d.errs)
+	f.int("rate", &r.Rate)
+	f.int("slip", &r.Slip)
+	f.duration("window", &r.Window)
+	f.int("ipv4_prefix", &r.IPv4Prefix)
+	f.int("ipv6_prefix", &r.IPv6Prefix)
+	if len(d.errs) == errs {
+		// BIND's ranges, but for the IPv6 prefix, which the key holds up
+		// to /64.
+		within("rate", 1, 1000000, func() int64 { return int64(r.Rate) }, "")
+		within("slip", 0, 10, func() int64 { return int64(r.Slip) }, "")
+		within("window", 1, 3600, func() int64 {
+			if r.Window%time.Second != 0 {
+				return 0
+			}
+			return int64(r.Window / time.Second)
+		}, " whole seconds")
+		within("ipv4_prefix", 0, 32, func() int64 { return int64(r.IPv4Prefix) }, "")
+		within("ipv6_prefix", 0, int64(bpf.SteadydnsLimitsRRL_V6PREFIX_MAX), func() int64 { return int64(r.IPv6Prefix) }, "")
+	}
+	f.list("exempt", func(path string, n *yaml.Node) {
+		v, ok := d.scalar(n, path, "a prefix")
+		if !ok {
+			return
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
+			return
+		}
+		r.Exempt = append(r.Exempt, p.Masked())
+	})
+	return r
 }
 
 func (d *decoder) zone(f fields) Zone {

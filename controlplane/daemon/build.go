@@ -15,6 +15,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -78,6 +79,7 @@ func loadOptions(cfg *config.Config) loader.Options {
 		RecordCapacity: uint32(cfg.Server.MaxRecords),
 		Servers:        xdpAddrs(cfg.Server.Listen),
 		NSID:           cfg.Server.NSID,
+		RRL:            rrl.Options(cfg.Server.RRL),
 	}
 }
 

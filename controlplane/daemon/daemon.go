@@ -25,6 +25,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/controlplane/state"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -263,6 +264,9 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 		TCP: fallback.TCPLimits{MaxConnections: cfg.Server.TCP.MaxConnections, MaxPerPrefix: cfg.Server.TCP.MaxPerPrefix,
 			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined},
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
+	if cfg.Server.RRL != nil {
+		opts.RRL = rrl.New(d.objs)
+	}
 	if cfg.Server.IDServer {
 		opts.ID = d.id.hostID()
 	}

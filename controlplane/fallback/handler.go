@@ -25,17 +25,62 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
 	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
 	limit := tcpSize
-	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
+	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	if !tcp {
 		limit = udpLimit(r)
 	}
 	if truncate(m, limit, outcome == OutcomeReferral) {
 		outcome = OutcomeTruncated
+	}
+	// Only UDP replies are limited: a TCP client has shown its address
+	// is its own, and a slipped reply sends clients there.
+	if !tcp && s.opts.RRL != nil {
+		switch s.opts.RRL.Limit(addrOf(w.RemoteAddr()), s.limited(r, m)) {
+		case Drop:
+			s.opts.Observe(OutcomeRRLDropped, time.Since(start))
+			return
+		case Slip:
+			slip(m)
+			outcome = OutcomeRRLSlipped
+		}
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
 	s.opts.Observe(outcome, time.Since(start))
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
+}
+
+// limited describes reply m to r for the rate limiter.
+func (s *Server) limited(r, m *dns.Msg) Reply {
+	rp := Reply{Rcode: m.Rcode}
+	if len(r.Question) == 1 {
+		rp.Qname, rp.Qtype = r.Question[0].Name, r.Question[0].Qtype
+	}
+	if m.Rcode == dns.RcodeNameError && len(r.Question) == 1 {
+		if v := s.view.Load(); v != nil {
+			if z := findZone(v.Zones, r.Question[0]); z != nil {
+				rp.Zone = z.Origin()
+			}
+		}
+	}
+	return rp
+}
+
+// slip makes m the truncated reply a limited client is sent instead: the
+// header (TC set, rcode kept), the question and the OPT, as XDP sends it.
+func slip(m *dns.Msg) {
+	var opt []dns.RR
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			// Without options: an ECS scope belongs to an answer.
+			o := *rr.(*dns.OPT)
+			o.Option = nil
+			opt = append(opt, &o)
+		}
+	}
+	m.Answer, m.Ns, m.Extra = nil, nil, opt
+	m.Truncated = true
 }
 
 // reply builds the reply to r and names its outcome.

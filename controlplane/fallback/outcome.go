@@ -15,4 +15,8 @@ const (
 	OutcomeYXDomain  = "yxdomain" // a DNAME made too long a name (RFC 6672 §2.2)
 	OutcomeTruncated = "truncated"
 	OutcomeDropped   = "dropped"
+	// Over the rate limit (Options.RRL): sent truncated, or not sent.
+	// XDP's counters name the same outcomes.
+	OutcomeRRLSlipped = "rrl_slipped"
+	OutcomeRRLDropped = "rrl_dropped"
 )

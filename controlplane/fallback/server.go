@@ -42,7 +42,34 @@ type Options struct {
 	// OnTCP is called as TCP connections open, close, and are refused or
 	// closed for idling; nil observes nothing.
 	OnTCP func(TCPEvent)
+	// RRL limits the rate of UDP replies (server.rrl); nil limits none.
+	RRL Limiter
 }
+
+// Limiter is response rate limiting: controlplane/rrl's accounts every
+// reply in the state XDP accounts its own in.
+type Limiter interface {
+	// Limit accounts reply r to client and says what to do with it.
+	Limit(client netip.Addr, r Reply) Verdict
+}
+
+// Reply is what the limiter keys a reply by, with the client's prefix.
+type Reply struct {
+	Qname string // as asked; empty without a question
+	Qtype uint16
+	Rcode int
+	Zone  string // for NXDOMAIN, the origin of the zone the name is not in
+}
+
+// Verdict is what becomes of a reply: sent, sent truncated (TC=1, no
+// records, so the client asks again over TCP), or not sent.
+type Verdict int
+
+const (
+	Send Verdict = iota
+	Slip
+	Drop
+)
 
 // Server is the fallback DNS server.
 type Server struct {
