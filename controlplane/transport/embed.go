@@ -227,3 +227,20 @@ func (l *serverLog) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.fatal.Store(&msg)
 }
+
+// Clients is what every client connection of this server has carried so
+// far, from the client's side: In is what the server delivered to it, Out
+// what it published. Payload bytes only, as the server counts them.
+func (s *Server) Clients() ([]Traffic, error) {
+	z, err := s.s.Connz(&server.ConnzOptions{Limit: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("reading the nats server's connections: %w", err)
+	}
+	out := make([]Traffic, 0, len(z.Conns))
+	for _, c := range z.Conns {
+		// The server's "in" is what the client sent it.
+		out = append(out, Traffic{Name: c.Name, InMsgs: uint64(c.OutMsgs), InBytes: uint64(c.OutBytes),
+			OutMsgs: uint64(c.InMsgs), OutBytes: uint64(c.InBytes)})
+	}
+	return out, nil
+}

@@ -1,0 +1,585 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/transport"
+	"github.com/steadydns/steadydns/loader"
+	"github.com/steadydns/steadydns/prober"
+)
+
+// fleetKeys are one NKey per role, as a fleet's hosts would have: the seed
+// files the connections prove themselves with, and the public keys an
+// embedded server lets in.
+type fleetKeys struct {
+	seeds map[transport.Role]string // role → seed file
+	users map[transport.Role][]string
+}
+
+func newFleetKeys(dir string) (*fleetKeys, error) {
+	k := &fleetKeys{seeds: map[transport.Role]string{}, users: map[transport.Role][]string{}}
+	for _, r := range []transport.Role{transport.RoleProber, transport.RoleAggregator, transport.RoleEdge} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, fmt.Errorf("making an nkey: %w", err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, fmt.Errorf("making an nkey: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("making an nkey: %w", err)
+		}
+		f := filepath.Join(dir, string(r)+".seed")
+		if err := os.WriteFile(f, seed, 0o600); err != nil {
+			return nil, fmt.Errorf("writing an nkey seed: %w", err)
+		}
+		k.seeds[r], k.users[r] = f, []string{pub}
+	}
+	return k, nil
+}
+
+// cellSpec is one fleet under measurement: an aggregator process fed by
+// synthetic probers and read by simulated edges.
+type cellSpec struct {
+	name      string // unique within a run: the scratch directory and the ids
+	checks    int    // configured checks, all in one table of aggTable entries
+	unhealthy int    // percent of the checks every prober reports failing
+	checkers  int    // synthetic probers
+	edges     int    // simulated edges
+	embed     bool   // the aggregator runs the NATS server; else the harness does
+}
+
+// cell is a running fleet: a NATS server (the harness's, or the
+// aggregator's own), the aggregator as its own process on the aggregator
+// CPU, probers publishing real frames, and edges reassembling tables.
+type cell struct {
+	spec   cellSpec
+	o      *FleetOptions
+	srv    *transport.Server // nil when the aggregator embeds the server
+	agg    *exec.Cmd
+	api    string
+	cfg    *config.Config
+	probes []*transport.Conn
+	edges  []*edgeSim
+	cmd    string // the aggregator's command line, for the report
+	dir    string
+
+	exited  chan struct{} // closed when the aggregator has exited
+	exitErr error
+
+	stop chan struct{}
+	done sync.WaitGroup
+
+	mu       sync.Mutex
+	pubErrs  int
+	firstErr error
+}
+
+// edgeSim is one simulated edge: a NATS connection that reassembles every
+// table and counts the complete ones. The first edge of a cell also checks
+// what the tables say, so a figure cannot come from tables that ignored the
+// frames.
+type edgeSim struct {
+	conn *transport.Conn
+	sub  *transport.Subscription
+
+	mu    sync.Mutex
+	slot  uint64 // the newest table's push slot
+	down  int    // entries down in it, when counted
+	bytes int
+}
+
+// freePort is a TCP port on 127.0.0.1 nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startCell brings up one fleet and waits until the edges receive tables
+// that reflect the probers' frames.
+func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string, s cellSpec) (c *cell, err error) {
+	c = &cell{spec: s, o: o, stop: make(chan struct{}), dir: filepath.Join(dir, s.name)}
+	defer func() {
+		if err != nil {
+			c.close()
+			c = nil
+		}
+	}()
+	dir = c.dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return c, fmt.Errorf("making %s: %w", dir, err)
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		return c, err
+	}
+	c.api = fmt.Sprintf("127.0.0.1:%d", apiPort)
+	var url, embed string
+	if s.embed {
+		p1, err := freePort()
+		if err != nil {
+			return c, err
+		}
+		p2, err := freePort()
+		if err != nil {
+			return c, err
+		}
+		url = fmt.Sprintf("nats://127.0.0.1:%d", p1)
+		embed = fmt.Sprintf("    embed:\n      listen: 127.0.0.1:%d\n      cluster_listen: 127.0.0.1:%d\n      store_dir: %s\n    users:\n", p1, p2, filepath.Join(dir, "nats"))
+		for _, r := range []transport.Role{transport.RoleProber, transport.RoleAggregator, transport.RoleEdge} {
+			embed += fmt.Sprintf("      %s: [%s]\n", r, keys.users[r][0])
+		}
+	} else {
+		if c.srv, err = transport.Embed(transport.EmbedOptions{Listen: "127.0.0.1:0", ServerName: s.name,
+			Users: keys.users, StoreDir: filepath.Join(dir, "nats")}); err != nil {
+			return c, err
+		}
+		url = c.srv.ClientURL()
+	}
+	path := filepath.Join(dir, "aggregator.yaml")
+	if err := writeFleetConfig(path, s.checks, o.Push, c.api, url, embed); err != nil {
+		return c, err
+	}
+	if c.cfg, err = config.Load(path); err != nil {
+		return c, err
+	}
+	log, err := os.Create(filepath.Join(dir, "aggregator.log"))
+	if err != nil {
+		return c, fmt.Errorf("creating the aggregator's log: %w", err)
+	}
+	defer log.Close()
+	c.agg = exec.Command("taskset", "-c", strconv.Itoa(o.AggCPU), o.Binary, "serve", "--config", path,
+		"--role", "aggregator", "--id", "agg", "--nkey-seed", keys.seeds[transport.RoleAggregator])
+	c.agg.Stdout, c.agg.Stderr = log, log
+	c.cmd = strings.Join(c.agg.Args, " ")
+	if err := c.agg.Start(); err != nil {
+		return c, fmt.Errorf("starting the aggregator: %w", err)
+	}
+	c.exited = make(chan struct{})
+	go func() { c.exitErr = c.agg.Wait(); close(c.exited) }()
+	frames, err := c.frames()
+	if err != nil {
+		return c, err
+	}
+	for i := range s.checkers {
+		conn, err := c.connect(url, fmt.Sprintf("p%d", i), transport.RoleProber, keys)
+		if err != nil {
+			return c, err
+		}
+		c.probes = append(c.probes, conn)
+	}
+	for i := range s.edges {
+		conn, err := c.connect(url, fmt.Sprintf("e%d", i), transport.RoleEdge, keys)
+		if err != nil {
+			return c, err
+		}
+		e := &edgeSim{conn: conn}
+		count := i == 0
+		if e.sub, err = conn.Subscribe(transport.KindTable, func(h uint64) bool { return h == c.cfg.Hash }, func(m transport.Message) {
+			e.take(m, count, c.cfg)
+		}); err != nil {
+			return c, err
+		}
+		c.edges = append(c.edges, e)
+	}
+	c.done.Add(1)
+	go c.publish(frames)
+	return c, c.waitTables(ctx)
+}
+
+func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*transport.Conn, error) {
+	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: id, Roles: []transport.Role{role},
+		NKeySeedFile: keys.seeds[role]})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := conn.WaitConnected(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("connecting %s: %w", id, err)
+	}
+	return conn, nil
+}
+
+// writeFleetConfig writes an aggregator's config: checks TCP checks (the
+// aggregator never runs them), one table of aggTable entries, and the
+// cluster section.
+func writeFleetConfig(path string, checks int, push time.Duration, api, url, embed string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server:\n  listen: [\"127.0.0.1:53\"]\n  api: %s\nhealth_checks:\n", api)
+	for i := range checks {
+		fmt.Fprintf(&b, "  c%d: {type: tcp, target: 198.18.0.2, port: 80, interval: %s, unhealthy_threshold: 1, healthy_threshold: 1}\n", i, push)
+	}
+	fmt.Fprintf(&b, "aggregation:\n  push_interval: %s\n  table_size: %d\ncluster:\n  nats:\n    urls: [%q]\n%s", push, aggTable, url, embed)
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing the aggregator's config: %w", err)
+	}
+	return nil
+}
+
+// frames builds every prober's frame: one result for every configured
+// check, the first unhealthy percent of them failing, padded to the table,
+// as prober.Framer encodes them.
+func (c *cell) frames() ([][]byte, error) {
+	index, err := health.Assign(c.cfg.CheckIDs, nil, aggTable)
+	if err != nil {
+		return nil, err
+	}
+	probes := map[string]prober.Probe{}
+	for id := range c.cfg.HealthChecks {
+		probes[id] = prober.Probe{Index: index[id]}
+	}
+	failing := len(c.cfg.CheckIDs) * c.spec.unhealthy / 100
+	out := make([][]byte, c.spec.checkers)
+	for p := range out {
+		f, err := prober.NewFramer(fmt.Sprintf("p%d", p), "", aggTable)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Configure(c.cfg.Hash, probes); err != nil {
+			return nil, err
+		}
+		for i, id := range c.cfg.CheckIDs {
+			f.Record(prober.Result{ID: id, Index: index[id], Seq: 1, Healthy: i >= failing})
+		}
+		out[p] = f.AppendFrame(nil, 1)
+	}
+	return out, nil
+}
+
+// publish sends every prober's frame at the start of every push period, as
+// prober.Framer.Run does, each result with a new seq as the next run's would
+// have.
+func (c *cell) publish(frames [][]byte) {
+	defer c.done.Done()
+	period := c.o.Push
+	for {
+		wait := period - time.Duration(time.Now().UnixNano())%period
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(wait):
+		}
+		slot := uint64(time.Now().UnixNano() / int64(period))
+		for i, f := range frames {
+			binary.LittleEndian.PutUint64(f[16:], slot) // the frame's version
+			for p := prober.HeaderSize; p+prober.EntrySize <= len(f); p += prober.EntrySize {
+				if seq := binary.LittleEndian.Uint64(f[p+8:]); seq != 0 {
+					binary.LittleEndian.PutUint64(f[p+8:], seq+1)
+				}
+			}
+			if err := c.probes[i].Publish(transport.KindFrame, slot, c.cfg.Hash, f); err != nil {
+				c.mu.Lock()
+				c.pubErrs++
+				if c.firstErr == nil {
+					c.firstErr = err
+				}
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+// take is an edge receiving a table; the counting edge counts its entries
+// down, which is what an edge would write into XDP's map.
+func (e *edgeSim) take(m transport.Message, count bool, cfg *config.Config) {
+	down := -1
+	if count {
+		down = 0
+		for i := uint32(1); i < aggTable; i++ {
+			if !loader.HealthUp(m.Payload, i) {
+				down++
+			}
+		}
+	}
+	e.mu.Lock()
+	e.slot, e.down, e.bytes = m.Slot, down, len(m.Payload)
+	e.mu.Unlock()
+}
+
+func (e *edgeSim) state() (slot uint64, down, bytes int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.slot, e.down, e.bytes
+}
+
+// waitTables waits until the first edge's tables show the probers'
+// verdicts: as many entries down as checks fail. Entries with no check are
+// down too (nothing is configured there), so the count is table minus the
+// healthy checks.
+func (c *cell) waitTables(ctx context.Context) error {
+	healthy := c.spec.checks - c.spec.checks*c.spec.unhealthy/100
+	want := aggTable - 1 - healthy
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if err := c.failed(); err != nil {
+			return err
+		}
+		_, down, _ := c.edges[0].state()
+		if down == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cell %s: tables show %d entries down after 90 s, want %d (aggregator log: %s)",
+				c.spec.name, down, want, filepath.Join(c.dir, "aggregator.log"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// failed reports an aggregator that exited.
+func (c *cell) failed() error {
+	select {
+	case <-c.exited:
+		log, _ := os.ReadFile(filepath.Join(c.dir, "aggregator.log"))
+		return fmt.Errorf("cell %s: the aggregator exited (%v): %s", c.spec.name, c.exitErr, lastLines(log, 5))
+	default:
+		return nil
+	}
+}
+
+func (c *cell) close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	c.done.Wait()
+	for _, e := range c.edges {
+		e.conn.Close()
+	}
+	for _, p := range c.probes {
+		p.Close()
+	}
+	if c.exited != nil {
+		c.agg.Process.Kill()
+		<-c.exited
+	}
+	if c.srv != nil {
+		c.srv.Shutdown()
+	}
+}
+
+// snapshot is everything a window's figures are differences of.
+type snapshot struct {
+	at       time.Time
+	cpu      time.Duration // the aggregator process's CPU time so far
+	slot     uint64        // the first edge's newest table
+	tables   []uint64      // per edge, complete tables so far
+	dropped  uint64        // messages the edges' clients dropped, and slots they missed
+	links    map[string]uint64
+	frames   map[string]float64 // the aggregator's steadydns_fleet_messages_total{kind="frame"} by result
+	pushSecs float64
+}
+
+// Link names of the snapshot's byte counts.
+const (
+	linkProberOut = "prober → NATS"
+	linkAggIn     = "NATS → aggregator"
+	linkAggOut    = "aggregator → NATS"
+	linkEdgeIn    = "NATS → edge"
+)
+
+func (c *cell) snapshot() (snapshot, error) {
+	s := snapshot{at: time.Now(), links: map[string]uint64{}}
+	var err error
+	if s.cpu, err = processCPU(c.agg.Process.Pid); err != nil {
+		return s, err
+	}
+	s.slot, _, _ = c.edges[0].state()
+	for _, e := range c.edges {
+		n := e.sub.Counters()
+		s.tables = append(s.tables, n.Delivered)
+		s.dropped += n.Dropped + n.Missing
+	}
+	if c.srv != nil {
+		clients, err := c.srv.Clients()
+		if err != nil {
+			return s, err
+		}
+		for _, t := range clients {
+			switch {
+			case strings.Contains(t.Name, "(aggregator)"):
+				s.links[linkAggIn] += t.InBytes
+				s.links[linkAggOut] += t.OutBytes
+			case strings.Contains(t.Name, "(prober)"):
+				s.links[linkProberOut] += t.OutBytes
+			case strings.Contains(t.Name, "(edge)"):
+				s.links[linkEdgeIn] += t.InBytes
+			}
+		}
+	} else {
+		for _, p := range c.probes {
+			s.links[linkProberOut] += p.Traffic().OutBytes
+		}
+		for _, e := range c.edges {
+			s.links[linkEdgeIn] += e.conn.Traffic().InBytes
+		}
+	}
+	s.frames, s.pushSecs, err = c.metrics()
+	return s, err
+}
+
+// metrics reads the aggregator's frame counts and last push time from its
+// /metrics.
+func (c *cell) metrics() (map[string]float64, float64, error) {
+	resp, err := http.Get("http://" + c.api + "/metrics")
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the aggregator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	frames := map[string]float64{}
+	var push float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		name, value, ok := strings.Cut(l, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == "steadydns_health_push_seconds":
+			push = v
+		case strings.HasPrefix(name, `steadydns_fleet_messages_total{kind="frame",result="`):
+			frames[strings.TrimSuffix(strings.TrimPrefix(name, `steadydns_fleet_messages_total{kind="frame",result="`), `"}`)] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("reading the aggregator's metrics: %w", err)
+	}
+	return frames, push, nil
+}
+
+// processCPU is the CPU time every thread of process pid has run, from
+// /proc/PID/task/*/schedstat: the scheduler's nanoseconds, where
+// /proc/PID/stat counts in ticks of 10 ms, too coarse for a few ms a push.
+// A thread that has exited is no longer counted; Go keeps its threads.
+func processCPU(pid int) (time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("reading the aggregator's threads: %w", err)
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread has just exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading %s: %w", filepath.Join(dir, t.Name(), "schedstat"), err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}
+
+// window is what a cell did between two snapshots, per push.
+type window struct {
+	Pushes      int                // push slots the first edge saw go by
+	CPUPerPush  time.Duration      // the aggregator process
+	CPUShare    float64            // of one CPU, over the window
+	BytesPush   map[string]float64 // per link, all connections of the kind together
+	Tables      float64            // complete tables per edge per push, the least of the edges
+	TablesAll   float64            // complete tables over edges × pushes
+	Frames      float64            // frames the aggregator delivered per prober per push
+	FrameLosses float64            // frames missing, dropped or late, per push
+	Dropped     uint64             // tables the edges' clients dropped or missed
+	PushSeconds float64            // the aggregator's last push, at the end
+}
+
+func diff(a, b snapshot, s cellSpec) (window, error) {
+	w := window{Pushes: int(b.slot - a.slot), BytesPush: map[string]float64{}, PushSeconds: b.pushSecs}
+	if w.Pushes <= 0 {
+		return w, errors.New("no table reached the edges in the window")
+	}
+	p := float64(w.Pushes)
+	w.CPUPerPush = (b.cpu - a.cpu) / time.Duration(w.Pushes)
+	w.CPUShare = float64(b.cpu-a.cpu) / float64(b.at.Sub(a.at))
+	for k, v := range b.links {
+		w.BytesPush[k] = float64(v-a.links[k]) / p
+	}
+	w.Tables = -1
+	var all uint64
+	for i := range b.tables {
+		n := b.tables[i] - a.tables[i]
+		all += n
+		if t := float64(n) / p; w.Tables < 0 || t < w.Tables {
+			w.Tables = t
+		}
+	}
+	w.TablesAll = float64(all) / (p * float64(len(b.tables)))
+	w.Dropped = b.dropped - a.dropped
+	if s.checkers > 0 {
+		w.Frames = (b.frames["delivered"] - a.frames["delivered"]) / p / float64(s.checkers)
+	}
+	for _, r := range []string{"missing", "dropped", "late"} {
+		w.FrameLosses += (b.frames[r] - a.frames[r]) / p
+	}
+	return w, nil
+}
+
+// measure runs the cell for pushes push periods.
+func (c *cell) measure(ctx context.Context, pushes int) (window, error) {
+	a, err := c.snapshot()
+	if err != nil {
+		return window{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return window{}, ctx.Err()
+	case <-time.After(time.Duration(pushes) * c.o.Push):
+	}
+	if err := c.failed(); err != nil {
+		return window{}, err
+	}
+	b, err := c.snapshot()
+	if err != nil {
+		return window{}, err
+	}
+	return diff(a, b, c.spec)
+}
+
+// lastLines is the end of a log, for an error message.
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
