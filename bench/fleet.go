@@ -193,25 +193,26 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	var cpuSpread, byteSpread []float64
 	for run := range o.Runs {
 		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
+		if err := quarter(ctx, o.Push, 0); err != nil {
+			return err
+		}
 		before := make([]snapshot, len(cells))
 		for i, c := range cells {
-			s, err := c.snapshot()
+			s, err := c.snapshot(false)
 			if err != nil {
 				return err
 			}
 			before[i] = s
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(o.Pushes) * o.Push):
+		if err := quarter(ctx, o.Push, o.Pushes); err != nil {
+			return err
 		}
 		var lo, hi, blo, bhi float64
 		for i, c := range cells {
 			if err := c.failed(); err != nil {
 				return err
 			}
-			after, err := c.snapshot()
+			after, err := c.snapshot(false)
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/steadydns/steadydns/controlplane/config"
-	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -78,6 +78,7 @@ type cell struct {
 	agg    *exec.Cmd
 	api    string
 	cfg    *config.Config
+	index  map[string]uint32
 	probes []*transport.Conn
 	edges  []*edgeSim
 	cmd    string // the aggregator's command line, for the report
@@ -163,9 +164,17 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 	if err := writeFleetConfig(path, s.checks, o.Push, c.api, url, embed); err != nil {
 		return c, err
 	}
-	if c.cfg, err = config.Load(path); err != nil {
+	cfg, err := config.Load(path)
+	if err != nil {
 		return c, err
 	}
+	// The plan is what the aggregator computes from the same file: the
+	// table's indexes, and the config hash with them in it.
+	plan, err := daemon.Build(cfg, nil)
+	if err != nil {
+		return c, err
+	}
+	c.cfg, c.index = plan.Config, plan.Index
 	log, err := os.Create(filepath.Join(dir, "aggregator.log"))
 	if err != nil {
 		return c, fmt.Errorf("creating the aggregator's log: %w", err)
@@ -245,10 +254,7 @@ func writeFleetConfig(path string, checks int, push time.Duration, api, url, emb
 // check, the first unhealthy percent of them failing, padded to the table,
 // as prober.Framer encodes them.
 func (c *cell) frames() ([][]byte, error) {
-	index, err := health.Assign(c.cfg.CheckIDs, nil, aggTable)
-	if err != nil {
-		return nil, err
-	}
+	index := c.index
 	probes := map[string]prober.Probe{}
 	for id := range c.cfg.HealthChecks {
 		probes[id] = prober.Probe{Index: index[id]}
@@ -328,24 +334,22 @@ func (e *edgeSim) state() (slot uint64, down, bytes int) {
 }
 
 // waitTables waits until the first edge's tables show the probers'
-// verdicts: as many entries down as checks fail. Entries with no check are
-// down too (nothing is configured there), so the count is table minus the
-// healthy checks.
+// verdicts: as many entries down as checks fail. Entries no check owns
+// start healthy and nothing reports for them, so they stay up.
 func (c *cell) waitTables(ctx context.Context) error {
-	healthy := c.spec.checks - c.spec.checks*c.spec.unhealthy/100
-	want := aggTable - 1 - healthy
+	want := c.spec.checks * c.spec.unhealthy / 100
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if err := c.failed(); err != nil {
 			return err
 		}
-		_, down, _ := c.edges[0].state()
-		if down == want {
+		slot, down, _ := c.edges[0].state()
+		if slot != 0 && down == want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cell %s: tables show %d entries down after 90 s, want %d (aggregator log: %s)",
-				c.spec.name, down, want, filepath.Join(c.dir, "aggregator.log"))
+			return fmt.Errorf("cell %s: tables show %d entries down after 90 s, want %d (the edge's chunks: %+v)",
+				c.spec.name, down, want, c.edges[0].sub.Counters())
 		}
 		select {
 		case <-ctx.Done():
@@ -408,9 +412,19 @@ const (
 	linkEdgeIn    = "NATS → edge"
 )
 
-func (c *cell) snapshot() (snapshot, error) {
-	s := snapshot{at: time.Now(), links: map[string]uint64{}}
+// snapshot reads the counters. The aggregator's /metrics, read only when
+// asked, comes first: it lists every check, and reading it costs the
+// aggregator CPU in proportion to the checks, which must stay out of the
+// next window.
+func (c *cell) snapshot(metrics bool) (snapshot, error) {
+	s := snapshot{links: map[string]uint64{}}
 	var err error
+	if metrics {
+		if s.frames, s.pushSecs, err = c.metrics(); err != nil {
+			return s, err
+		}
+	}
+	s.at = time.Now()
 	if s.cpu, err = processCPU(c.agg.Process.Pid); err != nil {
 		return s, err
 	}
@@ -444,8 +458,7 @@ func (c *cell) snapshot() (snapshot, error) {
 			s.links[linkEdgeIn] += e.conn.Traffic().InBytes
 		}
 	}
-	s.frames, s.pushSecs, err = c.metrics()
-	return s, err
+	return s, nil
 }
 
 // metrics reads the aggregator's frame counts and last push time from its
@@ -559,19 +572,20 @@ func diff(a, b snapshot, s cellSpec) (window, error) {
 
 // measure runs the cell for pushes push periods.
 func (c *cell) measure(ctx context.Context, pushes int) (window, error) {
-	a, err := c.snapshot()
+	if err := quarter(ctx, c.o.Push, 0); err != nil {
+		return window{}, err
+	}
+	a, err := c.snapshot(true)
 	if err != nil {
 		return window{}, err
 	}
-	select {
-	case <-ctx.Done():
-		return window{}, ctx.Err()
-	case <-time.After(time.Duration(pushes) * c.o.Push):
+	if err := quarter(ctx, c.o.Push, pushes); err != nil {
+		return window{}, err
 	}
 	if err := c.failed(); err != nil {
 		return window{}, err
 	}
-	b, err := c.snapshot()
+	b, err := c.snapshot(true)
 	if err != nil {
 		return window{}, err
 	}
@@ -582,4 +596,17 @@ func (c *cell) measure(ctx context.Context, pushes int) (window, error) {
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// quarter waits until three quarters into the push period pushes periods
+// from now: probers publish at the start of a period and aggregators push
+// at its middle, so by then a period's messages have all arrived, and a
+// window between two such instants holds whole periods only.
+func quarter(ctx context.Context, period time.Duration, pushes int) error {
+	now := time.Now()
+	next := now.Truncate(period).Add(3 * period / 4)
+	if !next.After(now) {
+		next = next.Add(period)
+	}
+	return sleepCtx(ctx, next.Add(time.Duration(pushes)*period).Sub(now))
 }
