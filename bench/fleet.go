@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,19 +113,21 @@ const maxShare = 0.5
 // RunFleet measures the fleet's roles over NATS: per-push constancy,
 // then each capacity.
 func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error) {
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("running as uid %d: the fleet benchmark builds network namespaces, so it needs root", os.Geteuid())
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
+	if o.Pushes < 2 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
+		return nil, errors.New("fleet: want at least 2 pushes, 1 run, a push interval, checks, unhealthy shares and a checker")
 	}
 	if o.Binary == "" {
 		if o.Binary, err = findBinary(); err != nil {
 			return nil, fmt.Errorf("finding the steadydns binary: %w", err)
 		}
+	} else if _, err := exec.LookPath(o.Binary); err != nil {
+		return nil, fmt.Errorf("checking the steadydns binary: %w", err)
 	}
-	if o.Pushes < 2 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
-		return nil, errors.New("fleet: want at least 2 pushes, 1 run, a push interval, checks, unhealthy shares and a checker")
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("running as uid %d: the fleet benchmark builds network namespaces and pins threads, so it needs root", os.Geteuid())
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
 	}
 	// The harness's side (its NATS server, probers and edges) stays off
 	// the aggregators' CPU; threads started later inherit the mask.
