@@ -149,7 +149,10 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 			return c, err
 		}
 		url = fmt.Sprintf("nats://127.0.0.1:%d", p1)
-		embed = fmt.Sprintf("    embed:\n      listen: 127.0.0.1:%d\n      cluster_listen: 127.0.0.1:%d\n      store_dir: %s\n    users:\n", p1, p2, filepath.Join(dir, "nats"))
+		// JetStream in a cluster needs configured routes; a server skips
+		// its own.
+		embed = fmt.Sprintf("    embed:\n      listen: 127.0.0.1:%d\n      cluster_listen: 127.0.0.1:%d\n      routes: [\"nats-route://127.0.0.1:%d\"]\n      store_dir: %s\n    users:\n",
+			p1, p2, p2, filepath.Join(dir, "nats"))
 		for _, r := range []transport.Role{transport.RoleProber, transport.RoleAggregator, transport.RoleEdge} {
 			embed += fmt.Sprintf("      %s: [%s]\n", r, keys.users[r][0])
 		}
@@ -229,7 +232,8 @@ func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*t
 	defer cancel()
 	if err := conn.WaitConnected(ctx); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("connecting %s: %w", id, err)
+		log, _ := os.ReadFile(filepath.Join(c.dir, "aggregator.log"))
+		return nil, fmt.Errorf("connecting %s: %w (the aggregator's log ends: %s)", id, err, lastLines(log, 5))
 	}
 	return conn, nil
 }
