@@ -40,7 +40,7 @@ func FleetDefaults() FleetOptions {
 	return FleetOptions{
 		Push: time.Second, Pushes: 30, Runs: 3,
 		Checks: []int{10, aggTable - 1}, Unhealthy: []int{0, 50, 100}, Checkers: 3,
-		CheckerSteps: []int{1, 10, 20, 40, 80, 120, 160},
+		CheckerSteps: []int{1, 10, 20, 40, 50, 60, 80, 120, 160},
 		EdgeSteps:    []int{10, 50, 100, 200, 400, 800},
 		ProberSteps:  []int{10_000, 25_000, 50_000, 100_000, 200_000},
 		Interval:     10 * time.Second, ProberPush: time.Second,
@@ -115,6 +115,16 @@ const maxShare = 0.5
 func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error) {
 	if o.Pushes < 2 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
 		return nil, errors.New("fleet: want at least 2 pushes, 1 run, a push interval, checks, unhealthy shares and a checker")
+	}
+	for _, n := range o.Checks {
+		if n < 1 || n >= aggTable {
+			return nil, fmt.Errorf("fleet: %d checks: a table of %d entries holds 1 to %d", n, aggTable, aggTable-1)
+		}
+	}
+	for _, u := range o.Unhealthy {
+		if u < 0 || u > 100 {
+			return nil, fmt.Errorf("fleet: %d%% unhealthy: want 0 to 100", u)
+		}
 	}
 	if o.Binary == "" {
 		if o.Binary, err = findBinary(); err != nil {
@@ -276,12 +286,16 @@ func steps(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string, ns
 		}
 		s := Step{N: n, CPUShare: w.CPUShare, CPUMs: float64(w.CPUPerPush) / float64(time.Millisecond),
 			Frames: w.Frames, Tables: w.Tables, PushMs: 1000 * w.PushSeconds, Bytes: w.BytesPush, Pass: true}
+		// One period of slack at the window's edges: a frame or table
+		// that a loaded machine delays past the window's end counts in
+		// the next one.
+		enough := 1 - 1/float64(w.Pushes) - 0.01
 		switch {
 		case w.CPUShare > maxShare:
 			s.Pass, s.Why = false, fmt.Sprintf("the aggregator used %.0f%% of its CPU", 100*w.CPUShare)
-		case w.Frames < 0.99:
+		case w.Frames < enough:
 			s.Pass, s.Why = false, fmt.Sprintf("%.1f%% of the frames delivered", 100*w.Frames)
-		case w.Tables < 0.99:
+		case w.Tables < enough:
 			s.Pass, s.Why = false, fmt.Sprintf("an edge got %.1f%% of the tables", 100*w.Tables)
 		}
 		out = append(out, s)

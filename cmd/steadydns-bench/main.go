@@ -162,6 +162,8 @@ func runFleet(args []string) error {
 	push := fs.Duration("push", d.Push, "aggregation.push_interval")
 	pushes := fs.Int("pushes", d.Pushes, "push periods per measured window")
 	runs := fs.Int("runs", d.Runs, "windows of the constancy cells")
+	checks := fs.String("checks", join(d.Checks), "configured checks of the constancy cells (at most 65535)")
+	unhealthy := fs.String("unhealthy", join(d.Unhealthy), "percent of checks failing, of the constancy cells")
 	checkers := fs.String("checker-steps", join(d.CheckerSteps), "probers per aggregator to try, in order; empty skips")
 	edges := fs.String("edge-steps", join(d.EdgeSteps), "edges per aggregator to try, in order; empty skips")
 	probes := fs.String("prober-steps", join(d.ProberSteps), "checks per prober to try, in order; empty skips")
@@ -186,6 +188,10 @@ func runFleet(args []string) error {
 			o.Pushes = *pushes
 		case "runs":
 			o.Runs = *runs
+		case "checks":
+			o.Checks, e = sizes(*checks)
+		case "unhealthy":
+			o.Unhealthy, e = sizes(*unhealthy)
 		case "checker-steps":
 			o.CheckerSteps, e = sizes(*checkers)
 		case "edge-steps":
