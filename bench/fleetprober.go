@@ -21,10 +21,11 @@ import (
 // on time.
 type ProberStep struct {
 	Checks   int
-	Results  float64 // healthy results delivered over those the schedule asks for
-	Late     float64 // share of a frame's entries whose result is older than the interval plus two push periods
-	Frames   float64 // frames received per push period
-	CPUShare float64 // the harness process, of one CPU: the prober, its backends' accepts, the NATS server, the frame reader
+	Results  float64        // healthy results delivered over those the schedule asks for
+	Late     float64        // share of a frame's entries whose result is older than the interval plus two push periods
+	Frames   float64        // frames received per push period
+	CPUShare float64        // the harness process, of one CPU: the prober, its backends' accepts, the NATS server, the frame reader
+	Failed   map[string]int // failed results in the window, by reason
 	Pass     bool
 	Why      string
 }
@@ -136,15 +137,16 @@ func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url stri
 	var mu sync.Mutex
 	var counting bool
 	var healthy int
+	failed := map[prober.Reason]int{}
 	sched := prober.NewScheduler(prober.Options{Netns: env.Client.Do, OnResult: func(r prober.Result) {
 		framer.Record(r)
-		if r.Healthy {
-			mu.Lock()
-			if counting {
-				healthy++
-			}
-			mu.Unlock()
+		mu.Lock()
+		if counting && r.Healthy {
+			healthy++
+		} else if counting {
+			failed[r.Reason]++
 		}
+		mu.Unlock()
 	}})
 	defer sched.Close()
 	if err := sched.Update(probes); err != nil {
@@ -177,19 +179,23 @@ func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url stri
 	mu.Lock()
 	counting = false
 	got := healthy
+	s := ProberStep{Failed: map[string]int{}}
+	for r, n := range failed {
+		s.Failed[r.String()] = n
+	}
 	mu.Unlock()
 	elapsed := time.Since(t0)
 	frames, late, entries := fr.stop()
-	s := ProberStep{Checks: n,
-		Results:  float64(got) / (float64(n) * elapsed.Seconds() / o.Interval.Seconds()),
-		Frames:   float64(frames) / (elapsed.Seconds() / o.ProberPush.Seconds()),
-		CPUShare: float64(selfCPU()-cpu0) / float64(elapsed), Pass: true}
+	s.Checks, s.Pass = n, true
+	s.Results = float64(got) / (float64(n) * elapsed.Seconds() / o.Interval.Seconds())
+	s.Frames = float64(frames) / (elapsed.Seconds() / o.ProberPush.Seconds())
+	s.CPUShare = float64(selfCPU()-cpu0) / float64(elapsed)
 	if entries > 0 {
 		s.Late = float64(late) / float64(entries)
 	}
 	switch {
 	case s.Results < 0.99:
-		s.Pass, s.Why = false, fmt.Sprintf("%.1f%% of the results the schedule asks for arrived healthy", 100*s.Results)
+		s.Pass, s.Why = false, fmt.Sprintf("%.1f%% of the results the schedule asks for arrived healthy; failed: %v", 100*s.Results, s.Failed)
 	case s.Late > 0.001:
 		s.Pass, s.Why = false, fmt.Sprintf("%.2f%% of the frames' entries were late", 100*s.Late)
 	case s.Frames < 0.95:
