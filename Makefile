@@ -6,7 +6,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo bench deps clean
+.PHONY: all build generate test demo bench bench-fleet deps clean
 
 all: build
 
@@ -33,6 +33,10 @@ demo: deps build
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
 	$(BENCH)
+
+# The fleet over NATS: constancy per push and each role's capacity.
+bench-fleet: deps build
+	$(BENCH) fleet
 
 clean:
 	rm -rf bin

@@ -80,7 +80,7 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		fmt.Fprintf(w, "\n**Probers per aggregator: %d** (kept up: every frame delivered, every table at the edge, the aggregator under %.0f%% of its CPU).\n", lastPass(res.Checkers), 100*maxShare)
 	}
 	if len(res.Edges) > 0 {
-		fmt.Fprintf(w, "\n## Edges per aggregator (the aggregator embeds the NATS server, 1 prober)\n\n")
+		fmt.Fprintf(w, "\n## Edges per aggregator (the aggregator embeds the NATS server, 1 prober; the harness's edges on both CPUs)\n\n")
 		fmt.Fprintf(w, "| edges | aggregator CPU | ms/push | complete tables per edge per push (least) | NATS → edges B/push | kept up |\n|---|---|---|---|---|---|\n")
 		for _, s := range res.Edges {
 			fmt.Fprintf(w, "| %d | %.0f%% | %.2f | %.3f | %.0f | %s |\n", s.N, 100*s.CPUShare, s.CPUMs, s.Tables, s.Bytes[linkEdgeIn], verdict(s.Pass, s.Why))
@@ -88,7 +88,7 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		fmt.Fprintf(w, "\n**Edges per aggregator: %d**.\n", lastPass(res.Edges))
 	}
 	if len(res.Prober) > 0 {
-		fmt.Fprintf(w, "\n## Checks per prober (TCP, every %v, frames every %v)\n\n", o.Interval, o.ProberPush)
+		fmt.Fprintf(w, "\n## Checks per prober (TCP, every %v, frames every %v; the harness on both CPUs)\n\n", o.Interval, o.ProberPush)
 		fmt.Fprintf(w, "| checks | healthy results / scheduled | late entries | frames / push | harness CPU (of one) | kept up |\n|---|---|---|---|---|---|\n")
 		best := 0
 		for _, s := range res.Prober {

@@ -402,7 +402,6 @@ type snapshot struct {
 	cpu      time.Duration // the aggregator process's CPU time so far
 	slot     uint64        // the first edge's newest table
 	tables   []uint64      // per edge, complete tables so far
-	dropped  uint64        // messages the edges' clients dropped, and slots they missed
 	links    map[string]uint64
 	frames   map[string]float64 // the aggregator's steadydns_fleet_messages_total{kind="frame"} by result
 	pushSecs float64
@@ -434,9 +433,7 @@ func (c *cell) snapshot(metrics bool) (snapshot, error) {
 	}
 	s.slot, _, _ = c.edges[0].state()
 	for _, e := range c.edges {
-		n := e.sub.Counters()
-		s.tables = append(s.tables, n.Delivered)
-		s.dropped += n.Dropped + n.Missing
+		s.tables = append(s.tables, e.sub.Counters().Delivered)
 	}
 	if c.srv != nil {
 		clients, err := c.srv.Clients()
@@ -536,10 +533,7 @@ type window struct {
 	CPUShare    float64            // of one CPU, over the window
 	BytesPush   map[string]float64 // per link, all connections of the kind together
 	Tables      float64            // complete tables per edge per push, the least of the edges
-	TablesAll   float64            // complete tables over edges × pushes
 	Frames      float64            // frames the aggregator delivered per prober per push
-	FrameLosses float64            // frames missing, dropped or late, per push
-	Dropped     uint64             // tables the edges' clients dropped or missed
 	PushSeconds float64            // the aggregator's last push, at the end
 }
 
@@ -555,21 +549,14 @@ func diff(a, b snapshot, s cellSpec) (window, error) {
 		w.BytesPush[k] = float64(v-a.links[k]) / p
 	}
 	w.Tables = -1
-	var all uint64
 	for i := range b.tables {
 		n := b.tables[i] - a.tables[i]
-		all += n
 		if t := float64(n) / p; w.Tables < 0 || t < w.Tables {
 			w.Tables = t
 		}
 	}
-	w.TablesAll = float64(all) / (p * float64(len(b.tables)))
-	w.Dropped = b.dropped - a.dropped
 	if s.checkers > 0 {
 		w.Frames = (b.frames["delivered"] - a.frames["delivered"]) / p / float64(s.checkers)
-	}
-	for _, r := range []string{"missing", "dropped", "late"} {
-		w.FrameLosses += (b.frames[r] - a.frames[r]) / p
 	}
 	return w, nil
 }
