@@ -211,7 +211,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		e := &edgeSim{conn: conn}
 		count := i == 0
 		if e.sub, err = conn.Subscribe(transport.KindTable, func(h uint64) bool { return h == c.cfg.Hash }, func(m transport.Message) {
-			e.take(m, count, c.cfg)
+			e.take(m, count)
 		}); err != nil {
 			return c, err
 		}
@@ -316,7 +316,7 @@ func (c *cell) publish(frames [][]byte) {
 
 // take is an edge receiving a table; the counting edge counts its entries
 // down, which is what an edge would write into XDP's map.
-func (e *edgeSim) take(m transport.Message, count bool, cfg *config.Config) {
+func (e *edgeSim) take(m transport.Message, count bool) {
 	down := -1
 	if count {
 		down = 0
