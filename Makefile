@@ -6,7 +6,18 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test demo bench bench-fleet deps clean
+.PHONY: all build generate test fuzz demo demo-fleet bench bench-fleet deps clean install
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
+# and user, the docs and the examples. The config itself is the operator's:
+# /etc/steadydns/steadydns.yaml (docs/operations.md).
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+BINDIR      := $(PREFIX)/bin
+DOCDIR      := $(PREFIX)/share/doc/steadydns
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCS        := README.md docs/operations.md docs/config.md docs/architecture.md docs/design.md docs/fleet.md docs/nats-accounts.md
 
 all: build
 
@@ -27,8 +38,29 @@ test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 
+# make fuzz [FUZZTIME=30s] [FUZZFLAGS=-parallel=1]: every fuzz target, one
+# after another, each for FUZZTIME (docs/fuzzing.md). A failing input is
+# written under the package's testdata/fuzz/, where `make test` runs it.
+FUZZTIME  ?= 30s
+FUZZFLAGS ?=
+FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/config:FuzzParse \
+	./controlplane/zone:FuzzLoad ./prober:FuzzDecode ./controlplane/health:FuzzIngestFrame \
+	./controlplane/daemon:FuzzMergeTable ./controlplane/daemon:FuzzDecodeState \
+	./controlplane/transport:FuzzReassemble
+
+fuzz: deps
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz: $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $${t%%:*}/; \
+	done
+
 demo: deps build
 	@scripts/demo.sh
+
+# The same product as a fleet: every role its own process in its own
+# namespace, over NATS (docs/fleet.md).
+demo-fleet: deps build
+	@scripts/demo-fleet.sh
 
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
@@ -37,6 +69,21 @@ bench: deps build
 # The fleet over NATS: constancy per push and each role's capacity.
 bench-fleet: deps build
 	$(BENCH) fleet
+
+# The unit names the binary and the docs by the default prefix; another
+# prefix is written into the installed copy.
+install:
+	$(GO) build -o $(BIN) ./cmd/steadydns
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/steadydns
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/|$(PREFIX)/share/doc/|g' \
+		deploy/steadydns.service > $(DESTDIR)$(UNITDIR)/steadydns.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/steadydns.service
+	install -D -m 0644 deploy/steadydns.sysusers $(DESTDIR)$(SYSUSERSDIR)/steadydns.conf
+	install -d $(DESTDIR)$(DOCDIR)/examples/quickstart $(DESTDIR)$(DOCDIR)/examples/fleet
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 examples/quickstart/steadydns.yaml examples/quickstart/*.zone $(DESTDIR)$(DOCDIR)/examples/quickstart/
+	install -m 0644 examples/fleet/*.yaml examples/fleet/*.zone $(DESTDIR)$(DOCDIR)/examples/fleet/
 
 clean:
 	rm -rf bin

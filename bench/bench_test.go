@@ -80,6 +80,14 @@ func TestQuick(t *testing.T) {
 		if s.Spot.Checked == 0 || s.Spot.Correct != s.Spot.Checked {
 			t.Errorf("%s: %d of %d answers right; first wrong: %s", s.Name, s.Spot.Correct, s.Spot.Checked, s.Spot.Problem)
 		}
+		if s.Name == "steadydns" && len(s.Compliance) == 0 {
+			t.Errorf("steadydns: genreport's cases did not run")
+		}
+		for _, r := range s.Compliance {
+			if !r.OK() {
+				t.Errorf("%s: %s", s.Name, r)
+			}
+		}
 		if s.Rcodes["NOERROR"] == 0 || len(s.Rcodes) != 1 {
 			t.Errorf("%s: kxdpgun's replies by rcode %v, want NOERROR only", s.Name, s.Rcodes)
 		}

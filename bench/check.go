@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/internal/compliance"
 )
 
 // spotQueries is how many names the correctness check asks, A and AAAA each.
@@ -99,4 +101,16 @@ func (r *rig) checkOne(i int, qtype uint16, reflector bool) string {
 		return fmt.Sprintf("%s %s: answers %v, want %v", nameOf(i), dns.TypeToString[qtype], got, want)
 	}
 	return ""
+}
+
+// compliance puts genreport's cases to the server from the client host, at
+// the zone's apex as genreport asks.
+func (r *rig) compliance() ([]compliance.Result, error) {
+	var res []compliance.Result
+	addr := netip.AddrPortFrom(r.env.Edge.V4, 53).String()
+	err := r.env.Client.Do(func() error {
+		res = compliance.RunAll(addr, origin, 0)
+		return nil
+	})
+	return res, err
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/prober"
 	"github.com/steadydns/steadydns/testenv"
@@ -99,16 +100,12 @@ func proberCapacity(ctx context.Context, o *FleetOptions, dir string) (out []Pro
 }
 
 func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url string, keys *fleetKeys, n int) (ProberStep, error) {
-	table := 16
-	for table <= n {
-		table *= 2
-	}
-	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "p0", NKeySeedFile: keys.seeds[transport.RoleProber]})
+	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "p0", Cell: config.DefaultCell, NKeySeedFile: keys.seeds[transport.RoleProber]})
 	if err != nil {
 		return ProberStep{}, err
 	}
 	defer conn.Close()
-	reader, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "agg", NKeySeedFile: keys.seeds[transport.RoleAggregator]})
+	reader, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "agg", Cell: config.DefaultCell, NKeySeedFile: keys.seeds[transport.RoleAggregator]})
 	if err != nil {
 		return ProberStep{}, err
 	}
@@ -123,7 +120,9 @@ func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url stri
 		probes[fmt.Sprintf("c%d", i)] = prober.Probe{Index: uint32(i + 1), Spec: prober.Spec{Type: prober.TCP,
 			Target: env.Edge.V4.String(), Port: uint16(20000 + i%backendPorts), Interval: o.Interval, Timeout: 2 * time.Second}}
 	}
-	framer, err := prober.NewFramer("p0", "", table)
+	// Frames of n entries, as serve --role prober sizes them
+	// (config.FrameEntries) for a checks_per_prober of n.
+	framer, err := prober.NewFramer("p0", "", n)
 	if err != nil {
 		return ProberStep{}, err
 	}
@@ -131,7 +130,7 @@ func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url stri
 		return ProberStep{}, err
 	}
 	fr := &frameReader{limit: uint64(o.Interval/o.ProberPush) + 2, seen: map[uint32]entrySeen{}}
-	if _, err := reader.Subscribe(transport.KindFrame, nil, fr.take); err != nil {
+	if _, err := reader.Subscribe(transport.KindFrame, config.DefaultCell, nil, fr.take); err != nil {
 		return ProberStep{}, err
 	}
 	var mu sync.Mutex

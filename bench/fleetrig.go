@@ -164,7 +164,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		url = c.srv.ClientURL()
 	}
 	path := filepath.Join(dir, "aggregator.yaml")
-	if err := writeFleetConfig(path, s.checks, o.Push, c.api, url, embed); err != nil {
+	if err := writeFleetConfig(path, s, o.Push, c.api, url, embed, filepath.Join(dir, "state")); err != nil {
 		return c, err
 	}
 	cfg, err := config.Load(path)
@@ -210,7 +210,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		}
 		e := &edgeSim{conn: conn}
 		count := i == 0
-		if e.sub, err = conn.Subscribe(transport.KindTable, func(h uint64) bool { return h == c.cfg.Hash }, func(m transport.Message) {
+		if e.sub, err = conn.Subscribe(transport.KindTable, transport.AllCells, func(h uint64) bool { return h == c.cfg.Hash }, func(m transport.Message) {
 			e.take(m, count)
 		}); err != nil {
 			return c, err
@@ -223,7 +223,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 }
 
 func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*transport.Conn, error) {
-	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: id, Roles: []transport.Role{role},
+	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: id, Cell: config.DefaultCell, Roles: []transport.Role{role},
 		NKeySeedFile: keys.seeds[role]})
 	if err != nil {
 		return nil, err
@@ -238,16 +238,21 @@ func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*t
 	return conn, nil
 }
 
-// writeFleetConfig writes an aggregator's config: checks TCP checks (the
-// aggregator never runs them), one table of aggTable entries, and the
-// cluster section.
-func writeFleetConfig(path string, checks int, push time.Duration, api, url, embed string) error {
+// writeFleetConfig writes an aggregator's config: the cell's checks as
+// TCP checks (the aggregator never runs them), one table of aggTable
+// entries, frames of aggTable entries (checks_per_prober), a capacity that
+// holds the cell's probers and edges, its own state_dir, and the cluster
+// section.
+func writeFleetConfig(path string, s cellSpec, push time.Duration, api, url, embed, stateDir string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server:\n  listen: [\"127.0.0.1:53\"]\n  api: %s\nhealth_checks:\n", api)
-	for i := range checks {
+	fmt.Fprintf(&b, "server:\n  listen: [\"127.0.0.1:53\"]\n  api: %s\n  state_dir: %s\nhealth_checks:\n", api, stateDir)
+	for i := range s.checks {
 		fmt.Fprintf(&b, "  c%d: {type: tcp, target: 198.18.0.2, port: 80, interval: %s, unhealthy_threshold: 1, healthy_threshold: 1}\n", i, push)
 	}
-	fmt.Fprintf(&b, "aggregation:\n  push_interval: %s\n  table_size: %d\ncluster:\n  nats:\n    urls: [%q]\n%s", push, aggTable, url, embed)
+	fmt.Fprintf(&b, "aggregation:\n  push_interval: %s\n  table_size: %d\n", push, aggTable)
+	fmt.Fprintf(&b, "cluster:\n  capacity:\n    checks_per_prober: %d\n    checker_checks_per_aggregator: %d\n    edges_per_aggregator: %d\n",
+		aggTable, max(s.checkers, 1)*aggTable, max(s.edges, 1))
+	fmt.Fprintf(&b, "  nats:\n    urls: [%q]\n%s", url, embed)
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("writing the aggregator's config: %w", err)
 	}
@@ -255,8 +260,8 @@ func writeFleetConfig(path string, checks int, push time.Duration, api, url, emb
 }
 
 // frames builds every prober's frame: one result for every configured
-// check, the first unhealthy percent of them failing, padded to the table,
-// as prober.Framer encodes them.
+// check, the first unhealthy percent of them failing, padded to the
+// config's frame entries, as prober.Framer encodes them.
 func (c *cell) frames() ([][]byte, error) {
 	index := c.index
 	probes := map[string]prober.Probe{}
@@ -266,7 +271,7 @@ func (c *cell) frames() ([][]byte, error) {
 	failing := len(c.cfg.CheckIDs) * c.spec.unhealthy / 100
 	out := make([][]byte, c.spec.checkers)
 	for p := range out {
-		f, err := prober.NewFramer(fmt.Sprintf("p%d", p), "", aggTable)
+		f, err := prober.NewFramer(fmt.Sprintf("p%d", p), "", c.cfg.FrameEntries())
 		if err != nil {
 			return nil, err
 		}

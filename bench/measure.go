@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
+	"github.com/steadydns/steadydns/internal/compliance"
 )
 
 // ServerResult is what one server measured.
@@ -20,7 +22,10 @@ type ServerResult struct {
 	Lost        int               // dnsperf queries without a reply, all runs
 	Rcodes      map[string]uint64 // kxdpgun's replies by rcode, all runs
 	Spot        Spot
-	OtherLoad   float64 // the largest share of the CPUs other processes took during a run that was kept
+	// Compliance is genreport's cases put to the server at the zone's
+	// apex; none for the reflector, which only echoes.
+	Compliance []compliance.Result
+	OtherLoad  float64 // the largest share of the CPUs other processes took during a run that was kept
 }
 
 // measure brings a server up and runs the correctness check, the latency
@@ -41,6 +46,11 @@ func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err erro
 		return res, err
 	}
 	res.Spot = r.spotCheck(s.name == "reflector")
+	if s.name != "reflector" {
+		if res.Compliance, err = r.compliance(); err != nil {
+			return res, err
+		}
+	}
 	var p50, p99 []float64
 	for range r.o.Runs {
 		var p perfRun

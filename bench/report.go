@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/steadydns/steadydns/internal/compliance"
 )
 
 // Write puts the report into dir: results.md, results.json and the charts
@@ -79,6 +81,7 @@ func Markdown(w io.Writer, res *Results) {
 		}
 		fmt.Fprintln(w)
 	}
+	complianceMarkdown(w, res.Servers)
 	if res.Work != nil {
 		workMarkdown(w, res.Work)
 	}
@@ -163,4 +166,51 @@ func rcodes(m map[string]uint64) string {
 		return "—"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// complianceMarkdown writes genreport's cases against each server that
+// ran them: ok, or what genreport would report wrong.
+func complianceMarkdown(w io.Writer, servers []ServerResult) {
+	var ran []ServerResult
+	for _, s := range servers {
+		if len(s.Compliance) > 0 {
+			ran = append(ran, s)
+		}
+	}
+	if len(ran) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## Compliance\n\nThe cases of ISC's DNS-Compliance-Testing `genreport` (internal/compliance), sent from the client host to the zone's apex.\n\n| case |")
+	for _, s := range ran {
+		fmt.Fprintf(w, " %s |", s.Name)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(ran)))
+	for i, c := range ran[0].Compliance {
+		fmt.Fprintf(w, "| %s |", c.Case)
+		for _, s := range ran {
+			fmt.Fprintf(w, " %s |", complianceCell(s.Compliance, i))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "| **passed** |")
+	for _, s := range ran {
+		n := 0
+		for _, r := range s.Compliance {
+			if r.OK() {
+				n++
+			}
+		}
+		fmt.Fprintf(w, " %d/%d |", n, len(s.Compliance))
+	}
+	fmt.Fprintln(w)
+}
+
+func complianceCell(rs []compliance.Result, i int) string {
+	switch r := rs[i]; {
+	case r.Error != "":
+		return "no reply"
+	case len(r.Tags) > 0:
+		return "fail: " + strings.Join(r.Tags, ", ")
+	}
+	return "ok"
 }

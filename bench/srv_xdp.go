@@ -44,6 +44,7 @@ const steadydnsConfig = `server:
   listen: ["%s:53", "[%s]:53"]
   api: 127.0.0.1:9153
   bpffs: %s
+  state_dir: %s
 zones:
   - origin: %s
     file: %s
@@ -58,7 +59,7 @@ func startSteadydns(xdp bool) func(context.Context, *rig) (func() error, error) 
 			name, ifaces = "steadydns", r.env.Edge.Link
 		}
 		path := filepath.Join(r.dir, name+".yaml")
-		cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), origin, r.zone.file)
+		cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"), origin, r.zone.file)
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", path, err)
 		}

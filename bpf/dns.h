@@ -65,6 +65,26 @@ __attribute__((noinline)) int walk_name(struct scratch *s, __u32 len)
 	return done ? (int)pos : -OUT_MALFORMED;
 }
 
+/* ecs_malformed reports whether the ECS option at o is one the fallback
+ * refuses: shorter than its fixed part, an unknown family, or a prefix
+ * length longer than its family's address. */
+static __always_inline int ecs_malformed(const __u8 *m, __u32 o, __u32 end)
+{
+	if (rd16(m, o + 2) < 4 || o + 8 > end)
+		return 1;
+	__u16 family = rd16(m, o + 4);
+	__u8 source = m[at(o + 6)], scope = m[at(o + 7)];
+	switch (family) {
+	case 0:
+		return source != 0;
+	case 1:
+		return source > 32 || scope > 32;
+	case 2:
+		return source > 128 || scope > 128;
+	}
+	return 1;
+}
+
 /* parse_query checks the header, the question and the optional OPT
  * record, and fills s->q. It returns OUT_ANSWERED when the query is one
  * XDP may answer, or the reason to pass it on. */
@@ -122,8 +142,15 @@ __attribute__((noinline)) int parse_query(struct scratch *s, __u32 len)
 			break;
 		if (o + 4 > end)
 			return OUT_OPT_MALFORMED;
-		if (rd16(m, o) == OPT_ECS)
+		if (rd16(m, o) == OPT_ECS) {
+			/* A malformed ECS is the fallback's to refuse with
+			 * FORMERR (RFC 7871 §6), even for a record ECS does
+			 * not steer: family, source and scope prefix lengths
+			 * as the fallback checks them. */
+			if (ecs_malformed(m, o, end))
+				return OUT_OPT_MALFORMED;
 			q->has_ecs = 1;
+		}
 		o += 4 + rd16(m, o + 2);
 	}
 	if (o != end)

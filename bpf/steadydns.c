@@ -93,6 +93,10 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 		struct iphdr *ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > data_end)
 			return OUT_NOT_DNS;
+		/* The stack drops another version; answering it would reflect
+		 * a packet no host sent as IPv4. */
+		if (ip->version != 4)
+			return OUT_MALFORMED;
 		if (ip->protocol != IPPROTO_UDP || !is_server_v4(ip->daddr))
 			return OUT_NOT_DNS;
 		if (ip->frag_off & bpf_htons(0x3fff))
@@ -110,6 +114,8 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
 			return OUT_NOT_DNS;
+		if (ip6->version != 6)
+			return OUT_MALFORMED;
 		if (!is_server_v6(&ip6->daddr))
 			return OUT_NOT_DNS;
 		if (ip6->nexthdr != IPPROTO_UDP)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Mode is how XDP is attached.
@@ -64,14 +65,22 @@ func (o *Objects) Attach(ifname string, mode Mode) (Mode, error) {
 	default:
 		got = ModeNative
 		l, err = attach(o, iface.Index, link.XDPDriverMode)
-		if err != nil {
+		// Generic mode would meet the same program, or lack the same
+		// privilege: falling back would only add a misleading warning.
+		if err != nil && !occupied(err) && !errors.Is(err, unix.EPERM) {
 			slog.Warn("native xdp unavailable, using generic mode", "interface", ifname, "error", err)
 			got = ModeGeneric
 			l, err = attach(o, iface.Index, link.XDPGenericMode)
 		}
 	}
+	if occupied(err) {
+		return "", fmt.Errorf("attaching xdp to %s: another xdp program is attached (bpftool net show dev %s) by a link no pin under %s holds: "+
+			"another steadydns with other pins, as when one runs under ip netns exec (a bpf file system of its own) or with another server.bpffs; "+
+			"run both with the same pins (nsenter --net= rather than ip netns exec) or detach the other first: %w",
+			ifname, ifname, o.Base, err)
+	}
 	if err != nil {
-		return "", fmt.Errorf("attaching xdp to %s: %w", ifname, err)
+		return "", fmt.Errorf("attaching xdp to %s: %w", ifname, permissionError(err, capNetAdm))
 	}
 	defer l.Close()
 	if err := l.Pin(o.linkPin(ifname, got)); err != nil {
@@ -91,13 +100,19 @@ func (o *Objects) Linked(ifname string) bool {
 	if err != nil {
 		return false
 	}
+	return o.LinkedTo(ifname, iface.Index)
+}
+
+// LinkedTo is Linked for the interface of that index, which a caller
+// outside the interface's network namespace looked up while inside it.
+func (o *Objects) LinkedTo(ifname string, ifindex int) bool {
 	for _, m := range pinnedModes {
 		for _, pin := range o.linkPins(ifname, m) {
 			l, err := link.LoadPinnedLink(pin, nil)
 			if err != nil {
 				continue
 			}
-			ok := attachedTo(l, iface.Index)
+			ok := attachedTo(l, ifindex)
 			l.Close()
 			if ok {
 				return true
@@ -128,6 +143,11 @@ func (o *Objects) Detach(ifname string) error {
 	}
 	return nil
 }
+
+// occupied reports whether an attach failed because another XDP program
+// holds the interface: EBUSY for a link in the same mode, EEXIST for a
+// program in the other mode or attached without a link.
+func occupied(err error) bool { return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) }
 
 // linkPin names the pin after the interface and the mode: the kernel does
 // not report an XDP link's mode, and bpffs holds no other files to keep it.

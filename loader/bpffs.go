@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,4 +39,56 @@ func ensureBPFFS(dir string) error {
 		return fmt.Errorf("mounting bpffs at %s: %w", root, err)
 	}
 	return nil
+}
+
+// PrivateBPFFS reports whether the bpf file system holding dir is one the
+// host's mount namespace does not see. Pins there go away with this
+// process's mount namespace, and the XDP link with them, so XDP stops
+// answering when the process exits. `ip netns exec` does this: it gives the
+// command a mount namespace of its own with a fresh /sys, where ensureBPFFS
+// then mounts a bpffs no one else sees. The host's view is that of process
+// 1 or, where it may not be read (some containers), that of the parent
+// process, which for `ip netns exec` is the shell that ran it. It reports
+// false when it cannot tell.
+func PrivateBPFFS(dir string) bool {
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return false
+	}
+	for _, pid := range []int{1, os.Getppid()} {
+		other, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		if err != nil {
+			continue
+		}
+		if other == self {
+			return false
+		}
+		return otherFS(fmt.Sprintf("/proc/%d/root", pid), dir)
+	}
+	return false
+}
+
+// otherFS reports whether dir lies on another file system here than under
+// root, another process's view of the file tree. Another mount namespace,
+// as under systemd's ProtectSystem, still shares the host's bpffs when the
+// mount propagated, so the two are compared by device, at the deepest
+// directory of dir that exists here.
+func otherFS(root, dir string) bool {
+	probe := dir
+	var here unix.Stat_t
+	for unix.Stat(probe, &here) != nil {
+		parent := filepath.Dir(probe)
+		if parent == probe {
+			return false
+		}
+		probe = parent
+	}
+	var there unix.Stat_t
+	switch err := unix.Stat(root+probe, &there); {
+	case errors.Is(err, unix.ENOENT):
+		return true // the directory is not there at all
+	case err != nil:
+		return false
+	}
+	return here.Dev != there.Dev
 }

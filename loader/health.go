@@ -28,6 +28,13 @@ func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 // It returns the metadata as written. The state is one byte, so each
 // entry's state is seen either old or new.
 func (o *Objects) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
+	return o.PushHealthAt(table, version, configHash, staleAfterNs, BootNs())
+}
+
+// PushHealthAt is PushHealth with the arrival stamp given, on the boot
+// clock: a table merged from several sources carries the oldest source's
+// arrival, so its age is never younger than its oldest part.
+func (o *Objects) PushHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) (bpf.SteadydnsTableMeta, error) {
 	mem, err := o.Health.Memory()
 	if err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("mapping the health table: %w", err)
@@ -38,7 +45,7 @@ func (o *Objects) PushHealth(table []byte, version, configHash, staleAfterNs uin
 	if _, err := mem.WriteAt(table, 0); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table: %w", err)
 	}
-	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: BootNs(), StaleAfterNs: staleAfterNs}
+	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}
 	if err := o.HealthMeta.Put(uint32(0), &meta); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table metadata: %w", err)
 	}

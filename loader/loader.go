@@ -12,6 +12,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -69,6 +70,12 @@ func Load(opts Options) (*Objects, error) {
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
 		return nil, err
 	}
+	if PrivateBPFFS(opts.BPFFS) {
+		slog.Warn("the pins are on a bpf file system private to this process's mount namespace: "+
+			"they and the xdp link go away when it exits, and xdp stops answering; "+
+			"under ip netns exec, run it with nsenter --net=/var/run/netns/NAME instead, or mount bpffs at /sys/fs/bpf in the host namespace",
+			"bpffs", opts.BPFFS)
+	}
 	dir := filepath.Join(opts.BPFFS, layoutVersion(spec))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
@@ -80,9 +87,15 @@ func Load(opts Options) (*Objects, error) {
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
+			// The whole log is for a developer; the error keeps its last
+			// lines.
+			slog.Debug("verifier log", "log", fmt.Sprintf("%+v", ve))
+			if perr := permissionError(err, capBPF, capPerfmon); perr != err {
+				return nil, fmt.Errorf("loading the xdp program: %w", perr)
+			}
 			return nil, fmt.Errorf("loading the xdp program: %+v", ve)
 		}
-		return nil, fmt.Errorf("loading the xdp program: %w", err)
+		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
 	}
 	return o, nil
 }

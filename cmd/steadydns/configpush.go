@@ -57,7 +57,9 @@ func configCmd(args []string) error {
 	if n.TLS != nil {
 		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
 	}
-	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: *id, Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: *seed, TLS: tls})
+	// An admin publishes no frames or tables: any cell names the connection.
+	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: *id, Cell: cfg.Cluster.Cells[0].Name,
+		Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: *seed, TLS: tls})
 	if err != nil {
 		return err
 	}

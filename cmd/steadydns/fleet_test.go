@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,16 +30,26 @@ const (
 	fleetThreshold = 2
 	fleetPush      = 500 * time.Millisecond
 	fleetBound     = fleetInterval*fleetThreshold + 2*fleetPush
+	fleetStale     = 3 * time.Second // aggregation.stale_after
+)
+
+// The names the tests ask for.
+const (
+	www       = "www.example.test."
+	staleName = "stale.example.test."
 )
 
 // fleetSections are the sections every host of the fleet shares, pushed to
-// the config bucket. web1 and web2 probe the two backends over HTTP.
+// the config bucket. web1 and web2 probe the two backends over HTTP; gone
+// probes a port where nothing listens, so stale.example.test answers
+// 198.18.67.3 only when its stale policy answers every candidate.
 const fleetSections = `zones:
   - origin: example.test.
     file: example.test.zone
 health_checks:
   web1: { type: http, target: 198.18.67.1, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
   web2: { type: http, target: 198.18.67.2, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
+  gone: { type: tcp, target: 198.18.67.2, port: 81, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
 records:
   - name: www.example.test.
     type: A
@@ -45,6 +57,13 @@ records:
     answers:
       - { value: 198.18.67.1, check: web1 }
       - { value: 198.18.67.2, check: web2 }
+  - name: stale.example.test.
+    type: A
+    ttl: 30
+    stale_policy: answer_all
+    answers:
+      - { value: 198.18.67.1, check: web1 }
+      - { value: 198.18.67.3, check: gone }
 aggregation:
   push_interval: 500ms
   stale_after: 3s
@@ -61,12 +80,15 @@ ns A 198.18.65.1
 // fleetRig is a running fleet: every role a process of its own in a host
 // of its own.
 type fleetRig struct {
-	t     *testing.T
-	f     *testenv.Fleet
-	bin   string
-	dir   string
-	seeds map[string]string // role → seed file
-	procs map[string]*exec.Cmd
+	t       *testing.T
+	f       *testenv.Fleet
+	bin     string
+	dir     string
+	cluster string            // the cluster section of every host's file
+	joiner  string            // the same without embed: a host that runs no NATS server
+	seeds   map[string]string // role → seed file
+	token   string            // the API token file every host's API requires for writes
+	procs   map[string]*exec.Cmd
 }
 
 // TestFleet runs two aggregators (each embedding a NATS server, the two
@@ -75,25 +97,20 @@ type fleetRig struct {
 // fleet depends on.
 func TestFleet(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
-	r := newFleetRig(t)
-	for _, a := range r.f.Aggregators {
-		r.start(a, "aggregator", "")
+	t.Parallel()
+	r := newFleetRig(t, testenv.FleetOptions{Regions: 3, ProbersPerRegion: 2, Edges: 2, Aggregators: 2, Backends: 2}, fleetSections)
+	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
+	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
+	rogue := r.f.Probers[2][0]
+	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n", rogue.V4, rogue.V4, r.token)+
+		r.joiner)
+	for i := range r.f.Backends {
+		r.startBackend(i)
 	}
-	r.push("fleet.yaml")
-	for _, e := range r.f.Edges {
-		r.start(e, "edge", "")
-	}
-	for i, region := range r.f.Regions {
-		for _, p := range r.f.Probers[i] {
-			r.start(p, "prober", region)
-		}
-	}
+	r.startFleet()
 	both := []string{"198.18.67.1", "198.18.67.2"}
-	// Cold edges answer every candidate: wait for tables first.
-	for _, e := range []string{"e1", "e2"} {
-		r.waitFor(e+" following an aggregator", 30*time.Second, func() bool { return r.fleetView(r.host(e), e).Following != "" })
-	}
-	r.waitAnswers(both, 20*time.Second)
+	r.waitAnswers(www, both, 20*time.Second)
+	r.waitAnswers(staleName, []string{"198.18.67.1"}, 20*time.Second)
 
 	t.Run("one region loses a backend", func(t *testing.T) {
 		// Four checkers of six still see b1: far above the 18% quorum.
@@ -103,7 +120,7 @@ func TestFleet(t *testing.T) {
 		defer r.f.HealRegion("r1", r.f.Backends[0])
 		deadline := time.Now().Add(4 * fleetBound)
 		for time.Now().Before(deadline) {
-			r.expectAnswers(t, both)
+			r.expectAnswers(t, www, both)
 			time.Sleep(100 * time.Millisecond)
 		}
 		v := r.votes("a1", "web1")
@@ -124,9 +141,9 @@ func TestFleet(t *testing.T) {
 		var took []time.Duration
 		for range 20 {
 			r.stopBackend(0)
-			took = append(took, r.waitAnswers([]string{"198.18.67.2"}, 4*fleetBound))
+			took = append(took, r.waitAnswers(www, []string{"198.18.67.2"}, 4*fleetBound))
 			r.startBackend(0)
-			r.waitAnswers(both, 4*fleetBound)
+			r.waitAnswers(www, both, 4*fleetBound)
 		}
 		slices.Sort(took)
 		p50, p99 := took[len(took)/2], took[len(took)-1]
@@ -149,7 +166,7 @@ func TestFleet(t *testing.T) {
 				t.Errorf("%s follows %q", e, f)
 			}
 		}
-		r.expectAnswers(t, both)
+		r.expectAnswers(t, www, both)
 		r.kill("rogue")
 	})
 
@@ -163,7 +180,7 @@ func TestFleet(t *testing.T) {
 				t.Errorf("%s: revision %d, refused %d; want revision 1 kept and the new one refused", h, v.Revision, v.Refused)
 			}
 		}
-		r.expectAnswers(t, both)
+		r.expectAnswers(t, www, both)
 	})
 
 	t.Run("an aggregator dies", func(t *testing.T) {
@@ -179,15 +196,81 @@ func TestFleet(t *testing.T) {
 			}
 		}
 		r.stopBackend(1)
-		r.waitAnswers([]string{"198.18.67.1"}, 4*fleetBound)
+		r.waitAnswers(www, []string{"198.18.67.1"}, 4*fleetBound)
 		r.startBackend(1)
-		r.waitAnswers(both, 4*fleetBound)
+		r.waitAnswers(www, both, 4*fleetBound)
+	})
+
+	t.Run("both aggregators die and return", func(t *testing.T) {
+		// a1 died above. With a2 gone too no table arrives: each edge
+		// keeps its last one, whose age climbs, until stale_after; then
+		// stale.example.test, whose policy is answer_all, answers every
+		// candidate, 198.18.67.3 of the down check gone included, while
+		// www.example.test keeps the last table's answers.
+		r.expectAnswers(t, staleName, []string{"198.18.67.1"})
+		r.kill("a2")
+		killed := time.Now()
+		time.Sleep(fleetStale / 2)
+		young := map[string]float64{}
+		for _, e := range r.f.Edges {
+			c := r.checks(e, e.Role)
+			young[e.Role] = r.metric(e, "steadydns_health_table_age_seconds")
+			if c.Table.Stale {
+				t.Errorf("%s says its table is stale %v after the last aggregator died, before stale_after %v", e.Role, time.Since(killed), fleetStale)
+			}
+		}
+		r.expectAnswers(t, staleName, []string{"198.18.67.1"})
+		all := []string{"198.18.67.1", "198.18.67.3"}
+		took := r.waitAnswers(staleName, all, fleetStale+4*fleetPush) + fleetStale/2
+		t.Logf("the stale policy applied %v after the last aggregator died (stale_after %v)", took, fleetStale)
+		if took < fleetStale-2*fleetPush {
+			t.Errorf("answered every candidate %v after the last aggregator died, before stale_after %v", took, fleetStale)
+		}
+		for _, e := range r.f.Edges {
+			c := r.checks(e, e.Role)
+			old := r.metric(e, "steadydns_health_table_age_seconds")
+			if !c.Table.Stale || old <= fleetStale.Seconds() || old <= young[e.Role] {
+				t.Errorf("%s: stale %v, table age %.1fs after %.1fs; want stale, older than %v and climbing", e.Role, c.Table.Stale, old, young[e.Role], fleetStale)
+			}
+		}
+		r.expectAnswers(t, www, both)
+
+		// Both come back: their servers form the cluster again, every
+		// host reconnects, and the edges answer from fresh tables.
+		for _, a := range r.f.Aggregators {
+			r.start(a, "aggregator", "")
+		}
+		back := time.Now()
+		r.waitAnswers(staleName, []string{"198.18.67.1"}, 30*time.Second)
+		for _, e := range r.f.Edges {
+			r.waitFor(e.Role+" fresh again", 4*fleetPush, func() bool {
+				c := r.checks(e, e.Role)
+				return !c.Table.Stale && c.Fleet.Following != "" && c.Table.AgeSec <= 2*fleetPush.Seconds()
+			})
+		}
+		t.Logf("the edges answered from fresh tables %v after both aggregators restarted", time.Since(back))
+		// An aggregator killed within a second of a transition may have
+		// saved the state before it (the state file is written at most
+		// once a second): its checkers then confirm the newer state
+		// within the thresholds.
+		r.waitAnswers(www, both, fleetBound)
+		// The bad revision pushed above is still the bucket's newest: a
+		// host that starts refuses it and takes the last good one.
+		for _, a := range r.f.Aggregators {
+			if v := r.fleetView(a, a.Role); v.Revision != 1 || v.Refused == 0 {
+				t.Errorf("%s restarted on revision %d, refused %d; want revision 1 and the bad one refused", a.Role, v.Revision, v.Refused)
+			}
+		}
 	})
 }
 
-func newFleetRig(t *testing.T) *fleetRig {
+// newFleetRig builds a fleet of opts's shape and writes every host's file,
+// with the cluster section the hosts share, and fleet.yaml, which config
+// push stores: the fleet sections, after the pushing host's own. Nothing
+// runs yet.
+func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *fleetRig {
 	bin := build(t)
-	f := testenv.StartFleet(t, testenv.FleetOptions{Regions: 3, ProbersPerRegion: 2, Edges: 2, Aggregators: 2, Backends: 2})
+	f := testenv.StartFleet(t, opts)
 	r := &fleetRig{t: t, f: f, bin: bin, dir: t.TempDir(), seeds: map[string]string{}, procs: map[string]*exec.Cmd{}}
 	t.Cleanup(func() {
 		for name, p := range r.procs {
@@ -211,34 +294,56 @@ func newFleetRig(t *testing.T) *fleetRig {
 		r.seeds[role] = r.write(role+".seed", string(seed))
 		users[role] = pub
 	}
-	cluster := fmt.Sprintf(`cluster:
-  config: nats
-  nats:
-    urls: ["nats://198.18.66.1:4222", "nats://198.18.66.2:4222"]
-    embed:
+	var urls, routes []string
+	for _, a := range f.Aggregators {
+		urls = append(urls, fmt.Sprintf("%q", "nats://"+a.V4.String()+":4222"))
+		routes = append(routes, fmt.Sprintf("%q", "nats-route://"+a.V4.String()+":6222"))
+	}
+	head := fmt.Sprintf("cluster:\n  config: nats\n  nats:\n    urls: [%s]\n", strings.Join(urls, ", "))
+	embed := fmt.Sprintf(`    embed:
       listen: 0.0.0.0:4222
       cluster_listen: 0.0.0.0:6222
-      routes: ["nats-route://198.18.66.1:6222", "nats-route://198.18.66.2:6222"]
+      routes: [%s]
       store_dir: %s
-    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }
-`, filepath.Join(r.dir, "nats"), users["prober"], users["aggregator"], users["edge"], users["admin"])
+`, strings.Join(routes, ", "), filepath.Join(r.dir, "nats"))
+	keys := fmt.Sprintf("    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }\n",
+		users["prober"], users["aggregator"], users["edge"], users["admin"])
+	r.cluster, r.joiner = head+embed+keys, head+keys
+	r.token = r.write("api.token", "fleet-test-token\n")
 	r.write("example.test.zone", fleetZone)
-	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+cluster+fleetSections)
-	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
-	r.write("bad.yaml", geo+cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
+	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+r.cluster+sections)
 	for _, h := range f.Hosts() {
-		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n", h.V4, h.V4)
+		// Each API listens on its host's address, for the test to read
+		// from the client: beyond loopback, so behind a token.
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  api_token_file: %s\n  state_dir: %s\n", h.V4, h.V4, r.token, filepath.Join(r.dir, "state-"+h.Role))
 		if h.Role[0] == 'e' {
 			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
 		}
-		r.write(h.Role+".yaml", server+cluster)
-	}
-	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n", f.Probers[2][0].V4, f.Probers[2][0].V4)+
-		strings.Replace(cluster, "    embed:\n      listen: 0.0.0.0:4222\n      cluster_listen: 0.0.0.0:6222\n      routes: [\"nats-route://198.18.66.1:6222\", \"nats-route://198.18.66.2:6222\"]\n      store_dir: "+filepath.Join(r.dir, "nats")+"\n", "", 1))
-	for i := range f.Backends {
-		r.startBackend(i)
+		r.write(h.Role+".yaml", server+r.cluster)
 	}
 	return r
+}
+
+// startFleet starts the aggregators, pushes fleet.yaml as the first
+// revision, starts the edges and the probers, and waits until every edge
+// follows an aggregator: a cold edge answers every candidate.
+func (r *fleetRig) startFleet() {
+	r.t.Helper()
+	for _, a := range r.f.Aggregators {
+		r.start(a, "aggregator", "")
+	}
+	r.push("fleet.yaml")
+	for _, e := range r.f.Edges {
+		r.start(e, "edge", "")
+	}
+	for i, region := range r.f.Regions {
+		for _, p := range r.f.Probers[i] {
+			r.start(p, "prober", region)
+		}
+	}
+	for _, e := range r.f.Edges {
+		r.waitFor(e.Role+" following an aggregator", 30*time.Second, func() bool { return r.fleetView(e, e.Role).Following != "" })
+	}
 }
 
 func (r *fleetRig) bpffs(role string) string {
@@ -281,11 +386,16 @@ func (r *fleetRig) startAs(h *testenv.Host, id, role, seed, region string) {
 func (r *fleetRig) spawn(name string, h *testenv.Host, bin string, args ...string) {
 	r.t.Helper()
 	cmd := h.Command(bin, args...)
-	log, err := os.Create(filepath.Join(r.dir, name+".log"))
+	// A process started again under the same name adds to its log.
+	log, err := os.OpenFile(filepath.Join(r.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	// A host writes each config revision under the temporary directory,
+	// by its id: fleets of other tests, with the same ids, run at the
+	// same time on this machine.
+	cmd.Env = append(os.Environ(), "TMPDIR="+r.dir)
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting %s: %v", name, err)
 	}
@@ -315,9 +425,11 @@ func (r *fleetRig) kill(name string) {
 	delete(r.procs, name)
 }
 
-func (r *fleetRig) startBackend(i int) {
+// startBackend serves backend i's health endpoint on port 80; extra
+// arguments go to `testenv backend`.
+func (r *fleetRig) startBackend(i int, extra ...string) {
 	b := r.f.Backends[i]
-	r.spawn(b.Role, b, r.bin, "testenv", "backend", "--listen", b.V4.String()+":80")
+	r.spawn(b.Role, b, r.bin, append([]string{"testenv", "backend", "--listen", b.V4.String() + ":80"}, extra...)...)
 }
 
 func (r *fleetRig) stopBackend(i int) { r.kill(r.f.Backends[i].Role) }
@@ -339,12 +451,12 @@ func (r *fleetRig) push(name string) {
 	r.t.Fatalf("config push %s: %v\n%s", name, err, out)
 }
 
-// answers asks one edge's XDP for www.example.test A from the client.
-func (r *fleetRig) answers(edge *testenv.Host) ([]string, error) {
+// answers asks one edge's XDP for name's A records from the client.
+func (r *fleetRig) answers(edge *testenv.Host, name string) ([]string, error) {
 	var got []string
 	err := r.f.Client.Do(func() error {
 		m := new(dns.Msg)
-		m.SetQuestion("www.example.test.", dns.TypeA)
+		m.SetQuestion(name, dns.TypeA)
 		c := &dns.Client{Timeout: 500 * time.Millisecond}
 		in, _, err := c.Exchange(m, net.JoinHostPort(edge.V4.String(), "53"))
 		if err != nil {
@@ -361,16 +473,16 @@ func (r *fleetRig) answers(edge *testenv.Host) ([]string, error) {
 	return got, err
 }
 
-// waitAnswers waits until both edges answer exactly want, and returns how
-// long that took.
-func (r *fleetRig) waitAnswers(want []string, limit time.Duration) time.Duration {
+// waitAnswers waits until every edge answers name with exactly want, and
+// returns how long that took.
+func (r *fleetRig) waitAnswers(name string, want []string, limit time.Duration) time.Duration {
 	r.t.Helper()
 	start := time.Now()
 	for {
 		ok := true
 		var last []string
 		for _, e := range r.f.Edges {
-			got, err := r.answers(e)
+			got, err := r.answers(e, name)
 			if err != nil || !slices.Equal(got, want) {
 				ok, last = false, got
 				break
@@ -380,7 +492,7 @@ func (r *fleetRig) waitAnswers(want []string, limit time.Duration) time.Duration
 			return time.Since(start)
 		}
 		if time.Since(start) > limit {
-			r.t.Fatalf("edges did not answer %v within %v; last %v", want, limit, last)
+			r.t.Fatalf("edges did not answer %s with %v within %v; last %v", name, want, limit, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -395,11 +507,11 @@ func (r *fleetRig) waitFor(what string, limit time.Duration, ok func() bool) {
 	}
 }
 
-func (r *fleetRig) expectAnswers(t *testing.T, want []string) {
+func (r *fleetRig) expectAnswers(t *testing.T, name string, want []string) {
 	t.Helper()
 	for _, e := range r.f.Edges {
-		if got, err := r.answers(e); err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s answers %v (%v), want %v", e.Role, got, err, want)
+		if got, err := r.answers(e, name); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s answers %s with %v (%v), want %v", e.Role, name, got, err, want)
 		}
 	}
 }
@@ -414,6 +526,7 @@ type apiFleet struct {
 type apiChecks struct {
 	Table struct {
 		AgeSec float64 `json:"age_seconds"`
+		Stale  bool    `json:"stale"`
 	} `json:"table"`
 	Fleet  apiFleet `json:"fleet"`
 	Checks []struct {
@@ -480,4 +593,29 @@ func (r *fleetRig) votes(agg, check string) []vote {
 		}
 	}
 	return out
+}
+
+// metric reads an unlabelled metric from /metrics of the host's api.
+func (r *fleetRig) metric(h *testenv.Host, name string) float64 {
+	r.t.Helper()
+	resp, err := h.HTTPClient().Get("http://" + net.JoinHostPort(h.V4.String(), "9153") + "/metrics")
+	if err != nil {
+		r.t.Fatalf("metrics of %s: %v", h.Role, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		r.t.Fatalf("metrics of %s: %v", h.Role, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				r.t.Fatalf("metrics of %s: %s: %v", h.Role, line, err)
+			}
+			return f
+		}
+	}
+	r.t.Fatalf("metrics of %s: no %s", h.Role, name)
+	return 0
 }

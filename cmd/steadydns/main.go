@@ -5,19 +5,24 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
-	"runtime/debug"
+
+	"github.com/steadydns/steadydns/controlplane/daemon"
 )
 
 const usage = `usage: steadydns <command> [flags]
 
 commands:
   serve   --config FILE [--role prober,aggregator,edge] [--id NAME] [--region NAME] [--nkey-seed FILE]
+          [--log-format text|json] [--log-level debug|info|warn|error]
                             run the roles given (all by default): XDP, fallback, health checks, the table, API
   config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]
                             validate the fleet sections and store them, with the zone files, in the NATS config bucket
-  check   --config FILE     validate a config and its zones; exit 1 with file:line: key: on error
+  check   --config FILE [--skip-host]   validate a config and its zones, and its interfaces on this host
+                            unless --skip-host; exit 1 with file:line: key: on error
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
   detach  --config FILE     remove XDP from the configured interfaces and delete the pinned maps
   testenv up|down [--prefix P] [--backends N]   create or remove the network-namespace test hosts
@@ -48,27 +53,20 @@ func main() {
 	case "testenv":
 		err = testenvCmd(args)
 	case "version":
-		fmt.Println(version())
+		fmt.Println(daemon.Version())
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "steadydns: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	// -h asks for the usage, which the flag package has printed: that
+	// is a success.
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "steadydns %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
-}
-
-func version() string {
-	v := "steadydns (devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				v += " " + s.Value
-			}
-		}
-	}
-	return v
 }

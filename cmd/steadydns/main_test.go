@@ -41,7 +41,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal("no examples found")
 	}
 	for _, ex := range examples {
-		if code, out, errOut := run(bin, "check", "--config", ex); code != 0 || !strings.HasSuffix(out, ": ok\n") {
+		if code, out, errOut := run(bin, "check", "--skip-host", "--config", ex); code != 0 || !strings.HasSuffix(out, ": ok\n") {
 			t.Errorf("check %s: exit %d\n%s%s", ex, code, out, errOut)
 		}
 	}
@@ -55,9 +55,27 @@ func TestCheck(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "example.test.zone"), zone, 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, bytes.Replace(good, []byte("check: web2 }"), []byte("check: web9 }"), 1), 0o644)
-	code, _, errOut := run(bin, "check", "--config", bad)
+	code, _, errOut := run(bin, "check", "--skip-host", "--config", bad)
 	if code != 1 || !strings.Contains(errOut, bad+":45: records[0].answers[1].check:") || !strings.Contains(errOut, "web9") {
 		t.Errorf("check of a bad config: exit %d, stderr %q; want exit 1 naming %s:45: records[0].answers[1].check", code, errOut, bad)
+	}
+
+	// Without --skip-host the interfaces must exist here, in this network
+	// namespace: an interface that does not is refused, naming its key.
+	for _, tc := range []struct {
+		iface string
+		code  int
+		want  string
+	}{
+		{"sdnone9", 1, ":5: server.interfaces[0]: no interface \"sdnone9\" on this host"},
+		{"lo", 0, ": ok"},
+	} {
+		cfg := filepath.Join(dir, tc.iface+".yaml")
+		os.WriteFile(cfg, bytes.Replace(good, []byte("interfaces: [sde0]"), []byte("interfaces: ["+tc.iface+"]"), 1), 0o644)
+		code, out, errOut := run(bin, "check", "--config", cfg)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("check with interface %s: exit %d\n%s%s\nwant exit %d with %q", tc.iface, code, out, errOut, tc.code, tc.want)
+		}
 	}
 
 	if code, out, _ := run(bin, "version"); code != 0 || !strings.HasPrefix(out, "steadydns") {
@@ -150,5 +168,19 @@ func TestDocsStandAlone(t *testing.T) {
 	}
 	if files < 100 {
 		t.Fatalf("read %d files under %s, too few to be the repository", files, root)
+	}
+}
+
+// TestHelp: asking a command for its usage is a success, exit 0.
+func TestHelp(t *testing.T) {
+	bin := build(t)
+	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"check", "--help"}, {"--help"}} {
+		code, out, errOut := run(bin, args...)
+		if code != 0 || !strings.Contains(out+errOut, "config") {
+			t.Errorf("steadydns %s: exit %d, want 0 with the usage\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, _, errOut := run(bin, "serve", "--log-format", "xml", "--config", "x.yaml"); code != 1 || !strings.Contains(errOut, "--log-format") {
+		t.Errorf("serve --log-format xml: exit %d, want 1 naming the flag\n%s", code, errOut)
 	}
 }

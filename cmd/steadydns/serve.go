@@ -30,14 +30,21 @@ func serve(ctx context.Context, args []string) error {
 	roles := fs.String("role", "", "roles to play, comma-separated: prober, aggregator, edge (default all)")
 	id := fs.String("id", "", "this host's id in the fleet (default the host name)")
 	region := fs.String("region", "", "this prober's region, shown with its votes")
+	cell := fs.String("cell", "", "the cell this prober or aggregator belongs to (default the first of cluster.cells)")
 	seed := fs.String("nkey-seed", "", "file holding this host's NKey seed, its identity on NATS")
+	var logs logFlags
+	fs.StringVar(&logs.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&logs.level, "log-level", "info", "least level logged: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setupLogging(os.Stderr, logs); err != nil {
 		return err
 	}
 	if *path == "" {
 		return errors.New("--config is required")
 	}
-	ident := daemon.Identity{ID: *id, Region: *region, NKeySeed: *seed}
+	ident := daemon.Identity{ID: *id, Region: *region, Cell: *cell, NKeySeed: *seed}
 	if *roles != "" {
 		rs, err := config.ParseRoles(*roles)
 		if err != nil {
@@ -58,18 +65,27 @@ func serve(ctx context.Context, args []string) error {
 }
 
 func check(args []string) error {
-	path, _, err := configFlag("check", args)
-	if err != nil {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (YAML)")
+	skipHost := fs.Bool("skip-host", false, "validate the file alone, not against this host's interfaces, as on a CI machine")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	warnings, err := daemon.Check(path)
+	if *path == "" {
+		return errors.New("--config is required")
+	}
+	checkFn := daemon.CheckOnHost
+	if *skipHost {
+		checkFn = daemon.Check
+	}
+	warnings, err := checkFn(*path)
 	if err != nil {
 		return err
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(os.Stderr, "warning:", w)
 	}
-	fmt.Printf("%s: ok\n", path)
+	fmt.Printf("%s: ok\n", *path)
 	return nil
 }
 

@@ -38,6 +38,7 @@ func status(args []string) error {
 	}
 	var checks struct {
 		Checks []api.CheckView `json:"checks"`
+		Fleet  api.FleetView   `json:"fleet"`
 	}
 	if err := getJSON(*addr, "/api/v1/records", &recs); err != nil {
 		return err
@@ -45,6 +46,7 @@ func status(args []string) error {
 	if err := getJSON(*addr, "/api/v1/checks", &checks); err != nil {
 		return err
 	}
+	fmt.Println(fleetLine(checks.Fleet))
 	if recs.Table.ColdOpen {
 		fmt.Println("health table: none yet (cold start: every record answers all candidates)")
 	} else {
@@ -67,9 +69,10 @@ func status(args []string) error {
 		if c.Up {
 			state = "healthy"
 		}
+		// The newest result the state counts, so that it agrees with the
+		// reason: a newer one is counted at the next push.
 		last := "-"
-		if len(c.Results) > 0 {
-			r := c.Results[0]
+		if r := c.LastCounted(); r != nil {
 			last = fmt.Sprintf("%s %.1fms", r.Reason, r.LatencyMs)
 			if r.Detail != "" {
 				last = fmt.Sprintf("%s (%s) %.1fms", r.Reason, r.Detail, r.LatencyMs)
@@ -78,6 +81,24 @@ func status(args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Type, c.Index, state, c.Reason, c.Admin, c.Since.Format(time.TimeOnly), last, strings.Join(c.Records, ", "))
 	}
 	return w.Flush()
+}
+
+// fleetLine is the host's place in the fleet: its id and roles, its cell
+// and its use of the cell's capacity, and the config it runs.
+func fleetLine(f api.FleetView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "host %s (%s)", f.ID, strings.Join(f.Roles, ","))
+	if f.Cell != "" {
+		fmt.Fprintf(&b, ", cell %s", f.Cell)
+	}
+	for _, c := range f.Capacity {
+		fmt.Fprintf(&b, ", %s %d of %d", c.Resource, c.Used, c.Limit)
+	}
+	fmt.Fprintf(&b, "; config %s, hash %s", f.ConfigSource, f.ConfigHash)
+	if f.Revision != 0 {
+		fmt.Fprintf(&b, ", revision %d", f.Revision)
+	}
+	return b.String()
 }
 
 func getJSON(addr, path string, v any) error {

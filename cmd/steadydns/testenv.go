@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ const testenvUsage = `usage: steadydns testenv up [--prefix P] [--backends N]
        steadydns testenv partition [--prefix P] A B
        steadydns testenv heal [--prefix P] [A B]
        steadydns testenv down [--prefix P]
-       steadydns testenv backend --listen ADDR
+       steadydns testenv backend --listen ADDR [--fail P]
 A and B name fleet hosts (client, e1, a1, p1a, b1) or a region's probers (r1).`
 
 func testenvCmd(args []string) error {
@@ -141,18 +142,30 @@ func testenvCut(prefix string, cut bool, names []string) error {
 }
 
 // backend serves a health endpoint, for the demo's backends: GET /healthz
-// answers 200 "ok". It runs until killed.
+// answers 200 "ok", or, with --fail P, 500 "failing" with probability P
+// drawn afresh for every request, so that every probe of every checker
+// fails on its own (a flapping backend). It runs until killed.
 func backend(args []string) error {
 	fs := flag.NewFlagSet("testenv backend", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve HTTP on, such as 198.18.1.1:80")
+	fail := fs.Float64("fail", 0, "probability, 0 to 1, that a request gets 500")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *listen == "" {
 		return errors.New("--listen is required")
 	}
+	if *fail < 0 || *fail > 1 {
+		return fmt.Errorf("--fail %v: want 0 to 1", *fail)
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if rand.Float64() < *fail {
+			http.Error(w, "failing", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {
 		return fmt.Errorf("serving on %s: %w", *listen, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -33,18 +34,45 @@ type State interface {
 	// in its aggregator, in a fleet in every aggregator.
 	SetAdmin(id, value string) error
 	SetExternal(id string, up bool) error
+	// Reload rereads the config, as SIGHUP does; a config that cannot be
+	// applied is refused with the reason and the running one stays.
+	Reload() error
+	// Ready is nil once the host serves as configured, else what it still
+	// lacks.
+	Ready() error
 }
 
 // Handler returns the API's routes.
 func Handler(st State, m *Metrics) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) { checks(w, st) })
 	mux.HandleFunc("PUT /api/v1/checks/{id}/admin", func(w http.ResponseWriter, r *http.Request) { setAdmin(w, r, st) })
 	mux.HandleFunc("PUT /api/v1/checks/{id}/external", func(w http.ResponseWriter, r *http.Request) { setExternal(w, r, st) })
 	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
+	// /healthz answers while the process serves HTTP at all: a supervisor
+	// restarts it when this fails. /readyz says whether it serves as
+	// configured: a load balancer or a route announcement waits for it.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.Ready(); err != nil {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.Reload(); err != nil {
+			// The request was fine; the config on disk is what was refused.
+			writeError(w, http.StatusUnprocessableEntity, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"events": eventViews(st.Events().Events())})
 	})
@@ -82,30 +110,44 @@ func checks(w http.ResponseWriter, st State) {
 	writeJSON(w, map[string]any{"table": tableView(st), "fleet": st.Fleet(), "checks": out})
 }
 
-func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
+// readWord reads a write's body, at most maxBody bytes, trimmed; false
+// when it answered an error instead: 413 for a larger body.
+func readWord(w http.ResponseWriter, r *http.Request) (string, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "the body is over 64 bytes")
+		return "", false
+	case err != nil:
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return "", false
+	}
+	return strings.TrimSpace(string(body)), true
+}
+
+func setAdmin(w http.ResponseWriter, r *http.Request, st State) {
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
-	reply(w, st.SetAdmin(r.PathValue("id"), strings.TrimSpace(string(body))))
+	reply(w, st.SetAdmin(r.PathValue("id"), word))
 }
 
 // setExternal takes an external check's state, "up" or "down"; it holds
 // for the check's ttl unless pushed again.
 func setExternal(w http.ResponseWriter, r *http.Request, st State) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+	word, ok := readWord(w, r)
+	if !ok {
 		return
 	}
 	var up bool
-	switch s := strings.TrimSpace(string(body)); s {
+	switch word {
 	case "up":
 		up = true
 	case "down":
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", s))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("external state %q is not up or down", word))
 		return
 	}
 	reply(w, st.SetExternal(r.PathValue("id"), up))
@@ -129,15 +171,62 @@ func recordList(w http.ResponseWriter, st State) {
 		return
 	}
 	meta := tableView(st)
+	writeJSON(w, map[string]any{"table": meta, "records": describeSets(st, t, meta, func(*records.Set) bool { return true })})
+}
+
+// describeSets describes the record sets keep selects.
+func describeSets(st State, t *edge.Table, meta TableView, keep func(*records.Set) bool) []RecordView {
 	reasons := map[string]string{}
 	for _, s := range st.Statuses() {
 		reasons[s.ID] = s.Reason
 	}
 	var out []RecordView
 	for _, s := range st.Records().Sets {
-		out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		if keep(s) {
+			out = append(out, describe(s, t, meta.ColdOpen, reasons))
+		}
 	}
-	writeJSON(w, map[string]any{"table": meta, "records": out})
+	return out
+}
+
+// DebugTXT is the answer to the debug TXT name for a record set's name
+// (lowercase fqdn; "." names none): the table's version and age, then each
+// candidate of the sets of that name with its state and why it is in or
+// out, as /api/v1/records says.
+func DebugTXT(st State, name string) []string {
+	t := st.Table()
+	if t == nil {
+		return []string{"this host is not an edge: it has no records in a data plane"}
+	}
+	meta := tableView(st)
+	out := []string{fmt.Sprintf("table version=%d age=%.3fs cold=%v stale=%v", meta.Version, meta.AgeSec, meta.ColdOpen, meta.Stale)}
+	if name == "." {
+		return out
+	}
+	sets := describeSets(st, t, meta, func(s *records.Set) bool { return s.Name == name })
+	if len(sets) == 0 {
+		return append(out, "no health-checked record set "+name)
+	}
+	for _, r := range sets {
+		for _, a := range r.Answers {
+			out = append(out, fmt.Sprintf("%s %s check=%s healthy=%s in=%s reason=%s", r.Type, a.Value, dashed(a.Check), yesNo(a.Healthy), yesNo(a.In), a.Reason))
+		}
+	}
+	return out
+}
+
+func dashed(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // describe explains each candidate with the data plane's own selection;
@@ -149,7 +238,10 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]
-		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: p.Eligible&(1<<j) != 0}
+		// NODATA and SERVFAIL answer no candidate, whatever set the
+		// selection gathered before deciding so.
+		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
+		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -13,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
+	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -61,9 +64,9 @@ aggregation:
 // memStore holds the table as the data plane's map would.
 type memStore struct{ table []byte }
 
-func (m *memStore) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
+func (m *memStore) PushHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) (bpf.SteadydnsTableMeta, error) {
 	m.table = append(m.table[:0], table...)
-	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: loader.BootNs(), StaleAfterNs: staleAfterNs}, nil
+	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}, nil
 }
 
 func (m *memStore) HealthUpAt(i uint32) bool { return loader.HealthUp(m.table, i) }
@@ -81,7 +84,7 @@ type server struct {
 }
 
 func (s *server) XDPOutcomes() (map[string]uint64, error) {
-	return map[string]uint64{"answered": 5, "pass_not_dns": 2}, nil
+	return map[string]uint64{"answered": 5, "qtype": 2}, nil
 }
 func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
@@ -94,6 +97,21 @@ func (s *server) Fleet() api.FleetView {
 func (s *server) SetAdmin(id, v string) error { return s.agg.SetAdmin(id, v) }
 func (s *server) SetExternal(id string, up bool) error {
 	return s.agg.SetExternal(id, up, time.Now())
+}
+
+// Reload validates the config file again, as the daemon's reload starts by
+// doing.
+func (s *server) Reload() error {
+	_, err := config.Load(s.cfg.File)
+	return err
+}
+
+// Ready is the edge's table rule: not before the first table.
+func (s *server) Ready() error {
+	if s.table.Meta().Cold {
+		return errors.New("no health table yet")
+	}
+	return nil
 }
 
 func newServer(t *testing.T) *server {
@@ -286,9 +304,53 @@ func TestChecks(t *testing.T) {
 			t.Errorf("p1's vote on web1: %v", vote)
 		}
 		res := c["last_results"].([]any)[0].(map[string]any)
-		if got := keys(res); !slices.Equal(got, []string{"detail", "healthy", "latency_ms", "reason", "time"}) {
+		if got := keys(res); !slices.Equal(got, []string{"counted", "detail", "healthy", "latency_ms", "reason", "time"}) {
 			t.Errorf("result keys %v", got)
 		}
+	}
+}
+
+// TestReasonAgreesWithLastResult: results arrive as checks finish, while
+// a check's state and reason change at the push, from the frames in by
+// then. A dead host on the local link makes a check time out while ARP is
+// pending and then fail with "unreachable" when it gives up, so the newest
+// result often differs from the reason. `steadydns status` shows the
+// newest result the reason counts.
+func TestReasonAgreesWithLastResult(t *testing.T) {
+	s := newServer(t)
+	now := time.Now()
+	s.fail(t, now) // seq 1, timeout: framed and observed
+	s.push(t, now)
+	// seq 2 finished after the frame: observed, not framed yet.
+	s.agg.Observe(prober.Result{ID: "web1", Index: s.index["web1"], Seq: 2, Time: now.Add(time.Second), Reason: prober.ReasonUnreachable,
+		Detail: "host unreachable", Latency: 50 * time.Millisecond})
+	var c checks
+	s.get(t, "/api/v1/checks", &c)
+	web1 := c.find(t, "web1")
+	if len(web1.Results) != 2 || web1.Results[0].Counted || !web1.Results[1].Counted {
+		t.Fatalf("web1 results %+v: want the unreachable one not counted, the timeout counted", web1.Results)
+	}
+	if last := web1.LastCounted(); last == nil || last.Reason != web1.Reason {
+		t.Errorf("web1's reason is %s and its last counted result %+v", web1.Reason, last)
+	}
+
+	// Once framed and pushed, the newest result is counted and the
+	// reason is its.
+	f := prober.Frame{Version: 2, ConfigHash: s.cfg.Hash, Prober: "p1", Entries: make([]prober.Entry, s.cfg.Aggregation.TableSize)}
+	f.Entries[0] = prober.Entry{Index: s.index["web1"], Seq: 2, Reason: prober.ReasonUnreachable}
+	b, err := prober.Encode(nil, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.agg.IngestFrame(b, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.push(t, now.Add(time.Second))
+	c = checks{}
+	s.get(t, "/api/v1/checks", &c)
+	web1 = c.find(t, "web1")
+	if last := web1.LastCounted(); web1.Reason != "unreachable" || last == nil || last.Reason != "unreachable" || last != &web1.Results[0] {
+		t.Errorf("after the push: reason %s, last counted %+v", web1.Reason, last)
 	}
 }
 
@@ -452,8 +514,22 @@ func TestMetrics(t *testing.T) {
 	now := time.Now()
 	s.fail(t, now)
 	s.push(t, now)
-	s.metrics.ObserveFallback("answered")
-	s.metrics.ObserveFallback("answered")
+	s.agg.OnPush(s.metrics.ObservePush)
+	s.push(t, now)
+	s.metrics.ObserveFallback("answered", 30*time.Microsecond)
+	s.metrics.ObserveFallback("answered", 40*time.Microsecond)
+	s.metrics.ObserveFallback("dropped", 0)
+	s.metrics.ObserveCheck("tcp", prober.Result{Reason: prober.ReasonTimeout, Latency: 300 * time.Millisecond})
+	s.metrics.ObserveReload(nil)
+	s.metrics.ObserveReload(errors.New("bad config"))
+	s.metrics.ObserveUDP(dns.TypeANY, 40, 60)
+	s.metrics.ObserveUDP(dns.TypeANY, 40, 0)
+	s.metrics.ObserveUDP(65000, 30, 500) // an odd qtype goes to "other"
+	s.metrics.ObserveUDP(0, 12, 12)      // no question
+	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPRefused,
+		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed} {
+		s.metrics.ObserveTCP(e)
+	}
 	resp, err := http.Get(s.http.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -465,8 +541,23 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		`steadydns_queries_total{outcome="answered",path="xdp"} 5`,
-		`steadydns_queries_total{outcome="pass_not_dns",path="xdp"} 2`,
+		`steadydns_xdp_passed_total{reason="qtype"} 2`,
 		`steadydns_queries_total{outcome="answered",path="fallback"} 2`,
+		`steadydns_queries_total{outcome="dropped",path="fallback"} 1`,
+		`steadydns_fallback_reply_seconds_count 2`,
+		`steadydns_fallback_reply_seconds_bucket{le="5e-05"} 2`,
+		`steadydns_check_duration_seconds_bucket{reason="timeout",type="tcp",le="0.5"} 1`,
+		`steadydns_check_vote{check="web1",checker="p1"} 0`,
+		`steadydns_check_vote_series_dropped 0`,
+		`steadydns_health_push_duration_seconds_count 1`,
+		`steadydns_reloads_total 2`,
+		`steadydns_reload_errors_total 1`,
+		`steadydns_tcp_connections 1`,
+		`steadydns_tcp_connections_refused_total 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="timeout"} 1`,
+		`steadydns_tcp_connections_closed_idle_total{reason="evicted"} 1`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,
 		`steadydns_check_healthy{check="web2"} 1`,
 		`steadydns_health_table_cold 0`,
@@ -476,6 +567,11 @@ func TestMetrics(t *testing.T) {
 		`steadydns_frames_total 1`,
 		`steadydns_frames_rejected_total 0`,
 		`steadydns_health_push_seconds `,
+		`steadydns_udp_bytes_in_total{qtype="ANY"} 80`,
+		`steadydns_udp_bytes_out_total{qtype="ANY"} 60`,
+		`steadydns_udp_bytes_in_total{qtype="other"} 42`,
+		`steadydns_udp_bytes_out_total{qtype="other"} 512`,
+		`steadydns_udp_bytes_in_total{qtype="A"} 0`,
 	} {
 		if !strings.Contains(string(b), "\n"+want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -483,5 +579,45 @@ func TestMetrics(t *testing.T) {
 	}
 	if got := s.metrics.FallbackCount("answered"); got != 2 {
 		t.Errorf("FallbackCount %d, want 2", got)
+	}
+}
+
+// TestHealthReadyReload: /healthz always 200; /readyz 503 with the reason
+// until the first table, then 200; POST /api/v1/reload 204, or 422 with the
+// refused config's error.
+func TestHealthReadyReload(t *testing.T) {
+	s := newServer(t)
+	call := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.http.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call("GET", "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := call("GET", "/readyz"); code != 503 || body != "not ready: no health table yet\n" {
+		t.Errorf("/readyz before a table: %d %q", code, body)
+	}
+	s.push(t, time.Now())
+	if code, body := call("GET", "/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz after a table: %d %q", code, body)
+	}
+	if code, body := call("POST", "/api/v1/reload"); code != 204 {
+		t.Errorf("reload: %d %q", code, body)
+	}
+	if err := os.WriteFile(s.cfg.File, []byte("server: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := call("POST", "/api/v1/reload")
+	var e struct{ Error string }
+	json.Unmarshal([]byte(body), &e)
+	if code != 422 || !strings.HasPrefix(e.Error, s.cfg.File+":1:") {
+		t.Errorf("reload of a broken file: %d %q, want 422 with its error", code, body)
 	}
 }

@@ -65,14 +65,24 @@ type FleetView struct {
 	ID               string                       `json:"id"`
 	Roles            []string                     `json:"roles"`
 	Region           string                       `json:"region,omitempty"`
+	Cell             string                       `json:"cell,omitempty"` // the cell this host's prober and aggregator belong to
 	ConfigHash       string                       `json:"config_hash"`
 	ConfigSource     string                       `json:"config_source"` // file or nats
 	Revision         uint64                       `json:"config_revision,omitempty"`
 	Refused          uint64                       `json:"config_revisions_refused,omitempty"`
-	Following        string                       `json:"following,omitempty"` // the aggregator whose tables this edge writes
+	Following        string                       `json:"following,omitempty"`       // the aggregator whose tables this edge writes, in the first cell
+	FollowingCells   map[string]string            `json:"following_cells,omitempty"` // cell → the aggregator followed in it
 	Switches         uint64                       `json:"aggregator_switches,omitempty"`
 	PermissionErrors uint64                       `json:"permission_errors,omitempty"`
 	Messages         map[string]map[string]uint64 `json:"messages,omitempty"` // kind → result → count
+	Capacity         []CapacityView               `json:"capacity,omitempty"` // this host's use of its cell's capacity, per resource
+}
+
+// CapacityView is one resource of a cell's capacity as this host uses it.
+type CapacityView struct {
+	Resource string `json:"resource"` // prober_checks, aggregator_checker_checks or aggregator_edges
+	Used     int    `json:"used"`
+	Limit    int    `json:"limit"` // from cluster.capacity
 }
 
 // ResultView is one recent probe result.
@@ -82,6 +92,21 @@ type ResultView struct {
 	Reason    string    `json:"reason"`
 	Detail    string    `json:"detail,omitempty"`
 	LatencyMs float64   `json:"latency_ms"`
+	// Counted says the check's state and reason include this result. A
+	// result newer than the last push is not counted yet.
+	Counted bool `json:"counted"`
+}
+
+// LastCounted is the newest result the check's state and reason count,
+// which is the one its reason comes from when one checker reports; nil if
+// none is.
+func (v *CheckView) LastCounted() *ResultView {
+	for i := range v.Results {
+		if v.Results[i].Counted {
+			return &v.Results[i]
+		}
+	}
+	return nil
 }
 
 func checkView(s health.Status, records []string) CheckView {
@@ -92,7 +117,7 @@ func checkView(s health.Status, records []string) CheckView {
 	}
 	for _, r := range s.Results {
 		v.Results = append(v.Results, ResultView{Time: r.Time, Healthy: r.Healthy, Reason: r.Reason.String(), Detail: r.Detail,
-			LatencyMs: float64(r.Latency.Microseconds()) / 1000})
+			LatencyMs: float64(r.Latency.Microseconds()) / 1000, Counted: r.Seq <= s.Counted})
 	}
 	return v
 }

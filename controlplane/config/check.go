@@ -17,7 +17,7 @@ import (
 // checkKeys maps each check key to the types it applies to; nil means all.
 // A key that does not apply is an error, since it would be silently ignored.
 var checkKeys = map[string][]CheckType{
-	"type": nil, "invert": nil, "admin": nil,
+	"type": nil, "invert": nil, "admin": nil, "cell": nil,
 	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
 	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
 	"port":               {CheckHTTP, CheckHTTPS, CheckTCP, CheckUDP, CheckDNS},
@@ -136,6 +136,7 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	f.int("healthy_threshold", &c.HealthyThreshold)
 	f.bool("invert", &c.Invert)
 	f.str("admin", &c.Admin)
+	f.str("cell", &c.Cell)
 	return c
 }
 

@@ -21,6 +21,15 @@ type Cluster struct {
 	// push` fills. server and cluster always come from the local file.
 	Config string
 	NATS   *NATS // nil: no broker
+
+	// Cells are the groups of probers and aggregators that split the
+	// checks among them; at least one. Without cluster.cells there is one,
+	// DefaultCell, whose sizes are unknown (0).
+	Cells    []Cell
+	Capacity Capacity
+	// Edges is how many edges the fleet runs, for the capacity check; 0
+	// leaves edges unchecked.
+	Edges int
 }
 
 // Where the fleet sections come from.
@@ -68,7 +77,7 @@ const (
 var Roles = []Role{RoleProber, RoleAggregator, RoleEdge}
 
 var (
-	clusterKeys = []string{"config", "nats"}
+	clusterKeys = []string{"config", "nats", "cells", "capacity", "edges"}
 	natsKeys    = []string{"urls", "embed", "users", "tls"}
 	embedKeys   = []string{"listen", "cluster_listen", "routes", "store_dir"}
 	tlsKeys     = []string{"ca", "cert", "key"}
@@ -78,6 +87,8 @@ var (
 func (d *decoder) cluster(f fields) Cluster {
 	c := Cluster{Config: ConfigFile}
 	f.str("config", &c.Config)
+	c.Cells, c.Capacity = d.cells(f), d.capacity(f)
+	f.int("edges", &c.Edges)
 	if !f.has("nats") {
 		return c
 	}
@@ -129,6 +140,7 @@ func (d *decoder) cluster(f fields) Cluster {
 func (v *validator) cluster() {
 	c := v.c.Cluster
 	oneOf(v, "cluster.config", c.Config, ConfigFile, ConfigNATS)
+	v.cells()
 	n := c.NATS
 	if n == nil {
 		if c.Config == ConfigNATS {

@@ -47,8 +47,38 @@ type Server struct {
 	Listen     []netip.AddrPort // fallback UDP+TCP addresses; XDP answers for the same ones
 	API        string           // host:port of the HTTP API and metrics
 	BPFFS      string           // where maps and the XDP link are pinned
+	StateDir   string           // where the state that outlives the process is written; default /var/lib/steadydns
 	MaxRecords int              // record sets each record map holds, one map per name length class; default 65536
 	Geo        *Geo             // client prefixes to regions; nil without geo
+	// IDServer answers id.server and hostname.bind CH TXT with the
+	// host's id; default false, as BIND's server-id.
+	IDServer bool
+	// VersionServer answers version.server and version.bind CH TXT with
+	// the build's version; default true, as BIND and Knot do.
+	VersionServer bool
+	Debug         Debug
+	TCP           TCP
+	// APITokenFile holds the bearer token that the API's writes (admin
+	// and external) need; required when API is not a loopback address.
+	// Absolute; relative paths in the config resolve against its
+	// directory.
+	APITokenFile string
+}
+
+// TCP is server.tcp: bounds on the fallback's TCP connections. A zero
+// field takes the fallback's default (docs/config.md).
+type TCP struct {
+	MaxConnections int           // open at once, all clients
+	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /56 (IPv6)
+	IdleTimeout    time.Duration // a connection with no query in progress closes after this
+	MaxPipelined   int           // queries one connection is answered in its lifetime
+}
+
+// Debug is server.debug: a TXT name that explains the health of a record
+// set to the clients allowed.
+type Debug struct {
+	Name  string         // fully qualified, lowercase; empty turns it off
+	Allow []netip.Prefix // clients answered; others get REFUSED. Default loopback only
 }
 
 // Zone is an RFC 1035 zone file served for an origin.
@@ -106,6 +136,10 @@ type Check struct {
 
 	Invert bool
 	Admin  string // auto, up or down; default auto
+
+	// Cell is the cell whose probers run the check and whose aggregators
+	// aggregate it; default the first of cluster.cells.
+	Cell string
 }
 
 // Record is a health-checked A or AAAA record set.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,14 @@ func TestErrors(t *testing.T) {
 		name, config, want string
 	}{
 		// shape
-		{"syntax", "server:\n  listen: [\n", `config.yaml:2: did not find expected node content`},
+		{"syntax", "server:\n  listen: [\n", `config.yaml:2: server.listen: did not find expected node content`},
+		// The yaml package names the line before the bad one for its
+		// parser's errors, and no key: the line and key are the ones at fault.
+		{"syntax unclosed flow mapping", base + "health_checks:\n  web1: { type: tcp, target: 198.18.1.1, port: 80\nrecords: []\n", `config.yaml:7: health_checks.web1: did not find expected ',' or '}'`},
+		{"syntax bad indent", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 127.0.0.1:9153\n bpffs: /sys/fs/bpf/x\n", `config.yaml:4: server.bpffs: did not find expected key`},
+		{"syntax in a list item", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1.1\n      - { value: 198.18.1.2\n  - name: x\n", `config.yaml:11: records[0].answers[1]: did not find expected ',' or '}'`},
+		{"syntax scanner error", base + "aggregation:\n  push_interval: a: b\n", `config.yaml:7: aggregation.push_interval: mapping values are not allowed in this context`},
+		{"syntax on the first line", "{ server\n", `config.yaml:1: did not find expected ',' or '}'`},
 		{"not a mapping", "- a\n", `config.yaml:1: expected a mapping, got a list`},
 		{"empty file", "", `config.yaml: server.listen: at least one address is required`},
 		{"geo bad prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.0.0/33\"] }\n", `config.yaml:5: server.geo.regions.eu.prefixes[0]: invalid prefix "198.18.0.0/33", want a CIDR such as 198.18.0.0/24`},
@@ -102,10 +110,18 @@ func TestErrors(t *testing.T) {
 		{"api", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: localhost\n", `config.yaml:3: server.api: invalid address "localhost", want host:port such as 127.0.0.1:9153`},
 		{"api empty", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: \"\"\n", `config.yaml:3: server.api: invalid address "", want host:port such as 127.0.0.1:9153`},
 		{"bpffs relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  bpffs: bpf\n", `config.yaml:3: server.bpffs: must be an absolute path, got "bpf"`},
+		{"state_dir relative", "server:\n  listen: [\"198.18.0.2:53\"]\n  state_dir: state\n", `config.yaml:3: server.state_dir: must be an absolute path, got "state"`},
 		{"max_records 0", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 0\n", `config.yaml:3: server.max_records: 0 out of range 1-16777216`},
 		{"max_records negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: -1\n", `config.yaml:3: server.max_records: -1 out of range 1-16777216`},
 		{"max_records too large", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 16777217\n", `config.yaml:3: server.max_records: 16777217 out of range 1-16777216`},
 		{"max_records not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  max_records: 64k\n", `config.yaml:3: server.max_records: expected an integer, got "64k"`},
+		{"tcp zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_connections: 0\n", `config.yaml:4: server.tcp.max_connections: must be positive, got 0; leave the key out for the default`},
+		{"tcp negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_per_prefix: -3\n", `config.yaml:4: server.tcp.max_per_prefix: must be positive, got -3; leave the key out for the default`},
+		{"tcp idle zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    idle_timeout: 0s\n", `config.yaml:4: server.tcp.idle_timeout: must be positive, got 0s; leave the key out for the default`},
+		{"tcp not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_pipelined: many\n", `config.yaml:4: server.tcp.max_pipelined: expected an integer, got "many"`},
+		{"tcp unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_clients: 5\n", `config.yaml:4: server.tcp.max_clients: unknown key`},
+		{"api beyond loopback without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 0.0.0.0:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on 0.0.0.0:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
+		{"api on a name without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: api.example.test:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on api.example.test:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
 		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
 
@@ -236,9 +252,13 @@ func TestFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokenFile, err := filepath.Abs("testdata/api.token") // relative to the config's directory
+	if err != nil {
+		t.Fatal(err)
+	}
 	http := func(id string) Check {
 		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
-			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
 	}
 	web1 := http("web1")
 	web1.Target, web1.Port, web1.Path, web1.Method, web1.Host = "198.18.1.1", 8080, "/healthz", "HEAD", "www.example.test"
@@ -249,7 +269,7 @@ func TestFull(t *testing.T) {
 	web2.Type, web2.Target, web2.Port, web2.SNI = "https", "web2.backend.test", 443, "www.example.test"
 	web2.ExpectStatus, web2.KeepAlive = []prober.StatusRange{{Lo: 200, Hi: 200}}, true
 	probed := func(id string, typ CheckType) Check {
-		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+		return Check{ID: id, Type: typ, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
 	}
 	db := probed("db", "tcp")
 	db.Port, db.Admin = 5432, "up"
@@ -260,8 +280,8 @@ func TestFull(t *testing.T) {
 	ns := probed("ns", "dns")
 	ns.Target, ns.Port, ns.QName, ns.QType, ns.ExpectRcode, ns.ExpectAnswer = "198.18.0.2", 53, "www.example.test.", dns.TypeAAAA, dns.RcodeNameError, "fd53::10"
 	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
-		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down"},
-		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto"},
+		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down", Cell: "red"},
+		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue"},
 	}
 
 	if got, want := c.HealthChecks["web2"].ExpectBodyRegexp.String(), `"status":\s*"(ok|degraded)"`; got != want {
@@ -278,12 +298,17 @@ func TestFull(t *testing.T) {
 	same(t, "CheckIDs", c.CheckIDs, ids)
 	same(t, "File", c.File, "testdata/full.yaml")
 	same(t, "Server", c.Server, Server{
-		Interfaces: []string{"eth0", "eth1"},
-		XDPMode:    "native",
-		Listen:     []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
-		API:        "127.0.0.1:9153",
-		BPFFS:      "/sys/fs/bpf/steadydns-test",
-		MaxRecords: 4096,
+		Interfaces:   []string{"eth0", "eth1"},
+		XDPMode:      "native",
+		Listen:       []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53"), netip.MustParseAddrPort("[fd53::2]:53")},
+		API:          "127.0.0.1:9153",
+		BPFFS:        "/sys/fs/bpf/steadydns-test",
+		StateDir:     "/var/lib/steadydns-test",
+		MaxRecords:   4096,
+		IDServer:     true,
+		Debug:        Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
+		TCP:          TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
+		APITokenFile: tokenFile,
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),
@@ -315,11 +340,16 @@ func TestFull(t *testing.T) {
 		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85}, CheckerTimeout: 1500 * time.Millisecond,
 	})
 
+	same(t, "Cluster", c.Cluster, Cluster{Config: ConfigFile,
+		Cells:    []Cell{{Name: "red", Probers: 3, Aggregators: 2}, {Name: "blue", Probers: 2, Aggregators: 2}},
+		Capacity: Capacity{ChecksPerProber: 2000, CheckerChecksPerAggregator: 100000, EdgesPerAggregator: 50}, Edges: 10,
+	})
+
 	// Lines let other packages report their own errors at the right place.
-	same(t, "Line", c.Line("records[0].answers[1].check"), 86)
+	same(t, "Line", c.Line("records[0].answers[1].check"), lineOf(t, "testdata/full.yaml", "{ value: 198.18.1.2, check: web2,"))
 	same(t, "Line of a missing key", c.Line("records[0].answers[1].nope"), 0)
 	same(t, "Errorf", c.Errorf("records[1].answers[1].check", "not %s", "here").Error(),
-		"testdata/full.yaml:94: records[1].answers[1].check: not here")
+		fmt.Sprintf("testdata/full.yaml:%d: records[1].answers[1].check: not here", lineOf(t, "testdata/full.yaml", "- value: fd53::11")))
 }
 
 func same(t *testing.T, what string, got, want any) {
@@ -350,7 +380,8 @@ records:
 	}
 	same(t, "Server", c.Server, Server{
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
-		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 65536,
+		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 65536, VersionServer: true,
+		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	})
 	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536, CheckerTimeout: 3 * time.Second})
 	same(t, "Record", c.Records[0], Record{
@@ -358,7 +389,7 @@ records:
 		Answers: []Answer{{Value: netip.MustParseAddr("198.18.1.1"), Weight: 1}},
 	})
 	probed := func(id string, typ CheckType, port uint16) Check {
-		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto"}
+		return Check{ID: id, Type: typ, Port: port, Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: DefaultCell}
 	}
 	h := probed("h", "http", 80)
 	h.Path, h.Method, h.ExpectStatus = "/", "GET", []prober.StatusRange{{Lo: 200, Hi: 399}}
@@ -371,8 +402,8 @@ records:
 	fast := probed("fast", "tcp", 22)
 	fast.Interval, fast.Timeout = time.Second, time.Second // the timeout default never exceeds the interval
 	for _, want := range []Check{h, s, probed("t", "tcp", 22), u, probed("i", "icmp", 0), d, fast,
-		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto"},
-		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto"},
+		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto", Cell: DefaultCell},
+		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto", Cell: DefaultCell},
 	} {
 		same(t, "check "+want.ID, *c.HealthChecks[want.ID], want)
 	}
@@ -486,4 +517,46 @@ func TestProbed(t *testing.T) {
 			t.Errorf("%s.Probed() = %q, %v; want %q, %v", tc.typ, got, ok, tc.want, tc.probed)
 		}
 	}
+}
+
+// TestIdentityKeys: id.server is off and version.server on by default, as
+// in BIND; the debug name is off and, once named, answers loopback alone
+// unless told otherwise.
+func TestIdentityKeys(t *testing.T) {
+	c, err := load(t, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	if s := c.Server; s.IDServer || !s.VersionServer || s.Debug.Name != "" || !slices.Equal(s.Debug.Allow, loopback) {
+		t.Errorf("defaults: id_server %v, version_server %v, debug %+v", s.IDServer, s.VersionServer, s.Debug)
+	}
+	set := strings.Replace(base, "server:\n", "server:\n  id_server: true\n  version_server: false\n  debug: { name: _Debug.Example.Net, allow: [198.18.0.7/24] }\n", 1)
+	if c, err = load(t, set); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Server; !s.IDServer || s.VersionServer || s.Debug.Name != "_debug.example.net." || !slices.Equal(s.Debug.Allow, []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}) {
+		t.Errorf("set: id_server %v, version_server %v, debug %+v", s.IDServer, s.VersionServer, s.Debug)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{strings.Replace(base, "server:\n", "server:\n  debug: { allow: [198.18.0.300/24] }\n", 1), `config.yaml:2: server.debug.allow[0]: invalid prefix "198.18.0.300/24", want a CIDR such as 198.18.0.0/24`},
+		{strings.Replace(base, "server:\n", "server:\n  id_server: yes please\n", 1), `config.yaml:2: server.id_server: expected true or false`},
+	} {
+		if _, err := load(t, tc.config); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// lineOf is the 1-based line of file that holds text, which must occur once.
+func lineOf(t *testing.T, file, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(b), text) != 1 {
+		t.Fatalf("%s: %q is not on exactly one line", file, text)
+	}
+	return strings.Count(string(b[:strings.Index(string(b), text)]), "\n") + 1
 }

@@ -59,6 +59,7 @@ func TestFleetExample(t *testing.T) {
 	keyed := t.TempDir()
 	var routes []string
 	bpffs := map[string]string{}
+	stateDirs := map[string]string{}
 	for _, h := range hosts {
 		data, err := os.ReadFile(h)
 		if err != nil {
@@ -93,6 +94,12 @@ func TestFleetExample(t *testing.T) {
 				t.Errorf("%s: an aggregator of the example embeds a NATS server", name)
 				continue
 			}
+			// The aggregators run on one machine: a shared state file
+			// would be one aggregator's states overwritten by the other's.
+			if other, dup := stateDirs[c.Server.StateDir]; dup {
+				t.Errorf("%s: state_dir %s is also %s's", name, c.Server.StateDir, other)
+			}
+			stateDirs[c.Server.StateDir] = name
 			if routes == nil {
 				routes = e.Routes
 			} else if !slices.Equal(e.Routes, routes) {

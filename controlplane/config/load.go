@@ -81,14 +81,14 @@ func parseDoc(file string, data []byte) (*yaml.Node, error) {
 	var doc, next yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	// A second document would otherwise be ignored without a word.
 	switch err := dec.Decode(&next); {
 	case err == nil:
 		return nil, &Error{File: file, Line: next.Line, Msg: "only one YAML document is allowed"}
 	case err != io.EOF:
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	return &doc, nil
 }
@@ -134,7 +134,9 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "max_records", "geo"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "debug", "tcp", "api_token_file"}
+	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
+	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
@@ -180,7 +182,8 @@ func validIDRune(r rune) bool {
 }
 
 func (d *decoder) server(f fields) Server {
-	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", MaxRecords: 1 << 16}
+	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16, VersionServer: true,
+		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
 	f.strs("interfaces", &s.Interfaces)
 	f.str("xdp_mode", &s.XDPMode)
 	f.list("listen", func(path string, n *yaml.Node) {
@@ -197,9 +200,58 @@ func (d *decoder) server(f fields) Server {
 	})
 	f.str("api", &s.API)
 	f.str("bpffs", &s.BPFFS)
+	f.str("state_dir", &s.StateDir)
 	f.int("max_records", &s.MaxRecords)
 	if f.has("geo") {
 		s.Geo = d.geo(f.mapping("geo", geoKeys))
+	}
+	f.bool("id_server", &s.IDServer)
+	f.bool("version_server", &s.VersionServer)
+	if f.has("tcp") {
+		tf := f.mapping("tcp", tcpKeys)
+		// Zero is how a key left out reads, so a zero written would
+		// silently mean the default.
+		positive := func(k string, decode func(), v func() int64) {
+			errs := len(d.errs)
+			decode()
+			if n := tf.get(k); n != nil && len(d.errs) == errs && v() <= 0 {
+				d.errorf(n, tf.key(k), "must be positive, got %s; leave the key out for the default", n.Value)
+			}
+		}
+		positive("max_connections", func() { tf.int("max_connections", &s.TCP.MaxConnections) }, func() int64 { return int64(s.TCP.MaxConnections) })
+		positive("max_per_prefix", func() { tf.int("max_per_prefix", &s.TCP.MaxPerPrefix) }, func() int64 { return int64(s.TCP.MaxPerPrefix) })
+		positive("idle_timeout", func() { tf.duration("idle_timeout", &s.TCP.IdleTimeout) }, func() int64 { return int64(s.TCP.IdleTimeout) })
+		positive("max_pipelined", func() { tf.int("max_pipelined", &s.TCP.MaxPipelined) }, func() int64 { return int64(s.TCP.MaxPipelined) })
+	}
+	f.str("api_token_file", &s.APITokenFile)
+	if s.APITokenFile != "" && !filepath.IsAbs(s.APITokenFile) {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("server")), s.APITokenFile))
+		if err != nil {
+			d.errorf(f.get("api_token_file"), f.key("api_token_file"), "resolving the token file's path: %v", err)
+		}
+		s.APITokenFile = abs
+	}
+	if f.has("debug") {
+		df := f.mapping("debug", debugKeys)
+		df.str("name", &s.Debug.Name)
+		if s.Debug.Name != "" {
+			s.Debug.Name = dns.Fqdn(strings.ToLower(s.Debug.Name))
+		}
+		if df.has("allow") {
+			s.Debug.Allow = nil
+		}
+		df.list("allow", func(path string, n *yaml.Node) {
+			v, ok := d.scalar(n, path, "a prefix")
+			if !ok {
+				return
+			}
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
+				return
+			}
+			s.Debug.Allow = append(s.Debug.Allow, p.Masked())
+		})
 	}
 	return s
 }

@@ -78,13 +78,37 @@ func (v *validator) server() {
 	}
 	if _, port, err := net.SplitHostPort(s.API); err != nil || !validPort(port) {
 		v.errorf("server.api", "invalid address %q, want host:port such as 127.0.0.1:9153", s.API)
+	} else if s.APITokenFile == "" && !loopback(s.API) {
+		v.errorf("server.api_token_file", "required: the api listens on %s, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1", s.API)
 	}
 	if !filepath.IsAbs(s.BPFFS) {
 		v.errorf("server.bpffs", "must be an absolute path, got %q", s.BPFFS)
 	}
+	if !filepath.IsAbs(s.StateDir) {
+		v.errorf("server.state_dir", "must be an absolute path, got %q", s.StateDir)
+	}
 	if s.MaxRecords < 1 || s.MaxRecords > maxRecords {
 		v.errorf("server.max_records", "%d out of range 1-%d", s.MaxRecords, maxRecords)
 	}
+	if n := s.Debug.Name; n != "" {
+		if _, ok := dns.IsDomainName(n); !ok || n == "." {
+			v.errorf("server.debug.name", "%q is not a domain name", n)
+		}
+	}
+}
+
+// loopback reports whether the api address (host:port) is reachable only
+// from this host: a loopback IP or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // maxRecords bounds server.max_records. The kernel gives each record map a

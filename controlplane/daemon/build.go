@@ -5,9 +5,11 @@ package daemon
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -90,7 +92,13 @@ func loadOptions(cfg *config.Config) loader.Options {
 
 // Check validates a config file as serve would, without touching the
 // data plane. It returns the warnings for sets left to the fallback.
-func Check(path string) ([]string, error) {
+func Check(path string) ([]string, error) { return check(path, false) }
+
+// CheckOnHost is Check on the host that is to serve the config: it also
+// refuses interfaces this host, in this network namespace, does not have.
+func CheckOnHost(path string) ([]string, error) { return check(path, true) }
+
+func check(path string, onHost bool) ([]string, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
@@ -99,7 +107,25 @@ func Check(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if onHost {
+		if err := checkInterfaces(cfg); err != nil {
+			return nil, err
+		}
+	}
 	return p.Compiled.Warnings, nil
+}
+
+// checkInterfaces refuses a configured interface that does not exist here,
+// naming its key: attaching would fail only after the maps were loaded, and
+// with the kernel's words rather than the config's.
+func checkInterfaces(cfg *config.Config) error {
+	var errs []error
+	for i, name := range cfg.Server.Interfaces {
+		if _, err := net.InterfaceByName(name); err != nil {
+			errs = append(errs, cfg.Errorf(fmt.Sprintf("server.interfaces[%d]", i), "no interface %q on this host (ip link lists them)", name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // xdpAddrs are the listen addresses on port 53: XDP answers UDP port 53

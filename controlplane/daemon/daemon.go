@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +25,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/state"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/loader"
@@ -43,6 +44,7 @@ type Daemon struct {
 	fb       *fallback.Server
 	metrics  *api.Metrics
 	outcomes []string
+	ifindex  map[string]int // the configured interfaces, looked up in the namespace served
 	id       Identity
 	fleet    *fleet // nil on a single host: frames and tables pass in process
 
@@ -75,6 +77,7 @@ func Start(path string) (*Daemon, error) { return StartWith(path, Options{}) }
 // bound, and XDP is left as it was.
 func StartWith(path string, opts Options) (*Daemon, error) {
 	d := &Daemon{path: path, id: opts.Identity}
+	d.metrics = api.NewMetrics(d)
 	if err := d.start(opts); err != nil {
 		if uerr := d.started.undo(true); uerr != nil {
 			return nil, errors.Join(err, uerr)
@@ -111,7 +114,7 @@ func (d *Daemon) start(opts Options) error {
 	}
 	if cfg.Cluster.Config == config.ConfigNATS {
 		ctx, cancel := context.WithTimeout(context.Background(), configWait)
-		cfg, err = d.fetchConfig(ctx, host)
+		cfg, err = d.fetchConfig(ctx)
 		cancel()
 		if err != nil {
 			return err
@@ -129,18 +132,29 @@ func (d *Daemon) start(opts Options) error {
 		if seed, err = d.startEdge(cfg); err != nil {
 			return err
 		}
+		if d.fleet != nil {
+			d.fleet.merge = newMerger(followTimeout(cfg), cfg.Aggregation.TableSize)
+		}
 	}
 	if id.has(config.RoleAggregator) {
 		var out health.Sink = d.table
 		if d.fleet != nil {
 			out = publisher{d.fleet.conn}
 		}
+		seed.Saved = d.loadState(cfg.Server.StateDir)
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
+		// Written once now, so a state directory that cannot take the file
+		// (full, read-only) stops the start instead of every later write
+		// failing with only a warning.
+		if err := d.saveState(cfg.Server.StateDir); err != nil {
+			return fmt.Errorf("server.state_dir %s: %w", cfg.Server.StateDir, err)
+		}
+		d.agg.OnPush(d.metrics.ObservePush)
 	}
 	if id.has(config.RoleProber) {
-		if d.framer, err = prober.NewFramer(host, id.Region, cfg.Aggregation.TableSize); err != nil {
+		if d.framer, err = prober.NewFramer(host, id.Region, cfg.FrameEntries()); err != nil {
 			return err
 		}
 		d.sched = prober.NewScheduler(prober.Options{Netns: opts.Netns, OnResult: func(r prober.Result) {
@@ -148,13 +162,18 @@ func (d *Daemon) start(opts Options) error {
 			if d.agg != nil {
 				d.agg.Observe(r)
 			}
+			// The first results can come before the first plan is stored.
+			if p := d.plan.Load(); p != nil {
+				if c, ok := p.Config.HealthChecks[r.ID]; ok {
+					d.metrics.ObserveCheck(string(c.Type), r)
+				}
+			}
 		}})
 		d.started.push(func(context.Context) error { d.sched.Close(); return nil })
 	}
 	if err := d.apply(p); err != nil {
 		return err
 	}
-	d.metrics = api.NewMetrics(d)
 	if id.has(config.RoleEdge) {
 		if err := d.serveEdge(cfg, p); err != nil {
 			return err
@@ -165,17 +184,39 @@ func (d *Daemon) start(opts Options) error {
 			return err
 		}
 	}
+	h := api.Handler(d, d.metrics)
+	if f := cfg.Server.APITokenFile; f != "" {
+		token, err := readToken(f)
+		if err != nil {
+			return fmt.Errorf("server.api_token_file: %w", err)
+		}
+		h = api.RequireToken(h, token)
+	}
 	ln, err := net.Listen("tcp", cfg.Server.API)
 	if err != nil {
 		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
 	}
-	srv := &http.Server{Handler: api.Handler(d, d.metrics), ReadHeaderTimeout: 5 * time.Second}
+	srv := api.NewServer(h)
 	go srv.Serve(ln)
 	d.started.push(srv.Shutdown)
 	d.startLoops(cfg)
 	slog.Info("serving", "config", d.path, "id", host, "roles", roleList(id.Roles), "listen", cfg.Server.Listen,
 		"api", ln.Addr().String(), "records", len(p.Compiled.Sets))
 	return nil
+}
+
+// readToken reads the API's token: the file's text, without surrounding
+// white space.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the api token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("reading the api token: %s is empty", path)
+	}
+	return token, nil
 }
 
 func roleList(roles []config.Role) string {
@@ -217,7 +258,19 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // serveEdge starts the fallback and then attaches XDP, so nothing XDP
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
-	d.fb = fallback.New(fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback}, d.view(p))
+	d.ifindex = map[string]int{}
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP, OnTCP: d.metrics.ObserveTCP,
+		TCP: fallback.TCPLimits{MaxConnections: cfg.Server.TCP.MaxConnections, MaxPerPrefix: cfg.Server.TCP.MaxPerPrefix,
+			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined},
+		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
+	if cfg.Server.IDServer {
+		opts.ID = d.id.hostID()
+	}
+	if cfg.Server.VersionServer {
+		opts.Version = Version()
+	}
+	d.fb = fallback.New(opts, d.view(p))
+	warnFileLimit(d.fb.TCPLimits().MaxConnections)
 	if err := d.fb.Start(); err != nil {
 		return err
 	}
@@ -234,6 +287,11 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 			d.started.pushFailed(func(context.Context) error { return d.objs.Detach(ifname) })
 		}
 		slog.Info("xdp attached", "interface", ifname, "mode", mode)
+		iface, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return fmt.Errorf("looking up %s: %w", ifname, err)
+		}
+		d.ifindex[ifname] = iface.Index
 	}
 	// A server of another build or capacity may have left its maps: the
 	// links now run this program, so nothing uses them.
@@ -243,33 +301,55 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	return nil
 }
 
+// fdReserve are the file descriptors counted for everything but TCP
+// clients: sockets per CPU, maps, the API's and the prober's connections.
+const fdReserve = 256
+
+// warnFileLimit warns when the process may run out of file descriptors
+// before the fallback reaches its TCP limit: accepts would then fail and
+// clients wait in the backlog instead of an idle connection making room.
+func warnFileLimit(maxConns int) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		slog.Warn("reading RLIMIT_NOFILE", "error", err)
+		return
+	}
+	if uint64(maxConns)+fdReserve > lim.Cur {
+		slog.Warn("server.tcp.max_connections is above what the file descriptor limit leaves for TCP clients: raise RLIMIT_NOFILE (LimitNOFILE= in systemd) or lower it",
+			"max_connections", maxConns, "rlimit_nofile", lim.Cur, "reserved", fdReserve)
+	}
+}
+
 // subscribeFleet receives what this host's roles take: an aggregator the
 // probers' frames and the state changes of every host's API, an edge the
 // tables of the aggregator it follows. A fleet config from the bucket is
 // watched for new revisions.
 func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 	if d.agg != nil {
-		err := d.subscribe(transport.KindFrame, func(m transport.Message) {
-			if err := d.agg.IngestFrame(m.Payload, time.Now()); err != nil {
+		// Only this cell's probers run this cell's checks.
+		err := d.subscribe(transport.KindFrame, d.fleet.cell, func(m transport.Message) {
+			now := time.Now()
+			if err := d.agg.IngestFrame(m.Payload, now); err != nil {
 				slog.Warn("result frame rejected", "from", m.Sender, "error", err)
+				return
 			}
+			d.fleet.checkers.hear(m.Sender, now)
 		})
 		if err != nil {
 			return err
 		}
-		if err := d.subscribe(transport.KindState, d.applyState); err != nil {
+		if err := d.subscribe(transport.KindState, "", d.applyState); err != nil {
 			return err
 		}
 	}
 	if d.table != nil {
-		d.fleet.follow = &follower{timeout: followTimeout(cfg)}
-		err := d.subscribe(transport.KindTable, func(m transport.Message) {
-			if !d.fleet.follow.take(m.Sender, time.Now()) {
-				return
-			}
+		err := d.subscribe(transport.KindTable, transport.AllCells, func(m transport.Message) {
 			stale := uint64(d.plan.Load().Config.Aggregation.StaleAfter)
-			if err := d.table.WriteHealth(m.Payload, m.Slot, m.Hash, stale); err != nil {
-				slog.Warn("health table dropped", "from", m.Sender, "error", err)
+			err := d.fleet.merge.take(m, time.Now(), func(table []byte, version, arrivedNs uint64) error {
+				return d.table.WriteHealthAt(table, version, m.Hash, stale, arrivedNs)
+			})
+			if err != nil {
+				slog.Warn("health table dropped", "from", m.Sender, "cell", m.Cell, "error", err)
 			}
 		})
 		if err != nil {
@@ -281,7 +361,7 @@ func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := d.watchConfig(ctx, host); err != nil && ctx.Err() == nil {
+			if err := d.watchConfig(ctx); err != nil && ctx.Err() == nil {
 				slog.Error("watching the config bucket", "error", err)
 			}
 		}()
@@ -330,7 +410,66 @@ func (d *Daemon) startLoops(cfg *config.Config) {
 			d.agg.Run(ctx)
 		}()
 	}
-	d.started.push(func(context.Context) error { stop(); wg.Wait(); return nil })
+	if d.agg != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.keepState(ctx, cfg.Server.StateDir)
+		}()
+	}
+	d.started.push(func(context.Context) error {
+		stop()
+		wg.Wait()
+		if d.agg != nil {
+			// The pushes have stopped: this is the last state.
+			return d.saveState(cfg.Server.StateDir)
+		}
+		return nil
+	})
+}
+
+// stateGap is the least time between two writes of the state file: a
+// table of flapping checks changes every push, and the file holds every
+// check.
+const stateGap = time.Second
+
+// loadState reads the state file an earlier run wrote and restores its
+// health-check log; it returns the checks' saved states for the
+// aggregator's seed. A file that cannot be read is no reason not to
+// serve: the checks start healthy, as on a first start, and the next
+// write replaces it.
+func (d *Daemon) loadState(dir string) map[string]health.Saved {
+	f, err := state.Load(dir)
+	if err != nil {
+		slog.Warn("starting without saved state: every check starts healthy and the event log empty", "error", err)
+		return nil
+	}
+	d.events.Restore(f.Events)
+	return f.Checks
+}
+
+// keepState writes the state file whenever the aggregator's saved state
+// changes, at most once per stateGap, until ctx ends.
+func (d *Daemon) keepState(ctx context.Context, dir string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.agg.Changed():
+		}
+		if err := d.saveState(dir); err != nil {
+			slog.Warn("saving state: a restart now would start from older state", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(stateGap):
+		}
+	}
+}
+
+func (d *Daemon) saveState(dir string) error {
+	return state.Save(dir, state.File{Written: time.Now(), Checks: d.agg.Saved(), Events: d.events.Events()})
 }
 
 // backgroundNice is the CPU priority of the aggregation's threads.
@@ -358,6 +497,14 @@ func (d *Daemon) apply(p *Plan) error {
 	}
 	if d.sched != nil {
 		probes := p.Probes()
+		if d.fleet != nil {
+			// A prober runs its own cell's checks; one process runs them all.
+			for id := range probes {
+				if p.Config.HealthChecks[id].Cell != d.fleet.cell {
+					delete(probes, id)
+				}
+			}
+		}
 		if err := d.sched.Update(probes); err != nil {
 			return err
 		}
@@ -373,6 +520,9 @@ func (d *Daemon) apply(p *Plan) error {
 		if err := d.agg.Push(time.Now()); err != nil {
 			return err
 		}
+	}
+	if d.fleet != nil && d.fleet.merge != nil {
+		d.fleet.merge.configure(p)
 	}
 	if d.objs != nil {
 		if err := d.applyEdge(p); err != nil {
@@ -409,9 +559,30 @@ func (d *Daemon) view(p *Plan) *fallback.View {
 	return &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, d.table, p.Geo)}
 }
 
+// Version is the build's version, "steadydns (devel)" and the commit it
+// was built from when known: what `steadydns version` prints and
+// version.server answers.
+func Version() string {
+	v := "steadydns (devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v += " " + s.Value
+			}
+		}
+	}
+	return v
+}
+
 // Reload rereads the config. A config that does not load, or that changes
 // what only a restart can change, is rejected and the running one stays.
 func (d *Daemon) Reload() error {
+	err := d.reload()
+	d.metrics.ObserveReload(err)
+	return err
+}
+
+func (d *Daemon) reload() error {
 	cfg, err := config.Load(d.path)
 	if err != nil {
 		return err
@@ -423,11 +594,12 @@ func (d *Daemon) Reload() error {
 		// The local file changed: compose it with the revision in use.
 		ctx, cancel := context.WithTimeout(context.Background(), configWait)
 		defer cancel()
-		value, rev, err := d.fleet.store.Latest(ctx)
+		rev := d.fleet.revision.Load()
+		value, err := d.fleet.store.Revision(ctx, rev)
 		if err != nil {
 			return fmt.Errorf("reloading: %w", err)
 		}
-		if cfg, err = d.composeConfig(d.id.hostID(), value, rev); err != nil {
+		if cfg, err = d.composeConfig(value, rev); err != nil {
 			return err
 		}
 		if err := d.reloadWith(cfg); err != nil {
@@ -448,8 +620,13 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	if !reflect.DeepEqual(cur.Server, cfg.Server) {
 		return cfg.Errorf("server", "the server section changed: restart to apply it")
 	}
-	if !reflect.DeepEqual(cur.Cluster, cfg.Cluster) {
+	if !reflect.DeepEqual(restartCluster(cur.Cluster), restartCluster(cfg.Cluster)) {
 		return cfg.Errorf("cluster", "the cluster section changed: restart to apply it")
+	}
+	if d.fleet != nil {
+		if _, err := d.id.hostCell(cfg); err != nil {
+			return err
+		}
 	}
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
@@ -466,6 +643,16 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	}
 	slog.Info("reloaded", "config", d.path, "records", len(p.Compiled.Sets))
 	return nil
+}
+
+// restartCluster is what of the cluster section only a restart applies.
+// Cells, the expected edges and the limits other than a prober's (which
+// sizes its frames) only validate configs and route tables, so a reload
+// applies them: a cell is added to every host's file with a SIGHUP.
+func restartCluster(c config.Cluster) config.Cluster {
+	c.Cells, c.Edges = nil, 0
+	c.Capacity = config.Capacity{ChecksPerProber: c.Capacity.ChecksPerProber}
+	return c
 }
 
 // Run serves until ctx ends or a signal stops the daemon; SIGHUP reloads.
@@ -528,32 +715,76 @@ func (d *Daemon) Records() *records.Compiled { return d.plan.Load().Compiled }
 // Metrics is the daemon's collector.
 func (d *Daemon) Metrics() *api.Metrics { return d.metrics }
 
-// Statuses implements api.Source: the aggregator's view where this host
-// aggregates, else each check's entry in the table the edge follows.
+// Statuses implements api.Source: the aggregator's view of the checks it
+// aggregates, and for the others, on an edge, each check's entry in the
+// merged table, from the aggregator followed in the check's cell.
 func (d *Daemon) Statuses() []health.Status {
+	var agg []health.Status
 	if d.agg != nil {
-		return d.agg.Statuses()
-	}
-	if d.table == nil {
-		return nil
+		agg = d.agg.Statuses()
+		if d.fleet == nil {
+			return agg
+		}
 	}
 	p := d.plan.Load()
-	cold := d.table.Meta().Cold
-	var following string
-	if d.fleet != nil && d.fleet.follow != nil {
-		following = d.fleet.follow.following()
+	var out []health.Status
+	for _, s := range agg {
+		// Another cell's checks get no frames here: their entries say
+		// nothing.
+		if p.Config.HealthChecks[s.ID].Cell == d.fleet.cell {
+			out = append(out, s)
+		}
 	}
-	out := make([]health.Status, 0, len(p.Index))
+	if d.table == nil {
+		return out
+	}
+	cold := d.table.Meta().Cold
+	following := d.fleet.merge.following()
 	for _, id := range p.Config.CheckIDs {
+		c := p.Config.HealthChecks[id]
+		if d.agg != nil && c.Cell == d.fleet.cell {
+			continue
+		}
 		i := p.Index[id]
-		s := health.Status{ID: id, Type: string(p.Config.HealthChecks[id].Type), Index: i, Up: d.table.Up(i),
-			Reason: "from the table of " + following}
-		if cold {
+		s := health.Status{ID: id, Type: string(c.Type), Index: i, Up: d.table.Up(i)}
+		switch agg := following[c.Cell]; {
+		case cold:
 			s.Up, s.Reason = true, "cold start: no table yet, every candidate is answered"
+		case agg == "":
+			s.Up, s.Reason = true, "no table of cell "+c.Cell+" yet: the check fails open"
+		default:
+			s.Reason = "from the table of " + agg
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// Ready implements api.State. An edge is ready when the fallback listens,
+// XDP is attached to every configured interface, and a health table has
+// been written: before the first table an edge fails open, answering every
+// candidate, which it does to keep answering but should not be announced
+// for. A host without the edge role is ready once started.
+func (d *Daemon) Ready() error {
+	if d.table == nil {
+		return nil
+	}
+	var missing []string
+	if d.fb == nil || len(d.fb.Addrs()) == 0 {
+		missing = append(missing, "the fallback is not listening")
+	}
+	for _, ifname := range d.plan.Load().Config.Server.Interfaces {
+		if !d.objs.LinkedTo(ifname, d.ifindex[ifname]) {
+			missing = append(missing, "xdp is not attached to "+ifname)
+		}
+	}
+	if d.table.Meta().Cold {
+		missing = append(missing, "no health table yet: every candidate is answered (cold start, failing open)")
+	}
+	if len(missing) > 0 {
+		return errors.New(strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 // Fleet implements api.Source.
@@ -570,9 +801,14 @@ func (d *Daemon) Fleet() api.FleetView {
 		return v
 	}
 	v.Revision, v.Refused = f.revision.Load(), f.refused.Load()
-	if f.follow != nil {
-		v.Following, v.Switches = f.follow.following(), f.follow.switches.Load()
+	if d.sched != nil || d.agg != nil {
+		v.Cell = f.cell
 	}
+	if f.merge != nil {
+		v.FollowingCells, v.Switches = f.merge.following(), f.merge.switches()
+		v.Following = v.FollowingCells[p.Config.Cluster.Cells[0].Name]
+	}
+	v.Capacity = d.capacity(p)
 	v.PermissionErrors = f.conn.Counters().PermissionErrors
 	v.Messages = map[string]map[string]uint64{}
 	f.mu.Lock()

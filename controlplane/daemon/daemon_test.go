@@ -78,6 +78,11 @@ func startEdge(t *testing.T, mode string) *edge {
 // mode needs the pass program on the client's side, and a private bpffs
 // keeps tests off a real server's pins.
 func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string) *edge {
+	return serveAs(t, env, config, daemon.Identity{})
+}
+
+// serveAs is serve for a host with an identity in a fleet.
+func serveAs(t testing.TB, env *testenv.Env, config func(link, pins string) string, id daemon.Identity) *edge {
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		t.Fatal(err)
@@ -94,11 +99,11 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "steadydns.yaml")
 	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
-	write(t, cfg, config(env.Edge.Link, pins+"/sd"))
+	write(t, cfg, withState(config(env.Edge.Link, pins+"/sd"), filepath.Join(dir, "state")))
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
-		e.d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do})
+		e.d, err = daemon.StartWith(cfg, daemon.Options{Netns: env.Edge.Do, Identity: id})
 		return err
 	})
 	if err != nil {
@@ -114,6 +119,12 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 		}
 	})
 	return e
+}
+
+// withState puts the state file of cfg in dir: the default is shared by
+// every server on the host, and each test is a server of its own.
+func withState(cfg, dir string) string {
+	return strings.Replace(cfg, "server:\n", "server:\n  state_dir: "+dir+"\n", 1)
 }
 
 func write(t testing.TB, path, s string) {

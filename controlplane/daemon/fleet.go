@@ -26,6 +26,7 @@ type Identity struct {
 	Roles    []config.Role // nil: every role
 	ID       string        // "": the host name
 	Region   string        // the prober's region, shown with its votes
+	Cell     string        // the prober's and aggregator's cell; "": the first of cluster.cells
 	NKeySeed string        // file holding the host's NKey seed; "": no NKey
 }
 
@@ -46,14 +47,17 @@ func (id Identity) hostID() string {
 // fleet is this host's part of a fleet: its NATS connection, the server it
 // embeds as an aggregator, and what it receives.
 type fleet struct {
-	srv    *transport.Server // nil unless an aggregator embeds one
-	conn   *transport.Conn
-	store  *transport.ConfigStore // nil unless the fleet sections come from the bucket
-	follow *follower              // nil unless an edge
+	srv      *transport.Server // nil unless an aggregator embeds one
+	conn     *transport.Conn
+	cell     string                 // this host's cell
+	store    *transport.ConfigStore // nil unless the fleet sections come from the bucket
+	merge    *merger                // nil unless an edge
+	checkers checkers               // the checkers an aggregator heard
 
 	mu   sync.Mutex
 	subs map[transport.Kind]*transport.Subscription
 
+	revDir   string        // where revisions are materialized; made on first use
 	revision atomic.Uint64 // config revision in use; 0 for a local file
 	refused  atomic.Uint64 // config revisions that failed validation
 }
@@ -62,7 +66,11 @@ type fleet struct {
 // and connects. It records the undos on d.started.
 func (d *Daemon) join(cfg *config.Config, id Identity) error {
 	n := cfg.Cluster.NATS
-	f := &fleet{subs: map[transport.Kind]*transport.Subscription{}}
+	cell, err := id.hostCell(cfg)
+	if err != nil {
+		return err
+	}
+	f := &fleet{cell: cell, subs: map[transport.Kind]*transport.Subscription{}}
 	d.fleet = f
 	tls := transport.TLS{}
 	if n.TLS != nil {
@@ -93,7 +101,7 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 			roles = append(roles, transport.Role(r))
 		}
 	}
-	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: host, Roles: roles, NKeySeedFile: id.NKeySeed, TLS: tls})
+	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: host, Cell: cell, Roles: roles, NKeySeedFile: id.NKeySeed, TLS: tls})
 	if err != nil {
 		return err
 	}
@@ -104,7 +112,7 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 
 // fetchConfig reads the newest revision of the fleet sections from the
 // config bucket and composes it with this host's own file.
-func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, error) {
+func (d *Daemon) fetchConfig(ctx context.Context) (*config.Config, error) {
 	f := d.fleet
 	if err := f.conn.WaitConnected(ctx); err != nil {
 		return nil, fmt.Errorf("loading the fleet config: %w", err)
@@ -129,16 +137,42 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 		}
 	}
 	for {
-		var value []byte
-		var rev uint64
-		err := attempt(func(c context.Context) (err error) { value, rev, err = f.store.Latest(c); return err })
-		if err == nil {
-			cfg, err := d.composeConfig(host, value, rev)
+		// The newest revision that validates: a bad revision pushed
+		// before this host started is refused here as a running host
+		// refuses it, and the last good one serves. The newest comes by a
+		// direct get, which works while a server of the bucket is down;
+		// the history is read only when the newest is refused.
+		var cfg *config.Config
+		var refused []error
+		take := func(value []byte, rev uint64) bool {
+			got, err := d.composeConfig(value, rev)
 			if err != nil {
-				return nil, err
+				refused = append(refused, err)
+				return false
 			}
+			cfg = got
 			f.revision.Store(rev)
+			return true
+		}
+		err := attempt(func(c context.Context) error {
+			value, rev, err := f.store.Latest(c)
+			if err != nil || take(value, rev) {
+				return err
+			}
+			return f.store.Revisions(c, func(value []byte, r uint64) bool { return r < rev && take(value, r) })
+		})
+		if err == nil {
+			// Counted once the outcome is known, not on every retry.
+			for _, r := range refused {
+				f.refused.Add(1)
+				slog.Error("config revision refused", "error", r)
+			}
+		}
+		if err == nil && cfg != nil {
 			return cfg, nil
+		}
+		if err == nil {
+			return nil, fmt.Errorf("loading the fleet config: no revision in the bucket validates: %w", errors.Join(refused...))
 		}
 		slog.Warn("waiting for a config revision: run steadydns config push", "error", err)
 		select {
@@ -150,14 +184,23 @@ func (d *Daemon) fetchConfig(ctx context.Context, host string) (*config.Config, 
 }
 
 // composeConfig is this host's config with revision rev of the fleet
-// sections, materialized under the system's temporary directory so that
-// errors name the revision's file and its zone files resolve.
-func (d *Daemon) composeConfig(host string, value []byte, rev uint64) (*config.Config, error) {
+// sections, materialized in this process's own temporary directory (two
+// hosts with one id on one machine must not share it) so that errors
+// name the revision's file and its zone files resolve.
+func (d *Daemon) composeConfig(value []byte, rev uint64) (*config.Config, error) {
 	b, err := config.UnmarshalBundle(value)
 	if err != nil {
 		return nil, fmt.Errorf("config revision %d: %w", rev, err)
 	}
-	dir := filepath.Join(os.TempDir(), "steadydns", host, "config", strconv.FormatUint(rev, 10))
+	f := d.fleet
+	if f.revDir == "" {
+		if f.revDir, err = os.MkdirTemp("", "steadydns-config-"); err != nil {
+			return nil, fmt.Errorf("config revision %d: %w", rev, err)
+		}
+		dir := f.revDir
+		d.started.push(func(context.Context) error { return os.RemoveAll(dir) })
+	}
+	dir := filepath.Join(f.revDir, strconv.FormatUint(rev, 10))
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("config revision %d: %w", rev, err)
 	}
@@ -167,16 +210,17 @@ func (d *Daemon) composeConfig(host string, value []byte, rev uint64) (*config.C
 // watchConfig reloads on every new revision in the bucket. A revision
 // that fails validation is refused and logged, and the running config
 // keeps serving.
-func (d *Daemon) watchConfig(ctx context.Context, host string) error {
+func (d *Daemon) watchConfig(ctx context.Context) error {
 	f := d.fleet
 	return f.store.Watch(ctx, func(value []byte, rev uint64) {
 		if rev <= f.revision.Load() {
 			return
 		}
-		cfg, err := d.composeConfig(host, value, rev)
+		cfg, err := d.composeConfig(value, rev)
 		if err == nil {
 			err = d.reloadWith(cfg)
 		}
+		d.metrics.ObserveReload(err)
 		if err != nil {
 			f.refused.Add(1)
 			slog.Error("config revision refused, the running config stays", "revision", rev, "error", err)
@@ -187,12 +231,12 @@ func (d *Daemon) watchConfig(ctx context.Context, host string) error {
 	})
 }
 
-// subscribe starts receiving one kind of message for as long as the
-// daemon runs; messages made under another config are counted and
-// dropped by the transport.
-func (d *Daemon) subscribe(kind transport.Kind, fn func(transport.Message)) error {
+// subscribe starts receiving one kind of message from cell (or every
+// cell) for as long as the daemon runs; messages made under another
+// config are counted and dropped by the transport.
+func (d *Daemon) subscribe(kind transport.Kind, cell string, fn func(transport.Message)) error {
 	accept := func(hash uint64) bool { return hash == d.plan.Load().Config.Hash }
-	sub, err := d.fleet.conn.Subscribe(kind, accept, fn)
+	sub, err := d.fleet.conn.Subscribe(kind, cell, accept, fn)
 	if err != nil {
 		return err
 	}

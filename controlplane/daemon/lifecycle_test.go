@@ -1,6 +1,9 @@
 package daemon_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,8 +143,9 @@ func TestReload(t *testing.T) {
 	bad := strings.Replace(string(orig), "ttl: 30", "ttl: thirty", 1)
 	write(t, e.cfg, bad)
 	err = e.d.Reload()
-	if err == nil || !strings.Contains(err.Error(), e.cfg+":16: records[0].ttl:") {
-		t.Fatalf("reload of a bad config: %v, want an error at %s:16: records[0].ttl", err, e.cfg)
+	at := fmt.Sprintf("%s:%d: records[0].ttl:", e.cfg, strings.Count(bad[:strings.Index(bad, "ttl: thirty")], "\n")+1)
+	if err == nil || !strings.Contains(err.Error(), at) {
+		t.Fatalf("reload of a bad config: %v, want an error at %s", err, at)
 	}
 	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); len(got) != 2 {
 		t.Fatalf("after a rejected reload: %v", got)
@@ -168,5 +172,68 @@ func TestReload(t *testing.T) {
 	}
 	if r := e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeAAAA)); len(r.Answer) != 0 || r.Rcode != dns.RcodeSuccess || len(r.Ns) != 1 {
 		t.Errorf("AAAA after its removal: %v, want NODATA", r)
+	}
+}
+
+// TestHTTPReloadAndReadiness: /healthz and /readyz over the API, and a
+// reload through POST /api/v1/reload, which refuses a bad config with its
+// error and 422 while the running config keeps answering.
+func TestHTTPReloadAndReadiness(t *testing.T) {
+	e := startEdge(t, "native")
+	client := e.env.Edge.HTTPClient()
+	call := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://127.0.0.1:9153"+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call("GET", "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := call("GET", "/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz of a started edge: %d %q", code, body)
+	}
+
+	orig, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(orig), "ttl: 30", "ttl: thirty", 1)
+	write(t, e.cfg, bad)
+	code, body := call("POST", "/api/v1/reload")
+	at := fmt.Sprintf("%s:%d: records[0].ttl:", e.cfg, strings.Count(bad[:strings.Index(bad, "ttl: thirty")], "\n")+1)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, at) {
+		t.Errorf("reload of a bad config: %d %s, want 422 naming %s", code, body, at)
+	}
+	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); len(got) != 2 {
+		t.Fatalf("after a refused reload: %v", got)
+	}
+	write(t, e.cfg, strings.Replace(string(orig), "      - { value: 198.18.1.2, check: web2 }\n", "      - { value: 198.18.1.2, check: web2 }\n      - { value: 198.18.1.3 }\n", 1))
+	if code, body := call("POST", "/api/v1/reload"); code != http.StatusNoContent {
+		t.Fatalf("reload of a good config: %d %s", code, body)
+	}
+	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); len(got) != 3 {
+		t.Errorf("after the reload: %v, want 3 addresses", got)
+	}
+	if code, _ := call("GET", "/api/v1/reload"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /api/v1/reload: %d, want 405", code)
+	}
+
+	// Without its link XDP is gone from the interface: not ready, and why.
+	cfg, _ := os.ReadFile(e.cfg)
+	pins := regexp.MustCompile(`bpffs: (\S+)`).FindSubmatch(cfg)[1]
+	links, _ := filepath.Glob(filepath.Join(string(pins), "link_*"))
+	if len(links) != 1 {
+		t.Fatalf("link pins %v, want one", links)
+	}
+	os.Remove(links[0])
+	code, body = call("GET", "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "xdp is not attached to "+e.env.Edge.Link) {
+		t.Errorf("/readyz without xdp: %d %q, want 503 saying xdp is not attached", code, body)
 	}
 }

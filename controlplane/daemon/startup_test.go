@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -48,6 +49,19 @@ func TestStartFails(t *testing.T) {
 		}, nil, "attaching xdp to sdmissing0"},
 		{"api", func(t *testing.T, dir, pins string) string { return edgeConfig(env, pins) },
 			func(t *testing.T) func() { return hold(t, env, "tcp", "127.0.0.1:9153") }, "listening for the api on 127.0.0.1:9153"},
+		{"api beyond loopback without a token", func(t *testing.T, dir, pins string) string {
+			return strings.Replace(edgeConfig(env, pins), "api: 127.0.0.1:9153", "api: 198.18.0.2:9153", 1)
+		}, nil, "server.api_token_file: required: the api listens on 198.18.0.2:9153, beyond loopback"},
+		{"api token file empty", func(t *testing.T, dir, pins string) string {
+			write(t, filepath.Join(dir, "api.token"), "\n")
+			return strings.Replace(edgeConfig(env, pins), "api: 127.0.0.1:9153", "api: 127.0.0.1:9153\n  api_token_file: api.token", 1)
+		}, nil, "server.api_token_file: reading the api token: " + "%s/api.token is empty"},
+		{"state_dir full", func(t *testing.T, dir, pins string) string {
+			return withState(fmt.Sprintf(configFile, env.Edge.Link, "generic", pins), fullDisk(t))
+		}, nil, "no space left on device"},
+		{"bpffs read-only", func(t *testing.T, dir, pins string) string {
+			return edgeConfig(env, readOnlyBPFFS(t))
+		}, nil, "read-only file system"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,7 +82,7 @@ func TestStartFails(t *testing.T) {
 				d.Close()
 				t.Fatal("the start succeeded")
 			}
-			if !strings.Contains(err.Error(), c.want) {
+			if want := strings.ReplaceAll(c.want, "%s", dir); !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q, want one about %q", err, c.want)
 			}
 			t.Logf("start failed: %v", err)
@@ -126,9 +140,11 @@ func TestStartFails(t *testing.T) {
 	})
 }
 
-// edgeConfig is the end-to-end config on env's edge link, pinned in pins.
+// edgeConfig is the end-to-end config on env's edge link, pinned in pins,
+// its state beside the bpffs mount that holds pins.
 func edgeConfig(env *testenv.Env, pins string) string {
-	return fmt.Sprintf(configFile, env.Edge.Link, "generic", pins)
+	mount := filepath.Dir(pins)
+	return withState(fmt.Sprintf(configFile, env.Edge.Link, "generic", pins), mount+".state")
 }
 
 // bpffs mounts a private bpf file system and returns a pin directory in it.
@@ -136,6 +152,43 @@ func bpffs(t *testing.T) string {
 	pins := t.TempDir()
 	if err := unix.Mount("bpf", pins, "bpf", 0, "mode=0700"); err != nil {
 		t.Fatalf("mounting a test bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
+	return pins + "/sd"
+}
+
+// fullDisk returns a state directory on a file system with no space
+// left: a small tmpfs, filled.
+func fullDisk(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatalf("filling the tmpfs: %v", err)
+			}
+			return dir
+		}
+	}
+}
+
+// readOnlyBPFFS mounts a private bpf file system read-only and returns a
+// pin directory in it.
+func readOnlyBPFFS(t *testing.T) string {
+	t.Helper()
+	pins := t.TempDir()
+	if err := unix.Mount("bpf", pins, "bpf", unix.MS_RDONLY, "mode=0700"); err != nil {
+		t.Fatalf("mounting a read-only bpffs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
 	return pins + "/sd"
@@ -222,7 +275,6 @@ var daemonFrames = []string{
 	"steadydns/controlplane/health.(*Aggregator).Run",
 	"steadydns/controlplane/daemon.(*Daemon).start",
 	"steadydns/controlplane/fallback.",
-	"github.com/miekg/dns.(*Server)",
 	"net/http.(*Server).Serve",
 }
 

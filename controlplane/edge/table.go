@@ -14,8 +14,9 @@ import (
 
 // Store is the data plane's health table; *loader.Objects is one.
 type Store interface {
-	// PushHealth writes a whole table and returns the metadata it wrote.
-	PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error)
+	// PushHealthAt writes a whole table, stamped as arrived at arrivedNs
+	// on the boot clock, and returns the metadata it wrote.
+	PushHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) (bpf.SteadydnsTableMeta, error)
 	// HealthUpAt reads entry i's state as the data plane reads it.
 	HealthUpAt(i uint32) bool
 }
@@ -43,7 +44,14 @@ func New(store Store, meta bpf.SteadydnsTableMeta) *Table {
 // WriteHealth writes a table into the data plane, stamped on arrival with
 // this host's boot clock, as the XDP program reads it.
 func (t *Table) WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error {
-	meta, err := t.store.PushHealth(table, version, configHash, staleAfterNs)
+	return t.WriteHealthAt(table, version, configHash, staleAfterNs, loader.BootNs())
+}
+
+// WriteHealthAt is WriteHealth for a table whose age started earlier, at
+// arrivedNs on the boot clock: a table merged from several cells is as old
+// as its oldest part.
+func (t *Table) WriteHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) error {
+	meta, err := t.store.PushHealthAt(table, version, configHash, staleAfterNs, arrivedNs)
 	if err != nil {
 		return err
 	}

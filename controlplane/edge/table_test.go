@@ -12,9 +12,9 @@ import (
 // memStore holds a table as the data plane's map would.
 type memStore struct{ table []byte }
 
-func (m *memStore) PushHealth(table []byte, version, configHash, staleAfterNs uint64) (bpf.SteadydnsTableMeta, error) {
+func (m *memStore) PushHealthAt(table []byte, version, configHash, staleAfterNs, arrivedNs uint64) (bpf.SteadydnsTableMeta, error) {
 	m.table = append(m.table[:0], table...)
-	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: loader.BootNs(), StaleAfterNs: staleAfterNs}, nil
+	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}, nil
 }
 
 func (m *memStore) HealthUpAt(i uint32) bool { return loader.HealthUp(m.table, i) }
@@ -65,5 +65,18 @@ func TestStale(t *testing.T) {
 	never := edge.New(&memStore{}, bpf.SteadydnsTableMeta{Version: 3, ArrivedNs: arrived})
 	if never.Open(answerAll) || never.Meta().Stale {
 		t.Error("stale_after 0: the table went stale")
+	}
+}
+
+// TestWriteHealthAt: a table written with an earlier arrival is as old as
+// that arrival, and goes stale by it.
+func TestWriteHealthAt(t *testing.T) {
+	tb := edge.New(&memStore{}, bpf.SteadydnsTableMeta{})
+	table := make([]byte, loader.HealthTableBytes(4))
+	if err := tb.WriteHealthAt(table, 9, 1, uint64(time.Second), loader.BootNs()-uint64(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if m := tb.Meta(); m.Age < 2*time.Second || !m.Stale || m.Version != 9 {
+		t.Errorf("meta %+v, want version 9, 2s old and stale", m)
 	}
 }

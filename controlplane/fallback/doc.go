@@ -6,21 +6,28 @@
 // header keeps only ID, opcode, RD and CD, and the OPT is version 0, UDP
 // size 1232, DO copied, with no options.
 //
-// miekg/dns answers some queries itself, copying the request's header,
-// before a handler sees them. Every reply is built here instead:
+// miekg/dns parses and packs; its server is not used, since it answers
+// some queries itself, copying the request's header. Every reply is built
+// here instead, for both transports alike (serveMsg):
 //
-//   - The accept function takes every message with a header that is not a
-//     response, so the handler sees bad opcodes and counts.
-//   - A message that does not parse would make miekg/dns echo it as a
-//     FORMERR. Each message is parsed first (for TCP by a reader decorator)
-//     and, in place of a broken one, the handler gets its bare header with
-//     every count zero. The handler answers that, like any query without a question,
-//     with FORMERR and the header alone (NOTIMP for an opcode other than
-//     QUERY, whose body format it does not know). The price is a second
-//     unpack of every message.
+//   - A message shorter than a header, or a response, is dropped without
+//     a reply, so the handler sees bad opcodes and counts.
+//   - A message that does not parse is replaced by its bare header with
+//     every count zero. The handler answers that, like any query without
+//     a question, with FORMERR and the header alone (NOTIMP for an opcode
+//     other than QUERY, whose body format it does not know).
+//     A message broken only by the content of an option steadydns does not
+//     implement is parsed again without its options but ECS (dropOptions),
+//     as XDP ignores them.
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
-// datagram per system call and starts a goroutine per query: a loop per
-// CPU reads up to 32 datagrams with one recvmmsg, answers them in turn
-// with the same handler, and sends the replies with one sendmmsg.
+// datagram per system call and starts a goroutine per query: each listen
+// address has a UDP socket per CPU, bound with SO_REUSEPORT so the kernel
+// spreads queries across them and a second server can bind beside a
+// running one (an upgrade without a gap); each socket's loop reads up to
+// 32 datagrams with one recvmmsg, answers them in turn with the same
+// handler, and sends the replies with one sendmmsg. TCP listens with
+// SO_REUSEPORT too, and is served here as well, to bound what clients
+// hold (TCPLimits): connections in all and per client prefix, the longest
+// idle closed to make room, an idle timeout, queries per connection.
 package fallback

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +49,7 @@ var dynamicSets = map[string]Selection{
 	"geo.example.test. A":     {Action: Answer, TTL: 30, Addrs: []netip.Addr{netip.MustParseAddr("198.18.7.1")}, ECSScope: 24},
 }
 
-func exampleView(t *testing.T) (*View, *fakeRecords) {
+func exampleView(t testing.TB) (*View, *fakeRecords) {
 	t.Helper()
 	z, err := zone.Load("example.test.", "testdata/example.test.zone")
 	if err != nil {
@@ -67,14 +69,27 @@ type testServer struct {
 	s        *Server
 	udp, tcp string
 	outcomes chan string
+	traffic  chan udpTraffic
+}
+
+// udpTraffic is one call of Options.UDP.
+type udpTraffic struct {
+	qtype   uint16
+	in, out int
 }
 
 func start(t *testing.T, v *View) *testServer {
 	t.Helper()
-	ts := &testServer{outcomes: make(chan string, 100)}
+	ts := &testServer{outcomes: make(chan string, 100), traffic: make(chan udpTraffic, 100)}
 	ts.s = New(Options{
 		Listen:  []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
-		Observe: func(o string) { ts.outcomes <- o },
+		Observe: func(o string, _ time.Duration) { ts.outcomes <- o },
+		UDP: func(qtype uint16, in, out int) {
+			select {
+			case ts.traffic <- udpTraffic{qtype, in, out}:
+			default: // a test that does not read them
+			}
+		},
 	}, v)
 	if err := ts.s.Start(); err != nil {
 		t.Fatal(err)
@@ -421,7 +436,9 @@ func TestNotImplemented(t *testing.T) {
 			q.Opcode = opcode
 			q.CheckingDisabled, q.AuthenticatedData, q.Truncated, q.Zero = true, true, true, true
 			got := ts.exchange(t, network, pack(t, q))
-			want := hdr(q.Id, 0x80|byte(opcode)<<3|0x01, 0x10|dns.RcodeNotImplemented, 1, 0, 1)
+			q.RecursionDesired, q.RecursionAvailable, q.Authoritative = true, true, true
+			// QR and the opcode; RD, CD, AD, RA, AA, TC and Z all clear.
+			want := hdr(q.Id, 0x80|byte(opcode)<<3, dns.RcodeNotImplemented, 1, 0, 1)
 			if len(got) < 12 || !bytes.Equal(got[:12], want) {
 				t.Fatalf("opcode %d over %s: reply %x, want header %x", opcode, network, got, want)
 			}
@@ -601,13 +618,73 @@ func TestSetView(t *testing.T) {
 	ts.outcome(t)
 }
 
+// TestStartReportsBindError: a port held by a socket without
+// SO_REUSEPORT, another program's, is an error naming the address.
 func TestStartReportsBindError(t *testing.T) {
 	v, _ := exampleView(t)
-	ts := start(t, v)
-	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort(ts.udp)}}, v)
-	err := s.Start()
-	if err == nil || !strings.HasPrefix(err.Error(), "listening on udp "+ts.udp+": ") {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	held := pc.LocalAddr().String()
+	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort(held)}}, v)
+	err = s.Start()
+	if err == nil || !strings.HasPrefix(err.Error(), "listening on udp "+held+": ") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestTwoServersShareThePort: a second server binds the port of a running
+// one, UDP and TCP, as an upgrade does; both answer, and once the first
+// stops the second answers everything, with no query lost between.
+func TestTwoServersShareThePort(t *testing.T) {
+	v, _ := exampleView(t)
+	var answered [2]atomic.Uint64
+	serve := func(i int, ap netip.AddrPort) *Server {
+		s := New(Options{Listen: []netip.AddrPort{ap}, Observe: func(string, time.Duration) { answered[i].Add(1) }}, v)
+		if err := s.Start(); err != nil {
+			t.Fatalf("server %d on %s: %v", i+1, ap, err)
+		}
+		return s
+	}
+	first := serve(0, netip.MustParseAddrPort("127.0.0.1:0"))
+	addr := first.Addrs()[0].String()
+	second := serve(1, netip.MustParseAddrPort(addr))
+	defer second.Shutdown(context.Background())
+	if got := second.Addrs()[0].String(); got != addr {
+		t.Fatalf("the second server bound %s, want %s", got, addr)
+	}
+	ask := func(proto string) error {
+		c := &dns.Client{Net: proto, Timeout: time.Second}
+		r, _, err := c.Exchange(query("static.example.test.", dns.TypeA), addr)
+		if err == nil && (r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0) {
+			err = fmt.Errorf("rcode %s, %d answers", dns.RcodeToString[r.Rcode], len(r.Answer))
+		}
+		return err
+	}
+	// Many source ports: the kernel spreads them over both servers' sockets.
+	for i := range 40 {
+		for _, proto := range []string{"udp", "tcp"} {
+			if err := ask(proto); err != nil {
+				t.Fatalf("query %d over %s with both servers up: %v", i, proto, err)
+			}
+		}
+	}
+	if answered[0].Load() == 0 || answered[1].Load() == 0 {
+		t.Errorf("the servers answered %d and %d of 80 queries: want both to take some", answered[0].Load(), answered[1].Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		for _, proto := range []string{"udp", "tcp"} {
+			if err := ask(proto); err != nil {
+				t.Fatalf("query %d over %s after the first stopped: %v", i, proto, err)
+			}
+		}
 	}
 }
 
@@ -661,6 +738,91 @@ func TestDSFromParent(t *testing.T) {
 		}
 		if !r.Authoritative || len(r.Answer) != tt.answer || serial != tt.serial {
 			t.Errorf("%v: %v", tt.q.Question[0], r)
+		}
+	}
+}
+
+// TestUDPNeverAmplifiesPastTheClientsSize sends queries whose full replies
+// are large, under every size a client may advertise: the UDP reply never
+// exceeds the size (512 without EDNS or below 512, and at most 1232), a
+// reply missing answers says so with TC, and TCP carries them all.
+func TestUDPNeverAmplifiesPastTheClientsSize(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	sizes := []int{-1, 0, 100, 512, 600, 1000, 1232, 4096, 65535} // -1: no EDNS
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"big.example.test.", dns.TypeA},
+		{"bigtxt.example.test.", dns.TypeTXT},
+		{"bigtxt.example.test.", dns.TypeANY},
+		{"big.example.test.", dns.TypeANY},
+		{"example.test.", dns.TypeMX},
+		{"nothere.example.test.", dns.TypeTXT},
+	} {
+		for _, size := range sizes {
+			m := query(q.name, q.qtype)
+			limit := 512
+			if size >= 0 {
+				m = withEDNS(m, uint16(size), true)
+				limit = max(512, min(size, 1232))
+			}
+			raw := ts.exchange(t, "udp", pack(t, m))
+			ts.outcome(t)
+			full := new(dns.Msg)
+			if err := full.Unpack(ts.exchange(t, "tcp", pack(t, m))); err != nil {
+				t.Fatal(err)
+			}
+			ts.outcome(t)
+			r := new(dns.Msg)
+			if err := r.Unpack(raw); err != nil {
+				t.Fatal(err)
+			}
+			what := fmt.Sprintf("%s %s size %d", q.name, dns.TypeToString[q.qtype], size)
+			if len(raw) > limit {
+				t.Errorf("%s: %d bytes over udp, limit %d", what, len(raw), limit)
+			}
+			if len(r.Answer) < len(full.Answer) && !r.Truncated {
+				t.Errorf("%s: %d of %d answers without TC", what, len(r.Answer), len(full.Answer))
+			}
+			if q.qtype == dns.TypeANY {
+				// RFC 8482: one small record, whatever the name holds.
+				if len(full.Answer) != 1 || full.Answer[0].Header().Rrtype != dns.TypeHINFO {
+					t.Errorf("%s: ANY answered %v, want one HINFO", what, full.Answer)
+				}
+			}
+			got := <-ts.traffic
+			if got != (udpTraffic{q.qtype, len(pack(t, m)), len(raw)}) {
+				t.Errorf("%s: traffic %+v, want %d bytes in, %d out", what, got, len(pack(t, m)), len(raw))
+			}
+		}
+	}
+}
+
+// TestUDPTraffic: what Options.UDP hears for datagrams that get no reply
+// or have no question.
+func TestUDPTraffic(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	resp := query("example.test.", dns.TypeSOA)
+	resp.Response = true
+	headerOnly := new(dns.Msg)
+	headerOnly.Opcode = dns.OpcodeStatus
+	for _, tt := range []struct {
+		name  string
+		raw   []byte
+		reply bool
+	}{
+		{"a response, dropped", pack(t, resp), false},
+		{"short of a header, dropped", []byte{1, 2, 3}, false},
+		{"a header alone, answered", pack(t, headerOnly), true},
+	} {
+		raw := ts.exchange(t, "udp", tt.raw)
+		ts.outcome(t)
+		got := <-ts.traffic
+		if got.qtype != 0 || got.in != len(tt.raw) || got.out != len(raw) || (got.out > 0) != tt.reply {
+			t.Errorf("%s: traffic %+v, reply of %d bytes", tt.name, got, len(raw))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fallback
 import (
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -21,6 +22,7 @@ const (
 )
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
+	start := time.Now()
 	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
 	limit := tcpSize
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
@@ -31,7 +33,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
-	s.opts.Observe(outcome)
+	s.opts.Observe(outcome, time.Since(start))
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
 }
@@ -68,6 +70,10 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	}
 	switch {
 	case r.Opcode != dns.OpcodeQuery:
+		// RD and CD are defined for QUERY only (RFC 1035 §4.1.1, RFC
+		// 4035 §3.1.6): a reply to another opcode that echoed them would
+		// claim a meaning they do not have there.
+		m.RecursionDesired, m.CheckingDisabled = false, false
 		return done(dns.RcodeNotImplemented, OutcomeNotImp)
 	case !ok:
 		return done(dns.RcodeFormatError, OutcomeFormErr)
@@ -78,6 +84,9 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	}
 
 	q := r.Question[0]
+	if rcode, outcome, ok := s.identity(m, q, client); ok {
+		return done(rcode, outcome)
+	}
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
 	}
@@ -138,13 +147,31 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	m.Ns = nil
 	owner := chainEnd(q.Name, res.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
-	for _, a := range sel.Addrs {
-		if res.DynamicType == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.Unmap().AsSlice()})
-		} else {
-			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+	// The records, their addresses and the answer section each take one
+	// allocation for the whole set, not one per address.
+	n := len(sel.Addrs)
+	answer := make([]dns.RR, len(m.Answer), len(m.Answer)+n)
+	copy(answer, m.Answer)
+	if res.DynamicType == dns.TypeA {
+		rrs, ips := make([]dns.A, n), make([]byte, n*net.IPv4len)
+		for i, a := range sel.Addrs {
+			ip := ips[i*net.IPv4len : (i+1)*net.IPv4len : (i+1)*net.IPv4len]
+			b := a.Unmap().As4()
+			copy(ip, b[:])
+			rrs[i] = dns.A{Hdr: hdr, A: ip}
+			answer = append(answer, &rrs[i])
+		}
+	} else {
+		rrs, ips := make([]dns.AAAA, n), make([]byte, n*net.IPv6len)
+		for i, a := range sel.Addrs {
+			ip := ips[i*net.IPv6len : (i+1)*net.IPv6len : (i+1)*net.IPv6len]
+			b := a.As16()
+			copy(ip, b[:])
+			rrs[i] = dns.AAAA{Hdr: hdr, AAAA: ip}
+			answer = append(answer, &rrs[i])
 		}
 	}
+	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
 }
 

@@ -2,8 +2,6 @@ package fallback
 
 import (
 	"errors"
-	"net"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -14,35 +12,68 @@ const headerLen = 12
 // without a reply, so that no reply reflects one.
 func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 	if h.Bits&(1<<15) != 0 { // QR
-		s.opts.Observe(OutcomeDropped)
+		s.opts.Observe(OutcomeDropped, 0)
 		return dns.MsgIgnore
 	}
 	return dns.MsgAccept
 }
 
-// invalid sees the messages miekg/dns drops: those shorter than a header.
-// screen leaves it nothing else.
-func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped) }
+// invalid sees the messages dropped for being shorter than a header; a
+// longer one that does not parse is answered from its bare header.
+func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
-// screen decorates the TCP server's reader so that every message it passes
-// on parses; serveUDP does the same for datagrams. See the package
-// documentation.
-func screen(r dns.Reader) dns.Reader { return screened{r} }
-
-type screened struct{ dns.Reader }
-
-func (r screened) ReadTCP(c net.Conn, timeout time.Duration) ([]byte, error) {
-	m, err := r.Reader.ReadTCP(c, timeout)
-	return wellFormed(m), err
+// dropOptions returns a copy of m whose OPT keeps only ECS, the one option
+// steadydns implements, or nil when m has no other option or cannot be
+// walked. miekg/dns refuses a whole message for the content of an option
+// it knows (LLQ, EXPIRE, EDE…), which a server that does not implement
+// the option must ignore (RFC 6891 §6.1.2), as XDP does.
+func dropOptions(m []byte) []byte {
+	be := func(off int) int { return int(m[off])<<8 | int(m[off+1]) }
+	off := headerLen
+	for range be(4) {
+		_, end, err := dns.UnpackDomainName(m, off)
+		if err != nil {
+			return nil
+		}
+		off = end + 4
+	}
+	for range be(6) + be(8) + be(10) {
+		_, end, err := dns.UnpackDomainName(m, off)
+		if err != nil || end+10 > len(m) {
+			return nil
+		}
+		rdata, rend := end+10, end+10+be(end+8)
+		if rend > len(m) {
+			return nil
+		}
+		if be(end) == int(dns.TypeOPT) {
+			var kept []byte
+			for o := rdata; o < rend; {
+				if o+4 > rend || o+4+be(o+2) > rend {
+					return nil
+				}
+				next := o + 4 + be(o+2)
+				if be(o) == int(dns.EDNS0SUBNET) {
+					kept = append(kept, m[o:next]...)
+				}
+				o = next
+			}
+			if len(kept) == rend-rdata {
+				return nil
+			}
+			out := make([]byte, 0, len(m))
+			out = append(out, m[:end+8]...)
+			out = append(out, byte(len(kept)>>8), byte(len(kept)))
+			out = append(out, kept...)
+			return append(out, m[rend:]...)
+		}
+		off = rend
+	}
+	return nil
 }
 
-// wellFormed returns m if it parses, and else a new message of m's header
-// with every count zero. It leaves alone what miekg/dns drops by itself:
-// messages shorter than a header, and responses.
-func wellFormed(m []byte) []byte {
-	if len(m) < headerLen || m[2]&0x80 != 0 || parse(m) == nil {
-		return m
-	}
+// bareHeader is m's header with every count zero.
+func bareHeader(m []byte) []byte {
 	h := make([]byte, headerLen)
 	copy(h, m[:4])
 	return h
@@ -50,9 +81,10 @@ func wellFormed(m []byte) []byte {
 
 var errCounts = errors.New("fewer records than the header counts")
 
-// parse checks m more strictly than dns.Msg.Unpack does, which accepts a
-// question cut short after its name and fewer records than counted.
-func parse(m []byte) error {
+// parse unpacks m into msg, more strictly than dns.Msg.Unpack does, which
+// accepts a question cut short after its name and fewer records than
+// counted.
+func parse(m []byte, msg *dns.Msg) error {
 	qd := int(m[4])<<8 | int(m[5])
 	off := headerLen
 	for range qd {
@@ -64,7 +96,6 @@ func parse(m []byte) error {
 			return errCounts
 		}
 	}
-	var msg dns.Msg
 	if err := msg.Unpack(m); err != nil {
 		return err
 	}

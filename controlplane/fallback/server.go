@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Server.
@@ -19,28 +21,48 @@ type Options struct {
 	// picks a free port, the same for both; Addrs reports it.
 	Listen []netip.AddrPort
 	// Observe is called once per reply or dropped message with one of the
-	// Outcome constants. nil observes nothing.
-	Observe func(outcome string)
+	// Outcome constants and the time the reply took to build, from the
+	// parsed query to the reply ready to send; zero for a dropped message.
+	// nil observes nothing.
+	Observe func(outcome string, took time.Duration)
+	// ID is answered to id.server and hostname.bind CH TXT, Version to
+	// version.server and version.bind; empty refuses them.
+	ID, Version string
+	Debug       Debug
+	// UDP is called once per datagram received over UDP with its qtype
+	// (0 when it has no question or does not parse), its size and the
+	// size of the reply sent to it (0 when none is): what a reflection
+	// attack would gain. nil observes nothing.
+	UDP func(qtype uint16, in, out int)
+	// TCP bounds the TCP connections, over all listen addresses.
+	TCP TCPLimits
+	// OnTCP is called as TCP connections open, close, and are refused or
+	// closed for idling; nil observes nothing.
+	OnTCP func(TCPEvent)
 }
 
 // Server is the fallback DNS server.
 type Server struct {
-	opts    Options
-	view    atomic.Pointer[View]
-	servers []*dns.Server // TCP
-	udp     []*udpServer
-	addrs   []net.Addr
-
-	mu   sync.Mutex
-	errs []error // from listeners that stopped on their own
+	opts  Options
+	view  atomic.Pointer[View]
+	tcp   *tcpTable
+	udp   []*udpServer
+	addrs []net.Addr
 }
 
 // New returns a server for v. It does not listen until Start.
 func New(opts Options, v *View) *Server {
 	if opts.Observe == nil {
-		opts.Observe = func(string) {}
+		opts.Observe = func(string, time.Duration) {}
+	}
+	if opts.UDP == nil {
+		opts.UDP = func(uint16, int, int) {}
+	}
+	if opts.OnTCP == nil {
+		opts.OnTCP = func(TCPEvent) {}
 	}
 	s := &Server{opts: opts}
+	s.tcp = newTCPTable(s, opts.TCP)
 	s.view.Store(v)
 	return s
 }
@@ -55,46 +77,35 @@ func (s *Server) Handler() dns.Handler { return dns.HandlerFunc(s.serveDNS) }
 // once Start has returned.
 func (s *Server) Addrs() []net.Addr { return s.addrs }
 
+// TCPLimits returns the TCP limits in force, defaults filled in.
+func (s *Server) TCPLimits() TCPLimits { return s.tcp.lim }
+
 // Start binds UDP and TCP on every listen address and serves them until
 // Shutdown. It returns once all are bound and serving.
 func (s *Server) Start() error {
+	var lns []*net.TCPListener
 	for _, ap := range s.opts.Listen {
-		pc, l, err := listen(ap)
+		pcs, l, err := listen(ap, runtime.GOMAXPROCS(0))
 		if err != nil {
-			s.closeAll()
+			s.closeAll(lns)
 			return err
 		}
-		u, err := newUDPServer(s, pc)
-		if err != nil {
-			pc.Close()
-			l.Close()
-			s.closeAll()
-			return fmt.Errorf("setting up udp %s: %w", ap, err)
-		}
-		s.addrs = append(s.addrs, pc.LocalAddr(), l.Addr())
-		s.udp = append(s.udp, u)
-		s.servers = append(s.servers, s.dnsServer(l))
-	}
-	ready := make(chan error, len(s.servers))
-	for _, srv := range s.servers {
-		var once sync.Once
-		srv.NotifyStartedFunc = func() { once.Do(func() { ready <- nil }) }
-		go func() {
-			err := srv.ActivateAndServe()
-			once.Do(func() { ready <- err })
+		lns = append(lns, l)
+		s.addrs = append(s.addrs, pcs[0].LocalAddr(), l.Addr())
+		for _, pc := range pcs {
+			u, err := newUDPServer(s, pc)
 			if err != nil {
-				s.mu.Lock()
-				s.errs = append(s.errs, err)
-				s.mu.Unlock()
+				for _, pc := range pcs {
+					pc.Close()
+				}
+				s.closeAll(lns)
+				return fmt.Errorf("setting up udp %s: %w", ap, err)
 			}
-		}()
-	}
-	for range s.servers {
-		if err := <-ready; err != nil {
-			s.Shutdown(context.Background())
-			s.closeAll()
-			return fmt.Errorf("serving: %w", err)
+			s.udp = append(s.udp, u)
 		}
+	}
+	for _, l := range lns {
+		s.tcp.serve(l)
 	}
 	for _, u := range s.udp {
 		u.start()
@@ -103,8 +114,7 @@ func (s *Server) Start() error {
 }
 
 // Shutdown stops every listener and waits, until ctx is done, for the
-// queries in flight. It also returns the errors of listeners that had
-// stopped on their own.
+// queries in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, u := range s.udp {
@@ -112,58 +122,80 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, srv := range s.servers {
-		if err := srv.ShutdownContext(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	if err := s.tcp.shutdown(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	s.mu.Lock()
-	errs = append(errs, s.errs...)
-	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
-// dnsServer is miekg/dns's server for TCP; udpServer serves UDP.
-func (s *Server) dnsServer(l net.Listener) *dns.Server {
-	return &dns.Server{
-		Listener:       l,
-		Handler:        s.Handler(),
-		MsgAcceptFunc:  s.accept,
-		MsgInvalidFunc: s.invalid,
-		DecorateReader: screen,
-	}
-}
-
 // closeAll closes what Start bound before it failed.
-func (s *Server) closeAll() {
+func (s *Server) closeAll(lns []*net.TCPListener) {
 	for _, u := range s.udp {
 		u.conn.Close()
 	}
-	for _, srv := range s.servers {
-		srv.Listener.Close()
+	for _, l := range lns {
+		l.Close()
 	}
-	s.servers, s.udp, s.addrs = nil, nil, nil
+	s.udp, s.addrs = nil, nil
 }
 
 // portTries bounds the attempts to find a port free for both UDP and TCP.
 const portTries = 8
 
-// listen binds UDP and then TCP on ap. For port 0 the kernel picks the UDP
-// port, and TCP takes the same one, so that one address serves both.
-func listen(ap netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
-	for try := 1; ; try++ {
-		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-		if err != nil {
-			return nil, nil, fmt.Errorf("listening on udp %s: %w", ap, err)
-		}
-		tcp := netip.AddrPortFrom(ap.Addr(), uint16(pc.LocalAddr().(*net.UDPAddr).Port))
-		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(tcp))
-		if err == nil {
-			return pc, l, nil
-		}
-		pc.Close()
-		if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, nil, fmt.Errorf("listening on tcp %s: %w", tcp, err)
-		}
+// reusePort binds with SO_REUSEPORT: the kernel spreads datagrams across
+// the sockets of one port by their addresses and ports, so each socket's
+// loop runs on its own CPU without sharing a receive queue, and a second
+// `steadydns serve` (an upgrade) binds beside the first and answers before
+// the first stops. Only a process of the same user can join a port bound
+// so.
+var reusePort = net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
 	}
+	return serr
+}}
+
+// listen binds n UDP sockets and one TCP listener on ap, all with
+// SO_REUSEPORT. For port 0 the kernel picks the first UDP socket's port,
+// and the rest take the same one, so that one address serves both.
+func listen(ap netip.AddrPort, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+	for try := 1; ; try++ {
+		first, err := listenUDP(ap)
+		if err != nil {
+			return nil, nil, err
+		}
+		port := netip.AddrPortFrom(ap.Addr(), uint16(first.LocalAddr().(*net.UDPAddr).Port))
+		l, err := reusePort.Listen(context.Background(), "tcp", port.String())
+		if err != nil {
+			first.Close()
+			if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
+				return nil, nil, fmt.Errorf("listening on tcp %s: %w", port, err)
+			}
+			continue
+		}
+		pcs := []*net.UDPConn{first}
+		for len(pcs) < n {
+			pc, err := listenUDP(port)
+			if err != nil {
+				for _, pc := range pcs {
+					pc.Close()
+				}
+				l.Close()
+				return nil, nil, err
+			}
+			pcs = append(pcs, pc)
+		}
+		return pcs, l.(*net.TCPListener), nil
+	}
+}
+
+func listenUDP(ap netip.AddrPort) (*net.UDPConn, error) {
+	pc, err := reusePort.ListenPacket(context.Background(), "udp", ap.String())
+	if err != nil {
+		return nil, fmt.Errorf("listening on udp %s: %w", ap, err)
+	}
+	return pc.(*net.UDPConn), nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
 
-func writeFile(t *testing.T, path, text string) {
+func writeFile(t testing.TB, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func writeFile(t *testing.T, path, text string) {
 
 // signedZone signs text for origin with a new key, every RRset, and loads
 // it. It builds no NSEC chain: the zone package tests denial.
-func signedZone(t *testing.T, origin, text string) *zone.Zone {
+func signedZone(t testing.TB, origin, text string) *zone.Zone {
 	t.Helper()
 	key := &dns.DNSKEY{
 		Hdr:   dns.RR_Header{Name: origin, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},

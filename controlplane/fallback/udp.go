@@ -3,7 +3,7 @@ package fallback
 import (
 	"errors"
 	"net"
-	"runtime"
+	"net/netip"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -23,8 +23,9 @@ type batchConn interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-// udpServer serves one UDP socket with a loop per CPU, each reading a
-// batch, answering its queries in turn and sending the replies as a batch.
+// udpServer serves one UDP socket, of one per CPU on a port, with a loop
+// that reads a batch, answers its queries in turn and sends the replies as
+// a batch.
 // miekg/dns's own UDP server reads and writes one datagram per system call
 // and starts a goroutine per query; this does neither, and builds every
 // reply with the same handler.
@@ -64,19 +65,17 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 	return u, nil
 }
 
-// start runs the loops until the socket closes.
+// start runs the loop until the socket closes.
 func (u *udpServer) start() {
-	for range runtime.GOMAXPROCS(0) {
-		u.wg.Add(1)
-		go func() {
-			defer u.wg.Done()
-			u.loop()
-		}()
-	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		u.loop()
+	}()
 }
 
-// close closes the socket and waits for the loops, which answer the
-// batch in hand first.
+// close closes the socket and waits for the loop, which answers the batch
+// in hand first.
 func (u *udpServer) close() error {
 	err := u.conn.Close()
 	u.wg.Wait()
@@ -159,26 +158,43 @@ func (u *udpServer) source(m *ipv4.Message) []byte {
 	}
 }
 
-// serveUDP does for one datagram what miekg/dns does before its handler:
-// it drops what is shorter than a header or is a response, and hands the
-// handler the query, screened as over TCP, so both transports answer
-// alike.
+// serveUDP answers one datagram into w and reports the bytes in and out.
 func (s *Server) serveUDP(w *udpWriter, b []byte) {
+	qtype := s.serveMsg(w, b)
+	s.opts.UDP(qtype, len(b), len(w.reply))
+}
+
+// serveMsg does for one datagram or TCP message what miekg/dns does
+// before its handler: it drops what is shorter than a header or is a
+// response, and hands the handler the query, screened, so both transports
+// answer alike. It returns the query's qtype, 0 when it has none.
+func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 	if len(b) < headerLen {
 		s.invalid(b, nil)
-		return
+		return 0
 	}
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
-		return
+		return 0
 	}
+	// One unpack does for the screen and the handler.
 	var req dns.Msg
-	if err := req.Unpack(wellFormed(b)); err != nil {
-		// wellFormed passes only what unpacks; this is a bug, not a query
-		// to answer from a guess.
-		s.invalid(b, err)
-		return
+	if parse(b, &req) != nil {
+		req = dns.Msg{}
+		if c := dropOptions(b); c == nil || parse(c, &req) != nil {
+			req = dns.Msg{}
+			if err := req.Unpack(bareHeader(b)); err != nil {
+				// A bare header always unpacks; this is a bug, not a
+				// query to answer from a guess.
+				s.invalid(b, err)
+				return 0
+			}
+		}
 	}
 	s.serveDNS(w, &req)
+	if len(req.Question) != 1 {
+		return 0
+	}
+	return req.Question[0].Qtype
 }
 
 // udpWriter is the dns.ResponseWriter of one datagram in a batch: it packs
@@ -209,3 +225,13 @@ func (w *udpWriter) Close() error        { return nil }
 func (w *udpWriter) TsigStatus() error   { return nil }
 func (w *udpWriter) TsigTimersOnly(bool) {}
 func (w *udpWriter) Hijack()             {}
+
+// AnswerDatagram answers one datagram from client as the UDP sockets do,
+// screen and truncation included, and returns the reply, or nil when none
+// is sent. Tests that hold the XDP program's answers against the
+// fallback's use it.
+func (s *Server) AnswerDatagram(b []byte, client netip.AddrPort) []byte {
+	w := &udpWriter{remote: net.UDPAddrFromAddrPort(client)}
+	s.serveUDP(w, b)
+	return w.reply
+}

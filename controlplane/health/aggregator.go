@@ -49,6 +49,8 @@ type Aggregator struct {
 	index       map[string]uint32
 	calculated  []uint32 // calculated slots, children first
 	recent      map[string][]prober.Result
+	known       map[string]Saved // checks not configured now, by id: kept for a reload that adds them back
+	changed     chan struct{}
 	hash        uint64
 	agg         config.Aggregation
 	buf         []byte
@@ -58,19 +60,21 @@ type Aggregator struct {
 	rejected atomic.Uint64
 	frames   atomic.Uint64
 	pushCost atomic.Int64 // duration of the last push, ns
+	onPush   atomic.Pointer[func(time.Duration)]
 }
 
 // New makes an aggregator for cfg, whose table of
 // cfg.Aggregation.TableSize entries goes to out every push. index comes
-// from Assign. A seed computed under cfg gives the checks their first
-// states; transitions go to log.
+// from Assign. The seed gives the checks their first states; transitions
+// go to log.
 func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *EventLog) (*Aggregator, error) {
 	n := cfg.Aggregation.TableSize
 	if err := seed.check(loader.HealthTableBytes(n)); err != nil {
 		return nil, err
 	}
 	t := &Aggregator{out: out, log: log, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
-		states: make([]slotState, n), recent: map[string][]prober.Result{}}
+		states: make([]slotState, n), recent: map[string][]prober.Result{}, known: map[string]Saved{},
+		changed: make(chan struct{}, 1)}
 	// A check starts healthy, as Route 53's do, so adding one does not
 	// take endpoints out before its first results arrive.
 	for i := range t.states {
@@ -78,12 +82,23 @@ func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *
 	}
 	t.padding = newTrack(n, nil)
 	t.Reconfigure(cfg, index)
+	// A known check starts where it was, whatever entry it has now.
+	for id, s := range seed.Saved {
+		if i, ok := index[id]; ok {
+			t.restore(i, s)
+		} else {
+			t.known[id] = s
+		}
+	}
+	t.trimKnown()
+	// The pinned table is newer than any saved state, when it was
+	// computed under this config.
 	if seed.Table != nil && seed.ConfigHash == cfg.Hash {
 		for _, i := range index {
 			st := &t.states[i]
 			st.up, st.reason, st.seeded = loader.HealthUp(seed.Table, i), loader.HealthReason(seed.Table, i), true
 			// A forced state says nothing of what the checkers saw.
-			if r := bpf.SteadydnsHealthReason(st.reason); r != bpf.SteadydnsHealthReasonREASON_ADMIN_UP && r != bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN {
+			if !forcedReason(st.reason) {
 				st.state = st.up
 			}
 		}
@@ -111,8 +126,8 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 		t.cfgs[i] = newSlotCfg(c, &cfg.Aggregation)
 		t.ids[i] = id
 		t.types[id] = string(c.Type)
-		if old != nil && oldIDs[i] == id && old[i].admin != t.cfgs[i].admin {
-			t.cfgs[i].admin = old[i].admin // set through the API
+		if old != nil && oldIDs[i] == id && t.states[i].apiSet {
+			t.cfgs[i].admin = t.states[i].apiAdmin
 		}
 		for _, ch := range c.Children {
 			t.children[i] = append(t.children[i], index[ch])
@@ -121,10 +136,17 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 	if old != nil {
 		for i := range uint32(n) {
 			if oldIDs[i] != t.ids[i] {
+				if id, ok := oldIDs[i]; ok {
+					t.forget(id, i)
+				}
 				t.states[i] = slotState{state: true, up: true}
 				for _, tr := range t.trackList {
 					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i], tr.counted[i] = 0, 0, 0, false, false
 					tr.up[i] = true
+				}
+				if s, ok := t.known[t.ids[i]]; ok {
+					t.restore(i, s)
+					delete(t.known, t.ids[i])
 				}
 			}
 		}
@@ -134,10 +156,12 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 			delete(t.recent, id)
 		}
 	}
+	t.trimKnown()
 	t.calculated = evalOrder(cfg, index)
 	t.index = index
 	t.hash = cfg.Hash
 	t.agg = cfg.Aggregation
+	t.touch()
 }
 
 // Index is the current check-to-entry assignment.
@@ -160,6 +184,8 @@ func (t *Aggregator) SetAdmin(id, override string) error {
 		return fmt.Errorf("setting admin state of %s: %w", id, ErrUnknownCheck)
 	}
 	t.cfgs[i].admin = a
+	t.states[i].apiAdmin, t.states[i].apiSet = a, true
+	t.touch()
 	return nil
 }
 
@@ -176,6 +202,7 @@ func (t *Aggregator) SetExternal(id string, up bool, now time.Time) error {
 	}
 	st := &t.states[i]
 	st.extUp, st.extSet, st.extExpires = up, true, now.Add(t.cfgs[i].ttl).UnixNano()
+	t.touch()
 	return nil
 }
 
@@ -261,9 +288,17 @@ func (t *Aggregator) Push(now time.Time) error {
 	if err := t.out.WriteHealth(t.buf, version, t.hash, uint64(t.agg.StaleAfter)); err != nil {
 		return err
 	}
-	t.pushCost.Store(int64(time.Since(start)))
+	took := time.Since(start)
+	t.pushCost.Store(int64(took))
+	if f := t.onPush.Load(); f != nil {
+		(*f)(took)
+	}
 	return nil
 }
+
+// OnPush makes f see the duration of every push from now on, for a
+// histogram: Counters keeps only the last.
+func (t *Aggregator) OnPush(f func(time.Duration)) { t.onPush.Store(&f) }
 
 // settle evaluates slot i, logs a transition and writes its entry.
 func (t *Aggregator) settle(i int, now time.Time) {
@@ -273,6 +308,7 @@ func (t *Aggregator) settle(i int, now time.Time) {
 	if st.pushed && before != st.up {
 		if id, ok := t.ids[uint32(i)]; ok {
 			t.log.Add(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+			t.touch()
 		}
 	}
 	if !st.pushed || before != st.up {
@@ -333,8 +369,12 @@ type Status struct {
 	Since    time.Time
 	Checkers int             // checkers heard from recently, at the last push
 	Healthy  int             // of those, the ones that said healthy
-	Results  []prober.Result // the recent results, newest first
-	Votes    []Vote          // every checker ever heard from, by id
+	Results  []prober.Result // the recent results of this host's prober, newest first
+	// Counted is the sequence number of the newest result the last push
+	// counted: results are kept as they come, states and reasons change
+	// at the push, so the newest results may not have been counted yet.
+	Counted uint64
+	Votes   []Vote // every checker ever heard from, by id
 }
 
 // Vote is what one checker says of a check, after its thresholds.
@@ -354,7 +394,7 @@ func (t *Aggregator) Statuses() []Status {
 	for id, i := range t.index {
 		st := &t.states[i]
 		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
-			Checkers: int(st.fresh), Healthy: int(st.healthy)}
+			Checkers: int(st.fresh), Healthy: int(st.healthy), Counted: st.seq}
 		if st.pushed {
 			s.Since = time.Unix(0, st.since)
 		}

@@ -44,3 +44,13 @@ func (l *EventLog) Events() []Event {
 	defer l.mu.Unlock()
 	return append([]Event(nil), l.events...)
 }
+
+// Restore puts transitions logged before, such as a previous run's,
+// before the ones logged since, oldest first; the oldest beyond the log's
+// bound are dropped. They are not logged again.
+func (l *EventLog) Restore(earlier []Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := append(append([]Event(nil), earlier...), l.events...)
+	l.events = all[max(0, len(all)-maxEvents):]
+}

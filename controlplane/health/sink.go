@@ -10,13 +10,21 @@ type Sink interface {
 	WriteHealth(table []byte, version, configHash, staleAfterNs uint64) error
 }
 
-// Seed is a table pushed before, from which the checks take their first
-// states: a restarted aggregator reads the pinned one, so its first push
-// does not make every endpoint flap. The zero Seed seeds nothing and every
-// check starts healthy.
+// Seed is what a restarted aggregator knew, from which the checks take
+// their first states, so its first push does not make every endpoint
+// flap, nor answer a backend known dead until its checks fail again. The
+// zero Seed seeds nothing and every check starts healthy.
 type Seed struct {
-	ConfigHash uint64 // the config the table was computed under
-	Table      []byte // entries as loader encodes them; nil for no seed
+	// Saved is every check's state as Aggregator.Saved returned it, by
+	// id: whatever the table's layout, a known check starts where it
+	// was, with its admin override and external report.
+	Saved map[string]Saved
+	// Table is a table pushed before, as loader encodes it, and
+	// ConfigHash the config it was computed under: when that is the
+	// running config's, it is newer than Saved (the pinned table is
+	// written every push). nil for none.
+	Table      []byte
+	ConfigHash uint64
 }
 
 // check reports a seed that is not a table of this many bytes.

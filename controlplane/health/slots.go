@@ -66,12 +66,16 @@ type slotState struct {
 	reason  uint8
 	fresh   uint16 // checkers heard from recently, at the last push
 	healthy uint16 // of those, the ones that say healthy
+	seq     uint64 // the newest result those checkers reported, at the last push
 	pushed  bool
-	seeded  bool  // state taken from the pinned table
+	seeded  bool  // state taken from the pinned table or saved state
 	since   int64 // unix ns of the last change of up, or of the first push
 
 	extUp, extSet bool
 	extExpires    int64 // unix ns
+
+	apiAdmin admin // the override set through the API, when apiSet
+	apiSet   bool
 }
 
 // track is what one checker said about every slot, as parallel arrays.
@@ -195,6 +199,7 @@ func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*
 func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Aggregation, now int64) {
 	var fresh, healthy uint16
 	var reason uint8
+	var seq uint64
 	for _, t := range tracks {
 		// Every array is read for every slot, reported or not: a
 		// short-circuit here would skip loads for unused slots and make
@@ -205,6 +210,7 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 		t.counted[i] = heard != 0
 		fresh += heard
 		healthy += heard & up
+		seq = max(seq, uint64(heard)*t.seq[i])
 		// The reason shown is a failing checker's while any fails.
 		take := heard & (b2u(reason == 0) | (1 - up))
 		reason = uint8(take)*r | uint8(1-take)*reason
@@ -230,7 +236,7 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 	quiet := b2u(fresh == 0)
 	next = quiet&b2u(st.state)|(1-quiet)&b2u(next) != 0
 	reason = uint8(quiet)*kept | uint8(1-quiet)*reason
-	st.fresh, st.healthy, st.state, st.reason = fresh, healthy, next, reason
+	st.fresh, st.healthy, st.state, st.reason, st.seq = fresh, healthy, next, reason, seq
 }
 
 func b2u(b bool) uint16 {

@@ -12,7 +12,7 @@ func BenchmarkPublishReassemble(b *testing.B) {
 	prober := connect(b, s.ClientURL(), "p1", f.prober, Options{})
 	agg := connect(b, s.ClientURL(), "a1", f.aggregator, Options{})
 	done := make(chan struct{}, 1)
-	sub, err := agg.Subscribe(KindFrame, nil, func(Message) { done <- struct{}{} })
+	sub, err := agg.Subscribe(KindFrame, "c1", nil, func(Message) { done <- struct{}{} })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,6 +27,7 @@ func (t TLS) enabled() bool { return t.CA != "" || t.Cert != "" || t.Key != "" }
 type Options struct {
 	URLs         []string // NATS servers; any one is enough, the others are learned
 	ID           string   // host id: the sender of everything this connection publishes
+	Cell         string   // the host's cell, in the subjects of the frames and tables it publishes
 	Roles        []Role   // named in the connection's name, which the servers' monitoring shows
 	NKeySeedFile string   // the host's NKey seed: its identity and so its permissions
 	TLS          TLS
@@ -73,12 +74,15 @@ func Connect(opts Options) (*Conn, error) {
 	if err := ValidSenderID(opts.ID); err != nil {
 		return nil, fmt.Errorf("connecting to nats: %w", err)
 	}
+	if err := ValidCell(opts.Cell); err != nil {
+		return nil, fmt.Errorf("connecting to nats: %w", err)
+	}
 	if len(opts.URLs) == 0 {
 		return nil, errors.New("connecting to nats: no server urls")
 	}
 	c := &Conn{id: opts.ID, chunk: opts.ChunkSize, log: newLimiter(LogEvery)}
 	for k := KindFrame; k <= KindState; k++ {
-		c.subj[k] = Subject(k, opts.ID)
+		c.subj[k] = Subject(k, opts.Cell, opts.ID)
 	}
 	roles := make([]string, len(opts.Roles))
 	for i, r := range opts.Roles {
@@ -246,20 +250,27 @@ type Subscription struct {
 	r   *Reassembler
 }
 
-// Subscribe receives every sender's messages of kind: fn gets each payload
-// once all its chunks have arrived and its checksum matches, on one
-// goroutine, one message at a time. accept is as in NewReassembler.
-func (c *Conn) Subscribe(kind Kind, accept func(hash uint64) bool, fn func(Message)) (*Subscription, error) {
+// Subscribe receives every sender's messages of kind in cell (AllCells:
+// in every cell; ignored for state changes, which have no cell): fn gets
+// each payload once all its chunks have arrived and its checksum matches,
+// on one goroutine, one message at a time. accept is as in NewReassembler.
+func (c *Conn) Subscribe(kind Kind, cell string, accept func(hash uint64) bool, fn func(Message)) (*Subscription, error) {
 	if !kind.valid() {
 		return nil, fmt.Errorf("subscribing: unknown kind %d", kind)
 	}
+	if kind.celled() && cell != AllCells {
+		if err := ValidCell(cell); err != nil {
+			return nil, fmt.Errorf("subscribing: %w", err)
+		}
+	}
+	subject := SubjectAll(kind, cell)
 	r := NewReassembler(kind, accept, fn)
-	sub, err := c.nc.Subscribe(SubjectAll(kind), func(m *nats.Msg) { r.Add(m.Subject, m.Data) })
+	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) { r.Add(m.Subject, m.Data) })
 	if err != nil {
-		return nil, fmt.Errorf("subscribing to %s: %w", SubjectAll(kind), err)
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	if err := sub.SetPendingLimits(-1, PendingBytes); err != nil {
-		return nil, fmt.Errorf("subscribing to %s: %w", SubjectAll(kind), errors.Join(err, sub.Unsubscribe()))
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, errors.Join(err, sub.Unsubscribe()))
 	}
 	return &Subscription{sub: sub, r: r}, nil
 }

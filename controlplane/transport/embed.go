@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -232,15 +233,45 @@ func (l *serverLog) Fatalf(format string, v ...any) {
 // far, from the client's side: In is what the server delivered to it, Out
 // what it published. Payload bytes only, as the server counts them.
 func (s *Server) Clients() ([]Traffic, error) {
-	z, err := s.s.Connz(&server.ConnzOptions{Limit: 1 << 20})
-	if err != nil {
-		return nil, fmt.Errorf("reading the nats server's connections: %w", err)
+	var out []Traffic
+	for offset := 0; ; {
+		z, err := s.s.Connz(&server.ConnzOptions{Offset: offset, Limit: connzPage})
+		if err != nil {
+			return nil, fmt.Errorf("listing nats connections: %w", err)
+		}
+		for _, c := range z.Conns {
+			// The server's "in" is what the client sent it.
+			out = append(out, Traffic{Name: c.Name, InMsgs: uint64(c.OutMsgs), InBytes: uint64(c.OutBytes),
+				OutMsgs: uint64(c.InMsgs), OutBytes: uint64(c.InBytes)})
+		}
+		offset += len(z.Conns)
+		if len(z.Conns) < connzPage || offset >= z.Total {
+			return out, nil
+		}
 	}
-	out := make([]Traffic, 0, len(z.Conns))
-	for _, c := range z.Conns {
-		// The server's "in" is what the client sent it.
-		out = append(out, Traffic{Name: c.Name, InMsgs: uint64(c.OutMsgs), InBytes: uint64(c.OutBytes),
-			OutMsgs: uint64(c.InMsgs), OutBytes: uint64(c.InBytes)})
-	}
-	return out, nil
 }
+
+// ClientsWithKeys counts the clients connected to this server, not the
+// routes, that authenticated with one of keys: an aggregator counts the
+// edges it serves with the edges' public keys.
+func (s *Server) ClientsWithKeys(keys []string) (int, error) {
+	n := 0
+	for offset := 0; ; {
+		cz, err := s.s.Connz(&server.ConnzOptions{Username: true, Offset: offset, Limit: connzPage})
+		if err != nil {
+			return 0, fmt.Errorf("listing nats connections: %w", err)
+		}
+		for _, c := range cz.Conns {
+			if slices.Contains(keys, c.AuthorizedUser) {
+				n++
+			}
+		}
+		offset += len(cz.Conns)
+		if len(cz.Conns) < connzPage || offset >= cz.Total {
+			return n, nil
+		}
+	}
+}
+
+// connzPage is how many connections one Connz call lists.
+const connzPage = 1024

@@ -121,6 +121,9 @@ func freeAddr(t testing.TB) string {
 func connect(t testing.TB, url, id string, who identity, opts Options) *Conn {
 	t.Helper()
 	opts.URLs, opts.ID, opts.NKeySeedFile = []string{url}, id, who.Seed
+	if opts.Cell == "" {
+		opts.Cell = "c1"
+	}
 	c, err := Connect(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ var (
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.KV_" + ConfigBucket,
 		"$JS.API.STREAM.MSG.GET.KV_" + ConfigBucket,
+		"$JS.API.DIRECT.GET.KV_" + ConfigBucket,
 		"$JS.API.DIRECT.GET.KV_" + ConfigBucket + ".>",
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket,
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket + ".>",
@@ -29,11 +30,11 @@ var (
 	readConfigSub = []string{"_INBOX.>"}
 
 	rolePub = map[Role][]string{
-		RoleProber: {SubjectAll(KindFrame)},
+		RoleProber: {SubjectAll(KindFrame, AllCells)},
 		// An aggregator's API sends state changes to the others, as an
 		// edge's does.
-		RoleAggregator: {SubjectAll(KindTable), SubjectAll(KindState)},
-		RoleEdge:       {SubjectAll(KindState)},
+		RoleAggregator: {SubjectAll(KindTable, AllCells), SubjectAll(KindState, "")},
+		RoleEdge:       {SubjectAll(KindState, "")},
 		RoleAdmin: {
 			"$KV." + ConfigBucket + ".>",
 			"$JS.API.STREAM.CREATE.KV_" + ConfigBucket,
@@ -41,8 +42,8 @@ var (
 		},
 	}
 	roleSub = map[Role][]string{
-		RoleAggregator: {SubjectAll(KindFrame), SubjectAll(KindState)},
-		RoleEdge:       {SubjectAll(KindTable)},
+		RoleAggregator: {SubjectAll(KindFrame, AllCells), SubjectAll(KindState, "")},
+		RoleEdge:       {SubjectAll(KindTable, AllCells)},
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 // one sender and verified against its checksum.
 type Message struct {
 	Kind    Kind
+	Cell    string // the sender's cell; "" for a state change
 	Sender  string // the host id the message was published under
 	Slot    uint64 // push slot, the payload's version
 	Hash    uint64 // config hash the payload was made under
@@ -49,7 +50,7 @@ type Reassembler struct {
 	kind    Kind
 	accept  func(hash uint64) bool
 	fn      func(Message)
-	senders map[string]*assembly
+	senders map[string]*assembly // by cell and sender
 	log     *limiter
 	h       header
 
@@ -77,7 +78,7 @@ func NewReassembler(kind Kind, accept func(hash uint64) bool, fn func(Message)) 
 
 // Add takes one chunk received on subject.
 func (r *Reassembler) Add(subject string, chunk []byte) {
-	kind, sender, ok := parseSubject(subject)
+	kind, cell, sender, ok := parseSubject(subject)
 	if !ok {
 		r.malformed.Add(1)
 		r.log.warn("malformed", "dropping a message on an unknown subject", "kind", r.kind, "subject", subject)
@@ -105,11 +106,13 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 		r.log.warn("hash", "rejecting a message made under another config", "kind", r.kind, "sender", sender, "config_hash", h.hash)
 		return
 	}
-	a := r.senders[sender]
+	// A sender's messages in two cells are two streams, never mixed.
+	key := cell + "." + sender
+	a := r.senders[key]
 	switch {
 	case a == nil:
 		a = &assembly{}
-		r.senders[sender] = a
+		r.senders[key] = a
 		a.start(h, len(data))
 	case h.slot < a.h.slot:
 		r.late.Add(1)
@@ -141,7 +144,7 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 		return
 	}
 	r.delivered.Add(1)
-	r.fn(Message{Kind: r.kind, Sender: sender, Slot: a.h.slot, Hash: a.h.hash, Payload: payload})
+	r.fn(Message{Kind: r.kind, Cell: cell, Sender: sender, Slot: a.h.slot, Hash: a.h.hash, Payload: payload})
 }
 
 func (a *assembly) start(h *header, size int) {

@@ -70,7 +70,7 @@ func TestReassembleInAnyOrder(t *testing.T) {
 				if len(c.got) != 0 {
 					t.Fatalf("delivered after %d of %d chunks", i, len(chunks))
 				}
-				r.Add(Subject(KindFrame, "p1"), ch)
+				r.Add(Subject(KindFrame, "c1", "p1"), ch)
 			}
 			if len(c.got) != 1 {
 				t.Fatalf("delivered %d messages, want 1", len(c.got))
@@ -88,7 +88,7 @@ func TestReassembleInAnyOrder(t *testing.T) {
 }
 
 func TestLostChunkMakesTheSlotMissing(t *testing.T) {
-	subj := Subject(KindTable, "a1")
+	subj := Subject(KindTable, "c1", "a1")
 	a := chunksOf(t, KindTable, 5, 1, "a1", randomPayload(1000, 1), 300) // 4 chunks
 	b := chunksOf(t, KindTable, 6, 1, "a1", randomPayload(1000, 2), 300)
 	var c collector
@@ -111,7 +111,7 @@ func TestLostChunkMakesTheSlotMissing(t *testing.T) {
 }
 
 func TestChunksOfOtherSlotsOrHashesNeverMix(t *testing.T) {
-	subj := Subject(KindFrame, "p1")
+	subj := Subject(KindFrame, "c1", "p1")
 	pa, pb, pc := randomPayload(900, 1), randomPayload(900, 2), randomPayload(900, 3)
 	a := chunksOf(t, KindFrame, 7, 1, "p1", pa, 300) // slot 7, hash 1
 	b := chunksOf(t, KindFrame, 7, 2, "p1", pb, 300) // slot 7, hash 2: another config
@@ -150,11 +150,11 @@ func TestDropped(t *testing.T) {
 		chunks  [][]byte
 		want    func(Counters) uint64
 	}{
-		{"other config hash", Subject(KindFrame, "p1"), chunksOf(t, KindFrame, 3, 2, "p1", payload, 200), func(c Counters) uint64 { return c.Rejected }},
-		{"kind not the subject's", Subject(KindFrame, "p1"), chunksOf(t, KindTable, 3, 1, "p1", payload, 200), func(c Counters) uint64 { return c.WrongKind }},
-		{"sender not the subject's", Subject(KindFrame, "p2"), good, func(c Counters) uint64 { return c.WrongSender }},
+		{"other config hash", Subject(KindFrame, "c1", "p1"), chunksOf(t, KindFrame, 3, 2, "p1", payload, 200), func(c Counters) uint64 { return c.Rejected }},
+		{"kind not the subject's", Subject(KindFrame, "c1", "p1"), chunksOf(t, KindTable, 3, 1, "p1", payload, 200), func(c Counters) uint64 { return c.WrongKind }},
+		{"sender not the subject's", Subject(KindFrame, "c1", "p2"), good, func(c Counters) uint64 { return c.WrongSender }},
 		{"unknown subject", "steadydns.other.p1", good, func(c Counters) uint64 { return c.Malformed }},
-		{"truncated", Subject(KindFrame, "p1"), [][]byte{good[0][:HeaderSize-1], good[1][:len(good[1])-1]}, func(c Counters) uint64 { return c.Malformed }},
+		{"truncated", Subject(KindFrame, "c1", "p1"), [][]byte{good[0][:HeaderSize-1], good[1][:len(good[1])-1]}, func(c Counters) uint64 { return c.Malformed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c collector
@@ -172,7 +172,7 @@ func TestDropped(t *testing.T) {
 		var c collector
 		r := NewReassembler(KindFrame, nil, c.fn)
 		for _, ch := range append(corrupt, corrupt[0]) {
-			r.Add(Subject(KindFrame, "p1"), ch)
+			r.Add(Subject(KindFrame, "c1", "p1"), ch)
 		}
 		if got := r.Counters(); len(c.got) != 0 || got.Corrupt != 1 || got.Duplicate != 1 {
 			t.Fatalf("delivered %d, counters %+v; want 1 corrupt, 1 duplicate", len(c.got), got)

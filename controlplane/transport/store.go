@@ -20,7 +20,7 @@ type ConfigStore struct {
 	kv jetstream.KeyValue
 }
 
-// ErrNoConfig is returned by Latest while the bucket holds no config yet.
+// ErrNoConfig is returned by Latest and Revisions while the bucket holds no config yet.
 var ErrNoConfig = errors.New("no config in the bucket")
 
 // CreateConfigStore creates the config bucket, or updates its settings if
@@ -69,7 +69,9 @@ func (s *ConfigStore) Put(ctx context.Context, value []byte) (uint64, error) {
 	return rev, nil
 }
 
-// Latest returns the config's newest version and its revision.
+// Latest returns the config's newest version and its revision. It reads
+// one message (a direct get), so it answers while a consumer could not be
+// made, as when one of the bucket's servers has just died.
 func (s *ConfigStore) Latest(ctx context.Context) ([]byte, uint64, error) {
 	e, err := s.kv.Get(ctx, ConfigKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -79,6 +81,34 @@ func (s *ConfigStore) Latest(ctx context.Context) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("getting config: %w", err)
 	}
 	return e.Value(), e.Revision(), nil
+}
+
+// Revision returns the config's version stored as revision rev.
+func (s *ConfigStore) Revision(ctx context.Context, rev uint64) ([]byte, error) {
+	e, err := s.kv.GetRevision(ctx, ConfigKey, rev)
+	if err != nil {
+		return nil, fmt.Errorf("getting config revision %d: %w", rev, err)
+	}
+	return e.Value(), nil
+}
+
+// Revisions calls fn with each version the bucket still holds, newest
+// first, until fn returns true. It returns ErrNoConfig while the bucket
+// holds none.
+func (s *ConfigStore) Revisions(ctx context.Context, fn func(value []byte, revision uint64) (done bool)) error {
+	es, err := s.kv.History(ctx, ConfigKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ErrNoConfig
+	}
+	if err != nil {
+		return fmt.Errorf("getting config history: %w", err)
+	}
+	for i := len(es) - 1; i >= 0; i-- {
+		if es[i].Operation() == jetstream.KeyValuePut && fn(es[i].Value(), es[i].Revision()) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Watch calls fn with the config's newest version, if there is one, and

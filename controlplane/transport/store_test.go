@@ -63,6 +63,9 @@ func TestConfigStore(t *testing.T) {
 	if _, _, err := r.Latest(ctx); !errors.Is(err, ErrNoConfig) {
 		t.Fatalf("empty bucket: Latest = %v, want ErrNoConfig", err)
 	}
+	if err := r.Revisions(ctx, func([]byte, uint64) bool { return true }); !errors.Is(err, ErrNoConfig) {
+		t.Fatalf("empty bucket: Revisions = %v, want ErrNoConfig", err)
+	}
 	rev1, err := w.Put(ctx, []byte("one"))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +87,18 @@ func TestConfigStore(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return seen.String() == want }, "every new revision watched")
 	v, rev, err := r.Latest(ctx)
 	if err != nil || string(v) != "three" || rev != rev3 {
-		t.Fatalf("Latest = %q, %d, %v; want three, %d", v, rev, err, rev3)
+		t.Fatalf("newest = %q, %d, %v; want three, %d", v, rev, err, rev3)
+	}
+	// Newest first, so a host can take the newest one that validates.
+	var history revisions
+	if err := r.Revisions(ctx, func(v []byte, rev uint64) bool { history.fn(v, rev); return false }); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("[%d:three %d:two %d:one]", rev3, rev2, rev1); history.String() != want {
+		t.Errorf("Revisions = %s, want %s", history.String(), want)
+	}
+	if v, err := r.Revision(ctx, rev2); err != nil || string(v) != "two" {
+		t.Errorf("Revision(%d) = %q, %v; want two", rev2, v, err)
 	}
 	short, cancelShort = context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
@@ -116,7 +130,7 @@ func TestConfigStoreAcrossCluster(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:fleet v1]", rev) }, "the revision watched on the other server")
 	v, got, err := r.Latest(ctx)
 	if err != nil || string(v) != "fleet v1" || got != rev {
-		t.Fatalf("Latest on the other server = %q, %d, %v", v, got, err)
+		t.Fatalf("newest on the other server = %q, %d, %v", v, got, err)
 	}
 }
 
@@ -157,7 +171,7 @@ func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
 	// client misses its heartbeats and recreates it, several seconds on.
 	eventually(t, 30*time.Second, func() bool { return seen.String() == fmt.Sprintf("[%d:v1 %d:v2]", rev1, rev2) }, "v2 watched after a server died")
 	if v, got, err := r.Latest(ctx); err != nil || string(v) != "v2" || got != rev2 {
-		t.Fatalf("Latest after a server died = %q, %d, %v", v, got, err)
+		t.Fatalf("newest after a server died = %q, %d, %v", v, got, err)
 	}
 	if _, err := edge.OpenConfigStore(ctx); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -30,11 +31,16 @@ func (k Kind) String() string {
 
 func (k Kind) valid() bool { return k >= KindFrame && k <= KindState }
 
-// Subjects. A message of kind K from sender S goes to "steadydns.K.S";
-// receivers subscribe to "steadydns.K.*" and learn the sender from the
-// subject's last token, which must equal the sender in the chunk header.
+// Subjects. A frame or table of kind K from sender S of cell C goes to
+// "steadydns.K.C.S"; a state change, which every aggregator of every cell
+// takes, to "steadydns.state.S". Receivers subscribe with wildcards and
+// learn the cell and sender from the subject; the sender must equal the
+// one in the chunk header.
 const (
 	SubjectPrefix = "steadydns"
+
+	// AllCells, as a cell in SubjectAll and Subscribe, matches every cell.
+	AllCells = "*"
 
 	// ConfigBucket is the key-value bucket that holds the fleet's config,
 	// and ConfigKey the key its latest version is stored under.
@@ -42,28 +48,56 @@ const (
 	ConfigKey    = "fleet"
 )
 
-// Subject is the subject sender publishes messages of kind k on.
-func Subject(k Kind, sender string) string { return SubjectPrefix + "." + k.String() + "." + sender }
+// celled reports whether messages of kind k belong to a cell: frames go
+// only to their cell's aggregators, tables come from a cell's aggregators.
+func (k Kind) celled() bool { return k == KindFrame || k == KindTable }
 
-// SubjectAll is the subject that matches every sender's messages of kind k.
-func SubjectAll(k Kind) string { return SubjectPrefix + "." + k.String() + ".*" }
+// Subject is the subject sender, of cell, publishes messages of kind k on.
+// A state change's subject has no cell.
+func Subject(k Kind, cell, sender string) string {
+	if !k.celled() {
+		return SubjectPrefix + "." + k.String() + "." + sender
+	}
+	return SubjectPrefix + "." + k.String() + "." + cell + "." + sender
+}
 
-// parseSubject returns the kind and sender of a message subject.
-func parseSubject(subj string) (Kind, string, bool) {
+// SubjectAll is the subject that matches every sender's messages of kind k
+// in cell, or in every cell with AllCells.
+func SubjectAll(k Kind, cell string) string { return Subject(k, cell, "*") }
+
+// parseSubject returns the kind, cell and sender of a message subject; the
+// cell is "" for a state change.
+func parseSubject(subj string) (k Kind, cell, sender string, ok bool) {
 	rest, ok := strings.CutPrefix(subj, SubjectPrefix+".")
 	if !ok {
-		return 0, "", false
+		return 0, "", "", false
 	}
-	name, sender, ok := strings.Cut(rest, ".")
-	if !ok || sender == "" || strings.Contains(sender, ".") {
-		return 0, "", false
-	}
-	for k := KindFrame; k <= KindState; k++ {
-		if k.String() == name {
-			return k, sender, true
+	tokens := strings.Split(rest, ".")
+	for k = KindFrame; k <= KindState; k++ {
+		if k.String() == tokens[0] {
+			break
 		}
 	}
-	return 0, "", false
+	want := 2
+	if k.celled() {
+		want = 3
+	}
+	if !k.valid() || len(tokens) != want || slices.Contains(tokens, "") {
+		return 0, "", "", false
+	}
+	if k.celled() {
+		cell = tokens[1]
+	}
+	return k, cell, tokens[len(tokens)-1], true
+}
+
+// ValidCell reports why name cannot name a cell: it must be 1 to
+// MaxSenderID bytes and one subject token, as a host id.
+func ValidCell(name string) error {
+	if name == "" || len(name) > MaxSenderID || strings.ContainsAny(name, ".*> \t\r\n") {
+		return fmt.Errorf("cell %q: want 1 to %d bytes without '.', '*', '>' or white space", name, MaxSenderID)
+	}
+	return nil
 }
 
 // MaxSenderID is the longest host id a chunk header holds, in bytes; it

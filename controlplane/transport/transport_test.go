@@ -60,11 +60,11 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 	prober := connect(t, s.ClientURL(), "p1", f.prober, Options{Roles: []Role{RoleProber}})
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{Roles: []Role{RoleAggregator}})
 	var got inbox
-	sub, err := agg.Subscribe(KindFrame, func(h uint64) bool { return h == 42 }, got.fn)
+	sub, err := agg.Subscribe(KindFrame, "c1", func(h uint64) bool { return h == 42 }, got.fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sizes := wire(t, s.ClientURL(), f.aggregator, SubjectAll(KindFrame))
+	sizes := wire(t, s.ClientURL(), f.aggregator, SubjectAll(KindFrame, AllCells))
 	flush(t, agg)
 
 	limit := prober.MaxChunk()
@@ -101,7 +101,7 @@ func TestMessagesOfAKindHaveOneSize(t *testing.T) {
 	f := newFleet(t)
 	s := embed(t, EmbedOptions{Users: f.users()})
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{ChunkSize: 100_000})
-	sizes := wire(t, s.ClientURL(), f.edge, SubjectAll(KindTable))
+	sizes := wire(t, s.ClientURL(), f.edge, SubjectAll(KindTable, AllCells))
 	// A 65,536-entry table, empty, a tenth full and full: every message the
 	// same size, and as many of them.
 	const n = 64 + 65536*8
@@ -128,7 +128,7 @@ func TestRoutedClusterDeliversTables(t *testing.T) {
 	agg := connect(t, servers[0].ClientURL(), "a1", f.aggregator, Options{})
 	edge := connect(t, servers[1].ClientURL(), "e1", f.edge, Options{})
 	var got inbox
-	if _, err := edge.Subscribe(KindTable, nil, got.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, nil, got.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -157,10 +157,10 @@ func TestRolePermissions(t *testing.T) {
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{})
 	edge := connect(t, s.ClientURL(), "e1", f.edge, Options{})
 	var tables, frames inbox
-	if _, err := edge.Subscribe(KindTable, nil, tables.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, nil, tables.fn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agg.Subscribe(KindFrame, nil, frames.fn); err != nil {
+	if _, err := agg.Subscribe(KindFrame, "c1", nil, frames.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -187,14 +187,14 @@ func TestRolePermissions(t *testing.T) {
 	}
 
 	// An edge may not read frames, nor a prober tables.
-	if _, err := prober.Subscribe(KindTable, nil, func(Message) {}); err != nil {
+	if _, err := prober.Subscribe(KindTable, AllCells, nil, func(Message) {}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, prober)
 	eventually(t, 5*time.Second, func() bool { return prober.Counters().PermissionErrors == 2 }, "the refused subscription counted")
 
 	// An unknown key does not get in.
-	c, err := Connect(Options{URLs: []string{s.ClientURL()}, ID: "x", NKeySeedFile: newIdentity(t).Seed})
+	c, err := Connect(Options{URLs: []string{s.ClientURL()}, ID: "x", Cell: "c1", NKeySeedFile: newIdentity(t).Seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestTLS(t *testing.T) {
 	agg := connect(t, url, "a1", f.aggregator, Options{TLS: TLS{CA: ca}})
 	edge := connect(t, url, "e1", f.edge, Options{TLS: TLS{CA: ca}})
 	var got inbox
-	if _, err := edge.Subscribe(KindTable, nil, got.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, nil, got.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -227,7 +227,7 @@ func TestTLS(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return len(got.messages()) == 1 }, "a table over tls")
 
 	// Without the CA the client cannot verify the server.
-	c, err := Connect(Options{URLs: []string{url}, ID: "e2", NKeySeedFile: f.edge.Seed})
+	c, err := Connect(Options{URLs: []string{url}, ID: "e2", Cell: "c1", NKeySeedFile: f.edge.Seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,11 @@ package zone
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/miekg/dns"
 )
@@ -73,7 +76,7 @@ func Load(origin, path string) (*Zone, error) {
 		}
 	}
 	if err := zp.Err(); err != nil {
-		return nil, err // already "path: dns: ... at line: L:C"
+		return nil, parseError(path, err)
 	}
 	if err := z.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -267,4 +270,24 @@ func lower(s string) string {
 		}
 	}
 	return s
+}
+
+// dnsParseError is the text of the dns package's zone parse errors:
+// `path: dns: bad A A: "300.1.2.3" at line: 7:21`.
+var dnsParseError = regexp.MustCompile(`^(?:.*?: )?dns: (.*): ("(?:[^"\\]|\\.)*") at line: (\d+):(\d+)$`)
+
+// parseError puts the position first, `path:7:15: bad A A: "300.1.2.3"`,
+// as compilers do, so that editors and CI logs jump to it and it reads like
+// the config's own errors. The dns package gives the column where the token
+// ends; the one where it starts is where a reader looks.
+func parseError(path string, err error) error {
+	m := dnsParseError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	col, _ := strconv.Atoi(m[4]) // the pattern admits only digits
+	if token, uerr := strconv.Unquote(m[2]); uerr == nil && col > utf8.RuneCountInString(token) {
+		col -= utf8.RuneCountInString(token) - 1
+	}
+	return fmt.Errorf("%s:%s:%d: %s: %s", path, m[3], col, m[1], m[2])
 }

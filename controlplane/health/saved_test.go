@@ -1,0 +1,160 @@
+package health_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
+)
+
+// savedRun makes an aggregator whose web check is down, db forced down
+// through the API though its checkers say healthy, and ext reported up,
+// and returns it after a push.
+func savedRun(t *testing.T) *agg {
+	ext := &config.Check{Type: "external", TTL: time.Hour, Admin: health.AdminAuto}
+	g := newAgg(t, []string{"web", "db", "ext"}, tcp(1, 1), tcp(1, 1), ext)
+	g.result("p1", "web", 1, false)
+	g.result("p1", "db", 1, true)
+	if err := g.a.SetAdmin("db", health.AdminDown); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.a.SetExternal("ext", true, g.now); err != nil {
+		t.Fatal(err)
+	}
+	g.push("web")
+	return g
+}
+
+// TestSavedAcrossLayouts: a restarted aggregator seeded from Saved, with
+// no pinned table and every check at another entry (another table size),
+// starts each check where it was: down stays down until its checkers say
+// otherwise, the API's override and the external report stay.
+func TestSavedAcrossLayouts(t *testing.T) {
+	before := savedRun(t)
+	saved := before.a.Saved()
+	if len(saved) != 3 || saved["db"].Admin != health.AdminDown || saved["web"].Admin != "" || saved["ext"].External == nil {
+		t.Fatalf("saved %+v: want three checks, db's override, ext's report", saved)
+	}
+
+	cfg := *before.cfg
+	cfg.Hash++ // indexes are in the hash: another layout is another hash
+	g := newAggFor(t, &cfg, map[string]uint32{"web": 9, "db": 4, "ext": 13}, health.Seed{Saved: saved})
+	g.now = before.now.Add(time.Second)
+	if g.push("web") || g.reason("web") != "timeout" {
+		t.Errorf("web: up=%v reason %s, want down (timeout) as saved", g.up("web"), g.reason("web"))
+	}
+	if g.up("db") || g.reason("db") != "admin_down" || g.status("db").Admin != health.AdminDown {
+		t.Errorf("db: up=%v reason %s admin %s, want the override kept", g.up("db"), g.reason("db"), g.status("db").Admin)
+	}
+	if !g.up("ext") || g.reason("ext") != "external" {
+		t.Errorf("ext: up=%v reason %s, want the report kept", g.up("ext"), g.reason("ext"))
+	}
+	if s := g.status("web"); !s.Since.Equal(before.status("web").Since) {
+		t.Errorf("web since %v, want %v as saved", s.Since, before.status("web").Since)
+	}
+	// The checkers start from the saved state: one success (healthy
+	// threshold 1) brings web back, and that is a logged transition.
+	g.result("p1", "web", 1, true)
+	if !g.push("web") || len(g.log.Events()) != 1 {
+		t.Errorf("web after a success: up=%v, events %v", g.up("web"), g.log.Events())
+	}
+	// Auto through the API hands db back to its checkers.
+	if err := g.a.SetAdmin("db", health.AdminAuto); err != nil {
+		t.Fatal(err)
+	}
+	if g.a.Saved()["db"].Admin != health.AdminAuto {
+		t.Errorf("db's saved override %q, want auto as set", g.a.Saved()["db"].Admin)
+	}
+}
+
+// TestSavedKnownCheck: a check the restart's config leaves out, or a
+// reload removes, keeps its saved state; a reload that adds it back starts
+// it there, not healthy. A check never seen starts healthy.
+func TestSavedKnownCheck(t *testing.T) {
+	before := savedRun(t)
+	saved := before.a.Saved()
+
+	cfg := *before.cfg
+	cfg.CheckIDs = []string{"db"}
+	cfg.HealthChecks = map[string]*config.Check{"db": before.cfg.HealthChecks["db"]}
+	g := newAggFor(t, &cfg, map[string]uint32{"db": 2}, health.Seed{Saved: saved})
+	g.push("db")
+	if _, ok := g.a.Saved()["web"]; !ok {
+		t.Fatal("web, left out of the config, was forgotten")
+	}
+
+	grown := *before.cfg
+	grown.CheckIDs = []string{"db", "web", "new"}
+	grown.HealthChecks = map[string]*config.Check{"db": before.cfg.HealthChecks["db"], "web": tcp(1, 1), "new": tcp(1, 1)}
+	g.cfg, g.index = &grown, map[string]uint32{"db": 2, "web": 5, "new": 6}
+	g.a.Reconfigure(g.cfg, g.index)
+	if g.push("web") || g.reason("web") != "timeout" {
+		t.Errorf("web added back: up=%v reason %s, want down as saved", g.up("web"), g.reason("web"))
+	}
+	if !g.up("new") {
+		t.Error("a check never seen did not start healthy")
+	}
+
+	// Removed by a reload, then added back: the same.
+	g.cfg, g.index = &cfg, map[string]uint32{"db": 2}
+	g.a.Reconfigure(g.cfg, g.index)
+	g.push("db")
+	g.cfg, g.index = &grown, map[string]uint32{"db": 2, "web": 7, "new": 6}
+	g.a.Reconfigure(g.cfg, g.index)
+	if g.push("web") {
+		t.Error("web removed and added back by reloads started healthy")
+	}
+}
+
+// TestChanged: every change Saved reflects signals Changed.
+func TestChanged(t *testing.T) {
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	drain := func() {
+		select {
+		case <-g.a.Changed():
+		default:
+		}
+	}
+	signalled := func(what string) {
+		t.Helper()
+		select {
+		case <-g.a.Changed():
+		default:
+			t.Errorf("%s: no change signalled", what)
+		}
+	}
+	signalled("new")
+	g.push("web")
+	drain()
+	g.push("web")
+	select {
+	case <-g.a.Changed():
+		t.Error("a push that changed nothing signalled")
+	default:
+	}
+	g.result("p1", "web", 1, false)
+	g.push("web")
+	signalled("transition")
+	if err := g.a.SetAdmin("web", health.AdminUp); err != nil {
+		t.Fatal(err)
+	}
+	signalled("admin")
+}
+
+// TestRestoreEvents: events of an earlier run come first, then the new
+// ones, within the log's bound.
+func TestRestoreEvents(t *testing.T) {
+	var l health.EventLog
+	l.Add(health.Event{Check: "new"})
+	earlier := make([]health.Event, 1000)
+	for i := range earlier {
+		earlier[i].Check = "old"
+	}
+	earlier[999].Check = "last old"
+	l.Restore(earlier)
+	evs := l.Events()
+	if len(evs) != 1000 || evs[998].Check != "last old" || evs[999].Check != "new" {
+		t.Errorf("%d events, ending %v: want 1000, the earlier run's last then the new one", len(evs), evs[len(evs)-2:])
+	}
+}
