@@ -244,7 +244,7 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			}
 			_, down, tbytes := c.edges[0].state()
 			res.Cells[i].Bytes, res.Cells[i].Down, res.Cells[i].TableBytes = w.BytesPush, down, tbytes
-			res.Cells[i].FrameBytes = prober.FrameSize(aggTable)
+			res.Cells[i].FrameBytes = prober.FrameSize(c.cfg.FrameEntries())
 			if i == 0 {
 				lo, hi, blo, bhi = ms, ms, total, total
 			}
