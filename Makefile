@@ -6,7 +6,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test fuzz demo demo-fleet bench deps clean install
+.PHONY: all build generate test fuzz demo demo-fleet bench bench-fleet deps clean install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
 # and user, the docs and the examples. The config itself is the operator's:
@@ -65,6 +65,10 @@ demo-fleet: deps build
 # steadydns-bench runs the steadydns built beside it, bin/steadydns.
 bench: deps build
 	$(BENCH)
+
+# The fleet over NATS: constancy per push and each role's capacity.
+bench-fleet: deps build
+	$(BENCH) fleet
 
 # The unit names the binary and the docs by the default prefix; another
 # prefix is written into the installed copy.

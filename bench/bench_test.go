@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,22 +11,38 @@ import (
 	"time"
 
 	"github.com/steadydns/steadydns/bench"
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/prober"
 )
 
 // TestMain lets this test binary play the steadydns binary: the harness
-// runs `BINARY serve --config FILE`, and TestQuick names this executable
-// as BINARY, so the test needs no steadydns built beforehand.
+// runs `BINARY serve --config FILE`, and the fleet's aggregators `BINARY
+// serve --config FILE --role R --id ID --nkey-seed F`; the tests name this
+// executable as BINARY, so they need no steadydns built beforehand.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 4 && os.Args[1] == "serve" && os.Args[2] == "--config" {
-		os.Exit(serve(os.Args[3]))
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(serve(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
 
-func serve(path string) int {
-	d, err := daemon.Start(path)
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	path := fs.String("config", "", "")
+	role := fs.String("role", "", "")
+	id := fs.String("id", "", "")
+	seed := fs.String("nkey-seed", "", "")
+	fs.Parse(args)
+	ident := daemon.Identity{ID: *id, NKeySeed: *seed}
+	var err error
+	if *role != "" {
+		ident.Roles, err = config.ParseRoles(*role)
+	}
+	var d *daemon.Daemon
+	if err == nil {
+		d, err = daemon.StartWith(*path, daemon.Options{Identity: ident})
+	}
 	if err == nil {
 		err = d.Run(context.Background())
 	}
@@ -149,6 +166,62 @@ func checkAggregator(t *testing.T, a *bench.Aggregator) {
 	}
 	if a.Spread.N == 0 || a.Spread.Min < 0 {
 		t.Errorf("aggregator spread %+v", a.Spread)
+	}
+}
+
+// TestFleetQuick runs the fleet's constancy cells over real NATS servers
+// for a few pushes: aggregator processes fed by a prober's frames, an edge
+// reassembling their tables. It checks that the tables carry the probers'
+// verdicts and that every link carried the same bytes per push in every
+// cell, loosely: a push delayed past the window's edge by a loaded machine
+// moves one table in or out. It asserts no CPU figure.
+func TestFleetQuick(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("the fleet benchmark pins threads and runs aggregators as root (running as uid %d)", os.Geteuid())
+	}
+	o := bench.FleetQuick()
+	// Loading a config of 65,535 checks takes seconds, twice per cell;
+	// the full run has that row, the test needs only few and many.
+	o.Checks = []int{10, 5000}
+	o.Log = logWriter{t}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Binary = exe
+	res, err := bench.RunFleet(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 4 {
+		t.Fatalf("%d cells, want 10 and 5,000 checks each 0%% and 100%% unhealthy", len(res.Cells))
+	}
+	first := res.Cells[0].Bytes
+	for _, c := range res.Cells {
+		if want := c.Checks * c.Unhealthy / 100; c.Down != want {
+			t.Errorf("%d checks %d%% unhealthy: the edge's table has %d entries down, want %d", c.Checks, c.Unhealthy, c.Down, want)
+		}
+		if c.TableBytes != 65536*8 || c.FrameBytes != prober.FrameSize(65536) {
+			t.Errorf("%d checks %d%% unhealthy: table %d bytes, frame %d", c.Checks, c.Unhealthy, c.TableBytes, c.FrameBytes)
+		}
+		if c.CPUMs.N != 1 || c.CPUMs.Median <= 0 {
+			t.Errorf("%d checks %d%% unhealthy: no aggregator CPU measured: %+v", c.Checks, c.Unhealthy, c.CPUMs)
+		}
+		for _, l := range []string{"prober → NATS", "NATS → aggregator", "aggregator → NATS", "NATS → edge"} {
+			// A frame or table per push at least; a loaded machine may
+			// shift one push of the window's 8 in or out.
+			if b, b0 := c.Bytes[l], first[l]; b < float64(c.TableBytes) || b > 1.3*b0 || b < b0/1.3 {
+				t.Errorf("%d checks %d%% unhealthy: %s carried %.0f bytes per push, the first cell %.0f", c.Checks, c.Unhealthy, l, b, b0)
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := bench.WriteFleet(res, dir); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "fleet.md"))
+	if !strings.Contains(string(md), "| 5000 | 100% |") {
+		t.Errorf("fleet.md lacks the 5,000-check row:\n%s", md)
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 )
 
 const usage = `usage: steadydns-bench [flags]
+       steadydns-bench fleet [flags]   (the fleet over NATS; fleet -h)
 
 Builds a client and a server host in network namespaces, runs every server in
 turn on the same zone and load, then the constant-work and aggregator
@@ -37,6 +39,9 @@ func main() {
 // run parses the flags, runs the harness and writes its results. The flag
 // set exits by itself: 0 after -h, 2 after a bad flag with the usage.
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "fleet" {
+		return runFleet(args[1:])
+	}
 	fs := flag.NewFlagSet("steadydns-bench", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
@@ -132,4 +137,101 @@ func sizes(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+const fleetUsage = `usage: steadydns-bench fleet [flags]
+
+Measures the fleet's roles over real NATS servers: the aggregator's CPU and
+the bytes on every link per push, from few to all checks and from none to all
+unhealthy; then probers per aggregator, edges per aggregator and checks per
+prober, each until the first step that does not keep up. Writes fleet.md and
+fleet.json. Needs root. The aggregators run the steadydns binary given by
+--binary. Exits 1 when a constancy check fails.
+
+flags:
+`
+
+func runFleet(args []string) error {
+	fs := flag.NewFlagSet("steadydns-bench fleet", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), fleetUsage)
+		fs.PrintDefaults()
+	}
+	quick := fs.Bool("quick", false, "the constancy cells only, a few pushes")
+	d := bench.FleetDefaults()
+	push := fs.Duration("push", d.Push, "aggregation.push_interval")
+	pushes := fs.Int("pushes", d.Pushes, "push periods per measured window")
+	runs := fs.Int("runs", d.Runs, "windows of the constancy cells")
+	checks := fs.String("checks", join(d.Checks), "configured checks of the constancy cells (at most 65535)")
+	unhealthy := fs.String("unhealthy", join(d.Unhealthy), "percent of checks failing, of the constancy cells")
+	checkers := fs.String("checker-steps", join(d.CheckerSteps), "probers per aggregator to try, in order; empty skips")
+	edges := fs.String("edge-steps", join(d.EdgeSteps), "edges per aggregator to try, in order; empty skips")
+	probes := fs.String("prober-steps", join(d.ProberSteps), "checks per prober to try, in order; empty skips")
+	prefix := fs.String("prefix", d.Prefix, "name prefix of the prober capacity's test hosts (at most 5 bytes)")
+	binary := fs.String("binary", "", "the steadydns binary the aggregators run (default: steadydns beside this binary, else on PATH)")
+	out := fs.String("out", "bench/results", "directory for fleet.md and fleet.json")
+	fs.Parse(args)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
+	}
+	o := d
+	if *quick {
+		o = bench.FleetQuick()
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		var e error
+		switch f.Name {
+		case "push":
+			o.Push = *push
+		case "pushes":
+			o.Pushes = *pushes
+		case "runs":
+			o.Runs = *runs
+		case "checks":
+			o.Checks, e = sizes(*checks)
+		case "unhealthy":
+			o.Unhealthy, e = sizes(*unhealthy)
+		case "checker-steps":
+			o.CheckerSteps, e = sizes(*checkers)
+		case "edge-steps":
+			o.EdgeSteps, e = sizes(*edges)
+		case "prober-steps":
+			o.ProberSteps, e = sizes(*probes)
+		case "prefix":
+			o.Prefix = *prefix
+		case "binary":
+			o.Binary = *binary
+		}
+		if e != nil && err == nil {
+			err = fmt.Errorf("--%s: %w", f.Name, e)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	o.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.RunFleet(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteFleet(res, *out); err != nil {
+		return err
+	}
+	bench.FleetMarkdown(os.Stdout, res)
+	fmt.Fprintf(os.Stderr, "steadydns-bench: results in %s\n", *out)
+	if !res.FleetPassed() {
+		return errors.New("fleet: a constancy check failed")
+	}
+	return nil
+}
+
+func join(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }

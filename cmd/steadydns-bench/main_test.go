@@ -95,3 +95,29 @@ func TestBinary(t *testing.T) {
 		t.Errorf("--binary %s that is not executable: exit %d, want 1 naming it:\n%s", missing, code, out)
 	}
 }
+
+// TestFleetFlags: `steadydns-bench fleet` has its own flags, refuses bad
+// ones before anything runs, and needs the server binary its aggregators
+// run.
+func TestFleetFlags(t *testing.T) {
+	bin := build(t)
+	code, out := invoke(t, bin, "fleet", "-h")
+	if code != 0 || !strings.HasPrefix(out, "usage: steadydns-bench fleet") {
+		t.Errorf("fleet -h: exit %d, want 0 and the usage:\n%s", code, out)
+	}
+	for _, f := range []string{"quick", "push", "pushes", "runs", "checker-steps", "edge-steps", "prober-steps", "prefix", "binary", "out"} {
+		if !strings.Contains(out, "\n  -"+f+" ") && !strings.Contains(out, "\n  -"+f+"\n") {
+			t.Errorf("fleet -h does not list --%s:\n%s", f, out)
+		}
+	}
+	if code, out := invoke(t, bin, "fleet", "--edge-steps", "10,many"); code != 1 || !strings.Contains(out, "--edge-steps") {
+		t.Errorf("a bad --edge-steps: exit %d, want 1:\n%s", code, out)
+	}
+	if code, out := invoke(t, bin, "fleet", "--pushes", "1"); code != 1 || !strings.Contains(out, "at least 2 pushes") {
+		t.Errorf("--pushes 1: exit %d, want 1:\n%s", code, out)
+	}
+	beside := filepath.Join(filepath.Dir(bin), "steadydns")
+	if code, out := invoke(t, bin, "fleet", "--quick"); code != 1 || !strings.Contains(out, beside) {
+		t.Errorf("fleet without steadydns: exit %d, want 1 naming %s:\n%s", code, out, beside)
+	}
+}

@@ -7,14 +7,15 @@ import (
 )
 
 // TestCellsDefault: without cluster.cells there is one cell, "default",
-// every check is in it, and the capacities are the measured defaults.
+// every check is in it, and the capacities are those measured on the
+// development machine (BENCHMARKS.md, "The fleet over NATS").
 func TestCellsDefault(t *testing.T) {
 	c, err := load(t, base+"health_checks:\n  h: {type: tcp, port: 22}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	same(t, "Cells", c.Cluster.Cells, []Cell{{Name: DefaultCell}})
-	same(t, "Capacity", c.Cluster.Capacity, Capacity{DefaultChecksPerProber, DefaultCheckerChecksPerAggregator, DefaultEdgesPerAggregator})
+	same(t, "Capacity", c.Cluster.Capacity, Capacity{ChecksPerProber: 50000, CheckerChecksPerAggregator: 2621440, EdgesPerAggregator: 1600})
 	same(t, "Edges", c.Cluster.Edges, 0)
 	same(t, "cell of h", c.HealthChecks["h"].Cell, DefaultCell)
 	same(t, "FrameEntries on one host", c.FrameEntries(), c.Aggregation.TableSize)

@@ -40,7 +40,7 @@ type Config struct {
 	// differs from their own. Formatting and key order do not change it.
 	Hash uint64
 
-	lines    map[string]int    // key path -> line
+	lines    lineIndex         // key path -> line
 	sections map[string]string // top-level key -> its file, where not File
 }
 
@@ -215,24 +215,29 @@ type Hysteresis struct {
 
 // Line returns the line of a key path such as "health_checks.web1.port" or
 // "records[0].answers[1]", or 0 if the file has no such key.
-func (c *Config) Line(key string) int { return c.lines[key] }
+func (c *Config) Line(key string) int {
+	l, _ := c.lines.get(key)
+	return l
+}
 
 // Errorf builds an Error for a key path. A key missing from the file is
 // reported at the line of its nearest enclosing key, which is where the
 // reader has to add it.
 func (c *Config) Errorf(key, format string, args ...any) *Error {
-	return newError(sectionFile(c.File, c.sections, key), c.lines, key, format, args...)
+	return newError(sectionFile(c.File, c.sections, key), c.lines.get, key, format, args...)
 }
 
 // nearestLine finds the line of key or, failing that, of its closest ancestor.
-func nearestLine(lines map[string]int, key string) int {
+// line looks a key path up.
+func nearestLine(line func(key string) (int, bool), key string) int {
 	for {
-		if l, ok := lines[key]; ok {
+		if l, ok := line(key); ok {
 			return l
 		}
 		i := strings.LastIndexAny(key, ".[")
 		if i < 0 {
-			return lines[""]
+			l, _ := line("")
+			return l
 		}
 		key = key[:i]
 	}

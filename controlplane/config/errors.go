@@ -159,6 +159,6 @@ func keyAt(lines []string, line int) string {
 	return b.String()
 }
 
-func newError(file string, lines map[string]int, key, format string, args ...any) *Error {
-	return &Error{File: file, Line: nearestLine(lines, key), Key: key, Msg: fmt.Sprintf(format, args...)}
+func newError(file string, line func(key string) (int, bool), key, format string, args ...any) *Error {
+	return &Error{File: file, Line: nearestLine(line, key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }

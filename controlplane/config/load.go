@@ -151,7 +151,7 @@ var (
 )
 
 func (d *decoder) config(doc *yaml.Node) *Config {
-	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, lines: d.lines, sections: d.sections}
+	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, sections: d.sections}
 	root := doc
 	if doc.Kind == yaml.DocumentNode {
 		root = doc.Content[0]
@@ -179,6 +179,7 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
 	c.Cluster = d.cluster(f.mapping("cluster", clusterKeys))
+	c.lines = newLineIndex(d.lines)
 	return c
 }
 

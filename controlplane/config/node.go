@@ -16,7 +16,7 @@ import (
 type decoder struct {
 	file     string
 	sections map[string]string // top-level key -> the file it came from, when not file
-	lines    map[string]int    // key path -> line, for the validator and other packages
+	lines    map[string]int    // key path -> line, while decoding; the Config keeps them as a lineIndex
 	errs     []*Error
 }
 
@@ -39,9 +39,15 @@ func (d *decoder) errorf(n *yaml.Node, key, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.fileOf(key), Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// line is the line of a key path decoded so far.
+func (d *decoder) line(key string) (int, bool) {
+	l, ok := d.lines[key]
+	return l, ok
+}
+
 // missing reports a required key that is absent, at its parent's line.
 func (d *decoder) missing(key, format string, args ...any) {
-	d.errs = append(d.errs, newError(d.fileOf(key), d.lines, key, format, args...))
+	d.errs = append(d.errs, newError(d.fileOf(key), d.line, key, format, args...))
 }
 
 // value follows aliases and turns null into nil, so that "key:" with

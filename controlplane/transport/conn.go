@@ -292,3 +292,18 @@ func (s *Subscription) Unsubscribe() error {
 	}
 	return nil
 }
+
+// Traffic counts what one connection carried, as its client or its server
+// counts it: In is what the client received, Out what it sent.
+type Traffic struct {
+	Name                               string // the connection's name: "steadydns <id> (<roles>)"
+	InMsgs, InBytes, OutMsgs, OutBytes uint64
+}
+
+// Traffic returns what this connection has sent and received so far,
+// protocol overhead excluded: payload bytes only, so a fixed-size message
+// counts the same every period.
+func (c *Conn) Traffic() Traffic {
+	s := c.nc.Stats()
+	return Traffic{Name: c.nc.Opts.Name, InMsgs: s.InMsgs, InBytes: s.InBytes, OutMsgs: s.OutMsgs, OutBytes: s.OutBytes}
+}

@@ -229,6 +229,28 @@ func (l *serverLog) Fatalf(format string, v ...any) {
 	l.fatal.Store(&msg)
 }
 
+// Clients is what every client connection of this server has carried so
+// far, from the client's side: In is what the server delivered to it, Out
+// what it published. Payload bytes only, as the server counts them.
+func (s *Server) Clients() ([]Traffic, error) {
+	var out []Traffic
+	for offset := 0; ; {
+		z, err := s.s.Connz(&server.ConnzOptions{Offset: offset, Limit: connzPage})
+		if err != nil {
+			return nil, fmt.Errorf("listing nats connections: %w", err)
+		}
+		for _, c := range z.Conns {
+			// The server's "in" is what the client sent it.
+			out = append(out, Traffic{Name: c.Name, InMsgs: uint64(c.OutMsgs), InBytes: uint64(c.OutBytes),
+				OutMsgs: uint64(c.InMsgs), OutBytes: uint64(c.InBytes)})
+		}
+		offset += len(z.Conns)
+		if len(z.Conns) < connzPage || offset >= z.Total {
+			return out, nil
+		}
+	}
+}
+
 // ClientsWithKeys counts the clients connected to this server, not the
 // routes, that authenticated with one of keys: an aggregator counts the
 // edges it serves with the edges' public keys.

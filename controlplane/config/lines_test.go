@@ -1,0 +1,41 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestLineIndex: every key path of a loaded config finds its own line,
+// a key the file does not have finds none, and an error at a missing key
+// lands on its nearest ancestor's line.
+func TestLineIndex(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(base + "health_checks:\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "  c%02d: {type: tcp, port: %d}\n", i, 1000+i)
+	}
+	c, err := load(t, b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.Line("health_checks.c00")
+	if first == 0 {
+		t.Fatal("health_checks.c00 has no line")
+	}
+	for i := range 50 {
+		for _, k := range []string{fmt.Sprintf("health_checks.c%02d", i), fmt.Sprintf("health_checks.c%02d.port", i), fmt.Sprintf("health_checks.c%02d.type", i)} {
+			if got := c.Line(k); got != first+i {
+				t.Errorf("Line(%s) = %d, want %d", k, got, first+i)
+			}
+		}
+	}
+	for _, k := range []string{"health_checks.c50", "health_checks.c07.path", "a", "zzz", "health_checks.c0"} {
+		if got := c.Line(k); got != 0 {
+			t.Errorf("Line(%s) = %d, want 0", k, got)
+		}
+	}
+	if got := c.Errorf("health_checks.c07.path", "x").Line; got != first+7 {
+		t.Errorf("an error at a missing key is at line %d, want its check's %d", got, first+7)
+	}
+}
