@@ -147,6 +147,36 @@ func checkWork(t *testing.T, w *bench.Work) {
 			t.Errorf("%d names K=%d %s EDNS %v: %+v", v.Names, v.K, v.Qtype, v.EDNS, v)
 		}
 	}
+	checkRRL(t, w.RRL)
+}
+
+// checkRRL wants rate limiting's five cells for K=1 and K=8, with what a
+// user sees of each: on, every query answered; over the limit, with slip
+// 0 next to nothing, with slip 2 about every second query answered.
+func checkRRL(t *testing.T, cells []bench.RRLResult) {
+	t.Helper()
+	if len(cells) != 10 {
+		t.Fatalf("rrl: %d cells, want 10 (K=1 and K=8: off, on, on with one name, limited with slip 0 and 2)", len(cells))
+	}
+	for i := 0; i < len(cells); i += 5 {
+		off, on, one, slip0, slip2 := cells[i], cells[i+1], cells[i+2], cells[i+3], cells[i+4]
+		for _, c := range []bench.RRLResult{off, on, one, slip0, slip2} {
+			if c.LoadNs.Median <= 0 {
+				t.Errorf("rrl K=%d %s one name %v: no cost measured: %+v", c.K, c.Cell, c.OneName, c)
+			}
+		}
+		for _, c := range []bench.RRLResult{off, on, one} {
+			if c.Limited != 0 || c.Answered.Median <= 0 {
+				t.Errorf("rrl K=%d %s one name %v: %.3f limited, %v answered/s", c.K, c.Cell, c.OneName, c.Limited, c.Answered.Median)
+			}
+		}
+		if slip0.Limited < 0.9 || slip0.Answered.Median*100 > one.Answered.Median {
+			t.Errorf("rrl K=%d slip 0: %.3f limited, %v answered/s against %v unlimited", slip0.K, slip0.Limited, slip0.Answered.Median, one.Answered.Median)
+		}
+		if slip2.Limited < 0.9 || slip2.Answered.Median < 0.2*one.Answered.Median {
+			t.Errorf("rrl K=%d slip 2: %.3f limited, %v answered/s against %v unlimited", slip2.K, slip2.Limited, slip2.Answered.Median, one.Answered.Median)
+		}
+	}
 }
 
 // checkAggregator wants all four aggregator cells measured, with frames and

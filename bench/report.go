@@ -126,9 +126,43 @@ func workMarkdown(w io.Writer, wk *Work) {
 			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s |\n", v.Names, v.K, q, v.Answers, v.LoadNs.format(1, 1), v.Answered.format(1e3, 0))
 		}
 	}
+	if len(wk.RRL) > 0 {
+		rrlMarkdown(w, wk.RRL)
+	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
 	}
+}
+
+// rrlMarkdown prints rate limiting's cells, each with its ratio to the
+// cell it is read against: "on" to "off" over every name, a limited cell
+// to "on" over the same one name.
+func rrlMarkdown(w io.Writer, cells []RRLResult) {
+	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off), with it at a rate no key reaches (on: every reply accounted and sent), "+
+		"and with one name's key far over a rate of 10 (limited: slip 0 drops every reply over the limit, slip 2 sends every second one truncated). "+
+		"In each round the cells run one after another on the same link, every cell from no accounts.\n\n")
+	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load | ratio | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		queries, ratio := "every name", ""
+		if c.OneName {
+			queries = "one name"
+		}
+		for _, ref := range cells {
+			if ref.Names == c.Names && ref.K == c.K && ref.OneName == c.OneName && ref != c && ref.Cell == rrlReference(c) {
+				ratio = fmt.Sprintf("%.3f of %s", c.LoadNs.Median/ref.LoadNs.Median, ref.Cell)
+			}
+		}
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
+			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))
+	}
+}
+
+// rrlReference is the cell c is read against.
+func rrlReference(c RRLResult) string {
+	if c.OneName {
+		return "on"
+	}
+	return "off"
 }
 
 func aggMarkdown(w io.Writer, a *Aggregator) {

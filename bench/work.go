@@ -25,6 +25,7 @@ type Work struct {
 	PassNs      Summary         // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
 	ReflectorNs Summary         // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
+	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -77,7 +78,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	sizes := slices.Clone(r.o.WorkNames)
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
-	o, err := loader.Load(loader.Options{
+	opts := loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
 		HealthCapacity: workTable,
 		// An A and an AAAA set per name of the largest size; never
@@ -85,11 +86,17 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 		// table of the size a server has.
 		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], workRecords)),
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
-	})
+	}
+	o, err := loader.Load(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
+	progs, err := rrlPrograms(o, opts)
+	defer func() { err = errors.Join(err, closePrograms(o, progs)) }()
+	if err != nil {
+		return nil, err
+	}
 	if err := r.workBaseline(w, o); err != nil {
 		return nil, err
 	}
@@ -106,7 +113,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
 		}
-		if err := r.workSize(ctx, w, o, n); err != nil {
+		if err := r.workSize(ctx, w, o, progs, n); err != nil {
 			return nil, err
 		}
 	}
@@ -143,8 +150,8 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 }
 
 // workSize fills the maps with n names and measures K = 1 and K = max at
-// every share down.
-func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, n int) error {
+// every share down, the other query shapes, and rate limiting's cells.
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs []*loader.Objects, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
 	for range min(n, workFrames) {
@@ -171,6 +178,9 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, n int) e
 			return err
 		}
 		if err := r.workVariants(ctx, w, o, order, n, k); err != nil {
+			return err
+		}
+		if err := r.workRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
 			return err
 		}
 	}
