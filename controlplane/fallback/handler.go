@@ -151,32 +151,42 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	m.Ns = nil
 	owner := chainEnd(q.Name, res.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
-	// The records, their addresses and the answer section each take one
-	// allocation for the whole set, not one per address.
+	// The records with their addresses take one allocation for the whole
+	// set, and the answer section one more, not one per address.
 	n := len(sel.Addrs)
 	answer := make([]dns.RR, len(m.Answer), len(m.Answer)+n)
 	copy(answer, m.Answer)
 	if res.DynamicType == dns.TypeA {
-		rrs, ips := make([]dns.A, n), make([]byte, n*net.IPv4len)
+		rrs := make([]aRecord, n)
 		for i, a := range sel.Addrs {
-			ip := ips[i*net.IPv4len : (i+1)*net.IPv4len : (i+1)*net.IPv4len]
-			b := a.Unmap().As4()
-			copy(ip, b[:])
-			rrs[i] = dns.A{Hdr: hdr, A: ip}
-			answer = append(answer, &rrs[i])
+			r := &rrs[i]
+			r.ip = a.Unmap().As4()
+			r.rr = dns.A{Hdr: hdr, A: r.ip[:]}
+			answer = append(answer, &r.rr)
 		}
 	} else {
-		rrs, ips := make([]dns.AAAA, n), make([]byte, n*net.IPv6len)
+		rrs := make([]aaaaRecord, n)
 		for i, a := range sel.Addrs {
-			ip := ips[i*net.IPv6len : (i+1)*net.IPv6len : (i+1)*net.IPv6len]
-			b := a.As16()
-			copy(ip, b[:])
-			rrs[i] = dns.AAAA{Hdr: hdr, AAAA: ip}
-			answer = append(answer, &rrs[i])
+			r := &rrs[i]
+			r.ip = a.As16()
+			r.rr = dns.AAAA{Hdr: hdr, AAAA: r.ip[:]}
+			answer = append(answer, &r.rr)
 		}
 	}
 	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
+}
+
+// aRecord and aaaaRecord hold an answer record and the address it points
+// at, so that both come from one allocation.
+type aRecord struct {
+	rr dns.A
+	ip [net.IPv4len]byte
+}
+
+type aaaaRecord struct {
+	rr dns.AAAA
+	ip [net.IPv6len]byte
 }
 
 // chainEnd returns the name a CNAME chain in answer ends at, spelled as

@@ -140,3 +140,21 @@ func TestUDPv6(t *testing.T) {
 		t.Errorf("reply %v, %v", &r, err)
 	}
 }
+
+// TestUDPReplyPackedInPlace wants a reply packed into the batch slot's own
+// buffer: miekg/dns allocates a new one unless the buffer's length holds
+// the message, which cost an allocation per query under load.
+func TestUDPReplyPackedInPlace(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{}, v)
+	remote := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
+	buf := make([]byte, 0, replyBuf)
+	w := &udpWriter{local: remote, remote: remote, buf: buf}
+	s.serveUDP(w, pack(t, query("static.example.test.", dns.TypeA)))
+	if len(w.reply) == 0 {
+		t.Fatal("no reply")
+	}
+	if &w.reply[0] != &buf[:1][0] {
+		t.Error("the reply was packed into a new buffer, not the slot's")
+	}
+}

@@ -305,3 +305,35 @@ func TestCanonicalOrder(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// holds and labelStarts replace dns.IsSubDomain and dns.Split on the query
+// path; a name on the wrong side of the origin would be answered from the
+// wrong zone, or refused.
+func TestHoldsAndLabelStartsAgreeWithDNS(t *testing.T) {
+	names := []string{
+		".", "test.", "example.test.", "www.example.test.", "a.b.example.test.",
+		"xexample.test.", "example.test.x.", `a\.example.test.`, `a\\.example.test.`,
+		`a\\\.example.test.`, `\.example.test.`, "example.tes.", "other.test.",
+	}
+	for _, origin := range []string{".", "test.", "example.test."} {
+		z := &Zone{origin: origin}
+		for _, n := range names {
+			if got, want := z.holds(n), dns.IsSubDomain(origin, n); got != want {
+				t.Errorf("origin %s holds %s: %v, dns.IsSubDomain: %v", origin, n, got, want)
+			}
+		}
+	}
+	for _, n := range names {
+		if got, want := labelStarts(n, nil), dns.Split(n); !slices.Equal(got, want) {
+			t.Errorf("labelStarts(%s) = %v, dns.Split: %v", n, got, want)
+		}
+	}
+}
+
+// A dynamic set's lookup is on every query the fallback answers for it.
+func TestLookupDynamicAllocations(t *testing.T) {
+	z := loadExample(t)
+	if n := testing.AllocsPerRun(100, func() { z.Lookup("web.example.test.", dns.TypeA, false) }); n != 0 {
+		t.Errorf("a dynamic set's lookup allocates %v times, want 0", n)
+	}
+}
