@@ -23,7 +23,13 @@ const (
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
-	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
+	// A UDP loop packs each reply before it reads the next query, so it
+	// lends the handler memory to build replies in; other writers do not.
+	var sc *scratch
+	if u, ok := w.(*udpWriter); ok {
+		sc = &u.scratch
+	}
+	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), sc)
 	limit := tcpSize
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
 		limit = udpLimit(r)
@@ -38,9 +44,11 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
-// reply builds the reply to r and names its outcome.
-func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
-	m := &dns.Msg{
+// reply builds the reply to r, in sc's memory when sc is not nil, and names
+// its outcome.
+func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, string) {
+	m := sc.msg()
+	*m = dns.Msg{
 		MsgHdr: dns.MsgHdr{
 			Id:               r.Id,
 			Response:         true,
@@ -118,7 +126,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	case zone.YXDomain:
 		return done(dns.RcodeYXDomain, OutcomeYXDomain)
 	case zone.Dynamic:
-		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}))
+		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}, sc))
 	}
 	// No kind: the name was not in the zone Find returned. Fail rather
 	// than guess.
@@ -129,7 +137,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 
 // dynamic fills m from the selection for a dynamic set and returns the
 // rcode and outcome.
-func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query) (int, string) {
+func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query, sc *scratch) (int, string) {
 	var sel Selection
 	ok := false
 	if recs != nil {
@@ -152,12 +160,12 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	owner := chainEnd(q.Name, res.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
 	// The records with their addresses take one allocation for the whole
-	// set, and the answer section one more, not one per address.
+	// set, and the answer section one more, not one per address; none with
+	// scratch memory that has room.
 	n := len(sel.Addrs)
-	answer := make([]dns.RR, len(m.Answer), len(m.Answer)+n)
-	copy(answer, m.Answer)
+	answer := append(sc.answer(len(m.Answer)+n), m.Answer...)
 	if res.DynamicType == dns.TypeA {
-		rrs := make([]aRecord, n)
+		rrs := sc.aRecords(n)
 		for i, a := range sel.Addrs {
 			r := &rrs[i]
 			r.ip = a.Unmap().As4()
@@ -165,7 +173,7 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 			answer = append(answer, &r.rr)
 		}
 	} else {
-		rrs := make([]aaaaRecord, n)
+		rrs := sc.aaaaRecords(n)
 		for i, a := range sel.Addrs {
 			r := &rrs[i]
 			r.ip = a.As16()
@@ -187,6 +195,53 @@ type aRecord struct {
 type aaaaRecord struct {
 	rr dns.AAAA
 	ip [net.IPv6len]byte
+}
+
+// scratch is the memory one UDP loop builds its replies in, reused from
+// query to query; a nil scratch allocates.
+type scratch struct {
+	m    dns.Msg
+	rrs  []dns.RR
+	a    []aRecord
+	aaaa []aaaaRecord
+}
+
+func (sc *scratch) msg() *dns.Msg {
+	if sc == nil {
+		return new(dns.Msg)
+	}
+	return &sc.m
+}
+
+// answer returns an empty answer section with room for n records.
+func (sc *scratch) answer(n int) []dns.RR {
+	if sc == nil {
+		return make([]dns.RR, 0, n)
+	}
+	if cap(sc.rrs) < n {
+		sc.rrs = make([]dns.RR, 0, n)
+	}
+	return sc.rrs[:0]
+}
+
+func (sc *scratch) aRecords(n int) []aRecord {
+	if sc == nil {
+		return make([]aRecord, n)
+	}
+	if cap(sc.a) < n {
+		sc.a = make([]aRecord, n)
+	}
+	return sc.a[:n]
+}
+
+func (sc *scratch) aaaaRecords(n int) []aaaaRecord {
+	if sc == nil {
+		return make([]aaaaRecord, n)
+	}
+	if cap(sc.aaaa) < n {
+		sc.aaaa = make([]aaaaRecord, n)
+	}
+	return sc.aaaa[:n]
 }
 
 // chainEnd returns the name a CNAME chain in answer ends at, spelled as

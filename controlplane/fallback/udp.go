@@ -212,6 +212,7 @@ func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 type udpWriter struct {
 	local, remote net.Addr
 	buf, reply    []byte
+	scratch       scratch
 }
 
 func (w *udpWriter) LocalAddr() net.Addr  { return w.local }
