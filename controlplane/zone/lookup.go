@@ -144,7 +144,7 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		return n.sets[dns.TypeCNAME][0].(*dns.CNAME).Target, true
 	case n.sets[t] != nil:
 		r.Kind = Answer
-		r.Answer = append(r.Answer, l.rrset(name, n, t)...)
+		r.Answer = appendShared(r.Answer, l.rrset(name, n, t))
 		l.additional(n.sets[t])
 		l.wildcardProof(w)
 	case n.dynamic[t]:
@@ -300,9 +300,31 @@ func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
 	return out
 }
 
+// appendShared appends rrs to dst, or returns rrs itself when dst is
+// empty: rrs may be the zone's own slice, capped, so that a later append
+// copies it rather than writing into the zone.
+func appendShared(dst, rrs []dns.RR) []dns.RR {
+	if len(dst) == 0 {
+		return rrs
+	}
+	return append(dst, rrs...)
+}
+
 // owned returns rrs with name as their owner, copying those spelled
-// differently so the zone's records stay as loaded.
+// differently so the zone's records stay as loaded. When every record is
+// spelled as name, that is rrs itself, capped, and nothing is allocated:
+// the common case of an answer.
 func owned(rrs []dns.RR, name string) []dns.RR {
+	same := true
+	for _, rr := range rrs {
+		if rr.Header().Name != name {
+			same = false
+			break
+		}
+	}
+	if same {
+		return rrs[:len(rrs):len(rrs)]
+	}
 	out := make([]dns.RR, len(rrs))
 	for i, rr := range rrs {
 		if rr.Header().Name != name {
