@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,21 +21,28 @@ const clockTicks = 100
 
 // meter measures the CPU time of the processes outside the harness: user
 // processes that are neither this one nor its descendants (the servers,
-// kxdpgun, dnsperf). Kernel threads are left out, since the NAPI thread and
-// softirq work carry the benchmark's own packets.
+// kxdpgun, dnsperf), and the NAPI threads of other devices. Other kernel
+// threads are left out, since softirq work carries the benchmark's own
+// packets too. Another benchmark's veth has its NAPI thread pinned to a
+// CPU like this one's: on the server's CPU it takes a share of it that no
+// user process shows, and it halved NSD's answers in runs that counted
+// only user processes.
 type meter struct {
+	ours  string // the comm prefix of the server veth's NAPI threads
 	ticks uint64
 	start time.Time
 }
 
-func startMeter() (meter, error) {
-	t, err := othersTicks()
-	return meter{ticks: t, start: time.Now()}, err
+func (r *rig) startMeter() (meter, error) {
+	m := meter{ours: r.napiPrefix(), start: time.Now()}
+	var err error
+	m.ticks, err = othersTicks(m.ours)
+	return m, err
 }
 
 // share is the part of all CPUs' time the other processes used since start.
 func (m meter) share() (float64, error) {
-	t, err := othersTicks()
+	t, err := othersTicks(m.ours)
 	if err != nil {
 		return 0, err
 	}
@@ -49,10 +57,12 @@ type procStat struct {
 	ppid    int
 	ticks   uint64
 	kthread bool
+	comm    string
 }
 
-// othersTicks sums utime and stime of the other user processes.
-func othersTicks() (uint64, error) {
+// othersTicks sums utime and stime of the other user processes and of the
+// NAPI threads whose names do not start with ours.
+func othersTicks(ours string) (uint64, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("listing processes: %w", err)
@@ -70,7 +80,8 @@ func othersTicks() (uint64, error) {
 	self := os.Getpid()
 	var sum uint64
 	for pid, st := range procs {
-		if st.kthread || descends(procs, pid, self) {
+		napi := strings.HasPrefix(st.comm, "napi/")
+		if st.kthread && (!napi || strings.HasPrefix(st.comm, ours)) || descends(procs, pid, self) {
 			continue
 		}
 		sum += st.ticks
@@ -101,7 +112,8 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	j := bytes.IndexByte(b, '(')
+	if i < 0 || j < 0 || j > i {
 		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
@@ -114,7 +126,7 @@ func readStat(pid int) (procStat, bool) {
 	utime, _ := strconv.ParseUint(string(f[11]), 10, 64)
 	stime, _ := strconv.ParseUint(string(f[12]), 10, 64)
 	const pfKthread = 0x00200000
-	return procStat{ppid: ppid, ticks: utime + stime, kthread: flags&pfKthread != 0}, true
+	return procStat{ppid: ppid, ticks: utime + stime, kthread: flags&pfKthread != 0, comm: string(b[j+1 : i])}, true
 }
 
 // settle waits up to Options.Settle for the other processes to go quiet.
@@ -125,7 +137,7 @@ func (r *rig) settle() error {
 	}
 	deadline := time.Now().Add(r.o.Settle)
 	for {
-		m, err := startMeter()
+		m, err := r.startMeter()
 		if err != nil {
 			return err
 		}
@@ -146,7 +158,7 @@ func (r *rig) quietly(run func() error) (float64, error) {
 		if err := r.settle(); err != nil {
 			return 0, err
 		}
-		m, err := startMeter()
+		m, err := r.startMeter()
 		if err != nil {
 			return 0, err
 		}

@@ -47,9 +47,10 @@ func Markdown(w io.Writer, res *Results) {
 	fmt.Fprintf(w, "%s UTC · %s · %s × %d · %s · load %s · %s · revision %s\n\n",
 		res.Started.Format("2006-01-02 15:04"), m.Kernel, m.CPU, m.CPUs, m.Memory, m.Load, m.Go, m.Revision)
 	fmt.Fprintf(w, "Zone of %d names (4 A + 2 AAAA each), queries A and AAAA for every name. "+
-		"kxdpgun offers %d q/s for %v on CPU %d; the server and its veth's NAPI thread run on CPU %d. "+
+		"kxdpgun offers %d q/s to the servers that answer in XDP and %d q/s to those that answer from sockets, for %v on CPU %d; "+
+		"the server and its veth's NAPI thread run on CPU %d. "+
 		"Latency: dnsperf at %d q/s. Every figure is the median of %d runs, with the range in parentheses.\n\n",
-		o.Names, o.Rate, o.Duration, o.GenCPU, o.ServerCPU, o.LatencyRate, o.Runs)
+		o.Names, o.Rate, o.SocketRate, o.Duration, o.GenCPU, o.ServerCPU, o.LatencyRate, o.Runs)
 	var tools []string
 	for _, t := range slices.Sorted(maps.Keys(m.Tools)) {
 		if m.Tools[t] != "" {

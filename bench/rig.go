@@ -84,8 +84,7 @@ func (r *rig) threadNAPI() error {
 // pinNAPI pins the NAPI threads of the server's veth to the server CPU.
 // Their names are napi/<dev>-<id>, cut to the kernel's 15 bytes.
 func (r *rig) pinNAPI() error {
-	prefix := "napi/" + r.env.Edge.Link + "-"
-	prefix = prefix[:min(len(prefix), 15)]
+	prefix := r.napiPrefix()
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return fmt.Errorf("listing processes: %w", err)
@@ -111,6 +110,13 @@ func (r *rig) pinNAPI() error {
 		return fmt.Errorf("pinning napi threads: no thread named %s*", prefix)
 	}
 	return nil
+}
+
+// napiPrefix is how the names of the server veth's NAPI threads begin:
+// napi/<dev>-<id>, cut to the kernel's 15 bytes.
+func (r *rig) napiPrefix() string {
+	p := "napi/" + r.env.Edge.Link + "-"
+	return p[:min(len(p), 15)]
 }
 
 // command runs name in h's network namespace on one CPU. taskset and

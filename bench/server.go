@@ -16,18 +16,21 @@ type server struct {
 	name  string
 	about string
 	start func(ctx context.Context, r *rig) (stop func() error, err error)
+	// sockets: the server answers from UDP sockets, and kxdpgun offers it
+	// Options.SocketRate instead of Options.Rate.
+	sockets bool
 }
 
 // servers are every server the harness knows, in report order. The
 // reflector comes first: the others' ratios are to it.
 var servers = []server{
-	{"reflector", "bare XDP reflector: swaps addresses and ports, sets QR (the ceiling)", startReflector},
-	{"steadydns", "steadydns serve, XDP in native mode", startSteadydns(true)},
-	{"steadydns-fallback", "steadydns serve with XDP off: the miekg/dns fallback alone", startSteadydns(false)},
-	{"knot", "Knot DNS, UDP sockets, 1 UDP worker", startKnot(false)},
-	{"knot-xdp", "Knot DNS in XDP mode (AF_XDP, 1 queue)", startKnot(true)},
-	{"nsd", "NSD, 1 server process", startNSD},
-	{"gdnsd", "gdnsd, 1 UDP thread", startGdnsd},
+	{"reflector", "bare XDP reflector: swaps addresses and ports, sets QR (the ceiling)", startReflector, false},
+	{"steadydns", "steadydns serve, XDP in native mode", startSteadydns(true), false},
+	{"steadydns-fallback", "steadydns serve with XDP off: the miekg/dns fallback alone", startSteadydns(false), true},
+	{"knot", "Knot DNS, UDP sockets, 1 UDP worker", startKnot(false), true},
+	{"knot-xdp", "Knot DNS in XDP mode (AF_XDP, 1 queue)", startKnot(true), false},
+	{"nsd", "NSD, 1 server process, no RRL, minimal responses", startNSD, true},
+	{"gdnsd", "gdnsd, 1 UDP thread", startGdnsd, true},
 }
 
 // ServerNames are the names --servers accepts.

@@ -12,7 +12,9 @@ import (
 )
 
 // The peers get configs equivalent to steadydns's: the same zone file, the
-// server address, one worker, no logging per query, no zone transfers.
+// server address, one worker, no logging per query, no zone transfers, and
+// what each one's documentation advises for one core (bench/README.md
+// names the settings and their sources).
 
 const knotConfig = `server:
     rundir: %[1]s
@@ -92,6 +94,12 @@ func (r *rig) detachEdgeXDP() error {
 	return nil
 }
 
+// nsdConfig: Debian builds NSD with --enable-ratelimit, and RRL is then on
+// unless both rates are 0 (nsd.conf(5)); one client asking at full rate is
+// what RRL exists to limit. NSD also adds the apex NS and its glue to every
+// positive answer unless minimal-responses is set: 168 bytes instead of
+// 106 for 4 A, where the other servers send the answer alone. reuseport
+// is left off: nsd.conf(5) calls it useful only with more than one server.
 const nsdConfig = `server:
     ip-address: %[2]s
     port: 53
@@ -105,6 +113,9 @@ const nsdConfig = `server:
     pidfile: "%[1]s/nsd.pid"
     hide-version: yes
     verbosity: 0
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+    minimal-responses: yes
 remote-control:
     control-enable: no
 zone:

@@ -214,7 +214,7 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 		for i := range variants {
 			var cost, answered float64
 			other, err := r.quietly(func() error {
-				g, c, err := r.loadRun(ctx, o.Steadydns, files[i])
+				g, c, err := r.loadRun(ctx, o.Steadydns, files[i], r.o.Rate)
 				if err != nil {
 					return err
 				}
@@ -275,7 +275,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			}
 			var cost, answered float64
 			other, err := r.quietly(func() error {
-				g, c, err := r.loadRun(ctx, o.Steadydns, queries)
+				g, c, err := r.loadRun(ctx, o.Steadydns, queries, r.o.Rate)
 				if err != nil {
 					return err
 				}

@@ -119,7 +119,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			}
 			var cost, answered float64
 			other, err := r.quietly(func() error {
-				g, cs, err := r.loadRun(ctx, p.Steadydns, file)
+				g, cs, err := r.loadRun(ctx, p.Steadydns, file, r.o.Rate)
 				if err != nil {
 					return err
 				}

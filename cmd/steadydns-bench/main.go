@@ -50,7 +50,8 @@ func run(args []string) error {
 	quick := fs.Bool("quick", false, "the reflector and steadydns only, a few seconds each (what `make test` runs)")
 	d := bench.Defaults()
 	names := fs.Int("names", d.Names, "names in the generated zone")
-	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers")
+	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers the servers that answer in XDP")
+	socketRate := fs.Int("socket-rate", d.SocketRate, "queries per second kxdpgun offers the servers that answer from UDP sockets")
 	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
 	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
 	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
@@ -77,6 +78,8 @@ func run(args []string) error {
 			o.Names = *names
 		case "rate":
 			o.Rate = *rate
+		case "socket-rate":
+			o.SocketRate = *socketRate
 		case "latency-rate":
 			o.LatencyRate = *latency
 		case "duration":

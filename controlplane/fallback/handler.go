@@ -23,7 +23,13 @@ const (
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
-	m, outcome := s.reply(r, addrOf(w.RemoteAddr()))
+	// A UDP loop packs each reply before it reads the next query, so it
+	// lends the handler memory to build replies in; other writers do not.
+	var sc *scratch
+	if u, ok := w.(*udpWriter); ok {
+		sc = &u.scratch
+	}
+	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), sc)
 	limit := tcpSize
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
 	if !tcp {
@@ -83,9 +89,11 @@ func slip(m *dns.Msg) {
 	m.Truncated = true
 }
 
-// reply builds the reply to r and names its outcome.
-func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
-	m := &dns.Msg{
+// reply builds the reply to r, in sc's memory when sc is not nil, and names
+// its outcome.
+func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, string) {
+	m := sc.msg()
+	*m = dns.Msg{
 		MsgHdr: dns.MsgHdr{
 			Id:               r.Id,
 			Response:         true,
@@ -163,7 +171,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 	case zone.YXDomain:
 		return done(dns.RcodeYXDomain, OutcomeYXDomain)
 	case zone.Dynamic:
-		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}))
+		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}, sc))
 	}
 	// No kind: the name was not in the zone Find returned. Fail rather
 	// than guess.
@@ -174,7 +182,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr) (*dns.Msg, string) {
 
 // dynamic fills m from the selection for a dynamic set and returns the
 // rcode and outcome.
-func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query) (int, string) {
+func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query, sc *scratch) (int, string) {
 	var sel Selection
 	ok := false
 	if recs != nil {
@@ -196,32 +204,89 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	m.Ns = nil
 	owner := chainEnd(q.Name, res.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
-	// The records, their addresses and the answer section each take one
-	// allocation for the whole set, not one per address.
+	// The records with their addresses take one allocation for the whole
+	// set, and the answer section one more, not one per address; none with
+	// scratch memory that has room.
 	n := len(sel.Addrs)
-	answer := make([]dns.RR, len(m.Answer), len(m.Answer)+n)
-	copy(answer, m.Answer)
+	answer := append(sc.answer(len(m.Answer)+n), m.Answer...)
 	if res.DynamicType == dns.TypeA {
-		rrs, ips := make([]dns.A, n), make([]byte, n*net.IPv4len)
+		rrs := sc.aRecords(n)
 		for i, a := range sel.Addrs {
-			ip := ips[i*net.IPv4len : (i+1)*net.IPv4len : (i+1)*net.IPv4len]
-			b := a.Unmap().As4()
-			copy(ip, b[:])
-			rrs[i] = dns.A{Hdr: hdr, A: ip}
-			answer = append(answer, &rrs[i])
+			r := &rrs[i]
+			r.ip = a.Unmap().As4()
+			r.rr = dns.A{Hdr: hdr, A: r.ip[:]}
+			answer = append(answer, &r.rr)
 		}
 	} else {
-		rrs, ips := make([]dns.AAAA, n), make([]byte, n*net.IPv6len)
+		rrs := sc.aaaaRecords(n)
 		for i, a := range sel.Addrs {
-			ip := ips[i*net.IPv6len : (i+1)*net.IPv6len : (i+1)*net.IPv6len]
-			b := a.As16()
-			copy(ip, b[:])
-			rrs[i] = dns.AAAA{Hdr: hdr, AAAA: ip}
-			answer = append(answer, &rrs[i])
+			r := &rrs[i]
+			r.ip = a.As16()
+			r.rr = dns.AAAA{Hdr: hdr, AAAA: r.ip[:]}
+			answer = append(answer, &r.rr)
 		}
 	}
 	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
+}
+
+// aRecord and aaaaRecord hold an answer record and the address it points
+// at, so that both come from one allocation.
+type aRecord struct {
+	rr dns.A
+	ip [net.IPv4len]byte
+}
+
+type aaaaRecord struct {
+	rr dns.AAAA
+	ip [net.IPv6len]byte
+}
+
+// scratch is the memory one UDP loop builds its replies in, reused from
+// query to query; a nil scratch allocates.
+type scratch struct {
+	m    dns.Msg
+	rrs  []dns.RR
+	a    []aRecord
+	aaaa []aaaaRecord
+}
+
+func (sc *scratch) msg() *dns.Msg {
+	if sc == nil {
+		return new(dns.Msg)
+	}
+	return &sc.m
+}
+
+// answer returns an empty answer section with room for n records.
+func (sc *scratch) answer(n int) []dns.RR {
+	if sc == nil {
+		return make([]dns.RR, 0, n)
+	}
+	if cap(sc.rrs) < n {
+		sc.rrs = make([]dns.RR, 0, n)
+	}
+	return sc.rrs[:0]
+}
+
+func (sc *scratch) aRecords(n int) []aRecord {
+	if sc == nil {
+		return make([]aRecord, n)
+	}
+	if cap(sc.a) < n {
+		sc.a = make([]aRecord, n)
+	}
+	return sc.a[:n]
+}
+
+func (sc *scratch) aaaaRecords(n int) []aaaaRecord {
+	if sc == nil {
+		return make([]aaaaRecord, n)
+	}
+	if cap(sc.aaaa) < n {
+		sc.aaaa = make([]aaaaRecord, n)
+	}
+	return sc.aaaa[:n]
 }
 
 // chainEnd returns the name a CNAME chain in answer ends at, spelled as

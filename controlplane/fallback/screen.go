@@ -81,6 +81,32 @@ func bareHeader(m []byte) []byte {
 
 var errCounts = errors.New("fewer records than the header counts")
 
+var errName = errors.New("a name runs past the message or has a reserved label type")
+
+// nameEnd returns the offset just past the name at off in m, as
+// dns.UnpackDomainName does, without building the name: Unpack builds it
+// once and checks the rest (pointer loops, length).
+func nameEnd(m []byte, off int) (int, error) {
+	for off < len(m) {
+		c := int(m[off])
+		switch c & 0xC0 {
+		case 0x00:
+			if c == 0 {
+				return off + 1, nil
+			}
+			off += 1 + c
+		case 0xC0: // a compression pointer ends the name
+			if off+1 >= len(m) {
+				return 0, errName
+			}
+			return off + 2, nil
+		default:
+			return 0, errName
+		}
+	}
+	return 0, errName
+}
+
 // parse unpacks m into msg, more strictly than dns.Msg.Unpack does, which
 // accepts a question cut short after its name and fewer records than
 // counted.
@@ -88,7 +114,7 @@ func parse(m []byte, msg *dns.Msg) error {
 	qd := int(m[4])<<8 | int(m[5])
 	off := headerLen
 	for range qd {
-		_, end, err := dns.UnpackDomainName(m, off)
+		end, err := nameEnd(m, off)
 		if err != nil {
 			return err
 		}

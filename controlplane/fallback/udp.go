@@ -16,6 +16,11 @@ import (
 // kernel, the poller) is paid once per batch instead of once per query.
 const udpBatch = 32
 
+// replyBuf is the room each reply of a batch is packed into: what UDP
+// carries at most (ednsSize), doubled, since miekg/dns packs a message
+// uncompressed first.
+const replyBuf = 2 * ednsSize
+
 // batchConn reads and writes datagrams in batches: an ipv4.PacketConn or
 // an ipv6.PacketConn (ipv4.Message and ipv6.Message are one type).
 type batchConn interface {
@@ -92,6 +97,11 @@ func (u *udpServer) loop() {
 		}
 	}
 	replies := make([][]byte, udpBatch)
+	for i := range replies {
+		// A reply that needs more, one of many records before truncation,
+		// gets a bigger buffer from PackBuffer, which the slot keeps.
+		replies[i] = make([]byte, 0, replyBuf)
+	}
 	out := make([]ipv4.Message, 0, udpBatch)
 	w := &udpWriter{local: u.conn.LocalAddr()}
 	for {
@@ -202,13 +212,17 @@ func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 type udpWriter struct {
 	local, remote net.Addr
 	buf, reply    []byte
+	scratch       scratch
 }
 
 func (w *udpWriter) LocalAddr() net.Addr  { return w.local }
 func (w *udpWriter) RemoteAddr() net.Addr { return w.remote }
 
 func (w *udpWriter) WriteMsg(m *dns.Msg) error {
-	b, err := m.PackBuffer(w.buf)
+	// PackBuffer packs in place only when the buffer's length, not its
+	// capacity, holds the message uncompressed; given buf[:0] it would
+	// allocate every reply.
+	b, err := m.PackBuffer(w.buf[:cap(w.buf)])
 	if err != nil {
 		return err
 	}

@@ -140,3 +140,57 @@ func TestUDPv6(t *testing.T) {
 		t.Errorf("reply %v, %v", &r, err)
 	}
 }
+
+// TestUDPReplyPackedInPlace wants a reply packed into the batch slot's own
+// buffer: miekg/dns allocates a new one unless the buffer's length holds
+// the message, which cost an allocation per query under load.
+func TestUDPReplyPackedInPlace(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{}, v)
+	remote := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
+	buf := make([]byte, 0, replyBuf)
+	w := &udpWriter{local: remote, remote: remote, buf: buf}
+	s.serveUDP(w, pack(t, query("static.example.test.", dns.TypeA)))
+	if len(w.reply) == 0 {
+		t.Fatal("no reply")
+	}
+	if &w.reply[0] != &buf[:1][0] {
+		t.Error("the reply was packed into a new buffer, not the slot's")
+	}
+}
+
+// TestUDPScratchReuse answers a sequence of queries through one writer, as
+// a UDP loop does, and wants each reply byte for byte what a fresh writer
+// gives: a reply built in memory the previous one used must not keep any
+// of it.
+func TestUDPScratchReuse(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{}, v)
+	remote := netip.MustParseAddrPort("198.18.0.10:5300")
+	w := &udpWriter{remote: net.UDPAddrFromAddrPort(remote), buf: make([]byte, 0, replyBuf)}
+	for i, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"web.example.test.", dns.TypeA},
+		{"web6.example.test.", dns.TypeAAAA},
+		{"geo.example.test.", dns.TypeA},
+		{"down.example.test.", dns.TypeA},
+		{"web.example.test.", dns.TypeA},
+		{"static.example.test.", dns.TypeA},
+		{"web6.example.test.", dns.TypeAAAA},
+		{"nope.example.test.", dns.TypeA},
+		{"geo.example.test.", dns.TypeA},
+	} {
+		m := query(q.name, q.qtype)
+		m.Id = uint16(i + 1)
+		raw := pack(t, m)
+		w.reply, w.buf = nil, w.buf[:0]
+		s.serveUDP(w, raw)
+		want := s.AnswerDatagram(raw, remote)
+		if string(w.reply) != string(want) {
+			t.Errorf("query %d (%s %s): reply through a reused writer differs from a fresh one's:\n%x\n%x",
+				i, q.name, dns.TypeToString[q.qtype], w.reply, want)
+		}
+	}
+}

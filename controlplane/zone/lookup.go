@@ -47,7 +47,7 @@ const anyTTL = 3600
 // With do set and a signed zone, the result carries the zone's RRSIG and
 // NSEC or NSEC3 records.
 func (z *Zone) Lookup(qname string, qtype uint16, do bool) Result {
-	if !dns.IsSubDomain(z.origin, lower(qname)) {
+	if !z.holds(lower(qname)) {
 		return Result{}
 	}
 	l := &lookup{z: z, qtype: qtype, do: do && z.Signed(), res: Result{Authoritative: true}}
@@ -61,7 +61,7 @@ func (z *Zone) Lookup(qname string, qtype uint16, do bool) Result {
 		// Past here the resolver follows the chain itself: it left the
 		// zone, loops, or is too long.
 		key := lower(next)
-		if hop > maxChain || !dns.IsSubDomain(z.origin, key) || slices.Contains(seen, key) {
+		if hop > maxChain || !z.holds(key) || slices.Contains(seen, key) {
 			l.res.Kind = Answer
 			return l.res
 		}
@@ -82,7 +82,8 @@ type lookup struct {
 func (l *lookup) step(name string, first bool) (string, bool) {
 	z := l.z
 	key := lower(name)
-	idx := dns.Split(key)
+	var starts [maxLabels]int // on the stack: dns.Split would allocate per query
+	idx := labelStarts(key, starts[:0])
 	depth := len(idx) - z.labels // labels below the apex
 	ce, ceKey := z.apex, z.origin
 	for i := depth; i >= 0; i-- {
@@ -143,7 +144,7 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		return n.sets[dns.TypeCNAME][0].(*dns.CNAME).Target, true
 	case n.sets[t] != nil:
 		r.Kind = Answer
-		r.Answer = append(r.Answer, l.rrset(name, n, t)...)
+		r.Answer = appendShared(r.Answer, l.rrset(name, n, t))
 		l.additional(n.sets[t])
 		l.wildcardProof(w)
 	case n.dynamic[t]:
@@ -240,7 +241,7 @@ func (l *lookup) additional(rrs []dns.RR) {
 			return
 		}
 		key := lower(target)
-		if slices.Contains(done, key) || !dns.IsSubDomain(l.z.origin, key) || !l.z.authoritative(key) {
+		if slices.Contains(done, key) || !l.z.holds(key) || !l.z.authoritative(key) {
 			continue
 		}
 		done = append(done, key)
@@ -275,8 +276,15 @@ func (l *lookup) wildcardProof(w *wildcard) {
 }
 
 // negative puts the SOA into authority, as NODATA and NXDOMAIN carry it.
+// An empty authority section takes the zone's slice itself, capped so that
+// an append copies it: a dynamic set's lookup ends here on every query,
+// and the SOA is usually dropped again.
 func (l *lookup) negative() {
-	l.res.Ns = append(l.res.Ns, l.z.negSOA...)
+	if len(l.res.Ns) == 0 {
+		l.res.Ns = l.z.negSOA[:len(l.z.negSOA):len(l.z.negSOA)]
+	} else {
+		l.res.Ns = append(l.res.Ns, l.z.negSOA...)
+	}
 	if l.do {
 		l.res.Ns = append(l.res.Ns, l.z.negSigs...)
 	}
@@ -292,9 +300,31 @@ func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
 	return out
 }
 
+// appendShared appends rrs to dst, or returns rrs itself when dst is
+// empty: rrs may be the zone's own slice, capped, so that a later append
+// copies it rather than writing into the zone.
+func appendShared(dst, rrs []dns.RR) []dns.RR {
+	if len(dst) == 0 {
+		return rrs
+	}
+	return append(dst, rrs...)
+}
+
 // owned returns rrs with name as their owner, copying those spelled
-// differently so the zone's records stay as loaded.
+// differently so the zone's records stay as loaded. When every record is
+// spelled as name, that is rrs itself, capped, and nothing is allocated:
+// the common case of an answer.
 func owned(rrs []dns.RR, name string) []dns.RR {
+	same := true
+	for _, rr := range rrs {
+		if rr.Header().Name != name {
+			same = false
+			break
+		}
+	}
+	if same {
+		return rrs[:len(rrs):len(rrs)]
+	}
 	out := make([]dns.RR, len(rrs))
 	for i, rr := range rrs {
 		if rr.Header().Name != name {
@@ -304,6 +334,44 @@ func owned(rrs []dns.RR, name string) []dns.RR {
 		out[i] = rr
 	}
 	return out
+}
+
+// maxLabels is the most labels a name of 255 bytes has: 127 of one byte
+// and the root.
+const maxLabels = 128
+
+// labelStarts appends the offset of each label of the fqdn name to idx,
+// as dns.Split returns them; "." has none.
+func labelStarts(name string, idx []int) []int {
+	if name == "." {
+		return idx
+	}
+	for off, end := 0, false; !end; off, end = dns.NextLabel(name, off) {
+		idx = append(idx, off)
+	}
+	return idx
+}
+
+// holds reports whether the lowercase fqdn key is at or below the origin.
+// dns.IsSubDomain says the same but allocates both names' label offsets.
+func (z *Zone) holds(key string) bool {
+	o := z.origin
+	switch {
+	case o == ".":
+		return true
+	case len(key) < len(o) || key[len(key)-len(o):] != o:
+		return false
+	case len(key) == len(o):
+		return true
+	case key[len(key)-len(o)-1] != '.':
+		return false
+	}
+	// The origin starts a label: the dot before it is not escaped.
+	escapes := 0
+	for i := len(key) - len(o) - 2; i >= 0 && key[i] == '\\'; i-- {
+		escapes++
+	}
+	return escapes%2 == 0
 }
 
 // types returns the types of n's sets in ascending order.

@@ -305,3 +305,38 @@ func TestCanonicalOrder(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// holds and labelStarts replace dns.IsSubDomain and dns.Split on the query
+// path; a name on the wrong side of the origin would be answered from the
+// wrong zone, or refused.
+func TestHoldsAndLabelStartsAgreeWithDNS(t *testing.T) {
+	names := []string{
+		".", "test.", "example.test.", "www.example.test.", "a.b.example.test.",
+		"xexample.test.", "example.test.x.", `a\.example.test.`, `a\\.example.test.`,
+		`a\\\.example.test.`, `\.example.test.`, "example.tes.", "other.test.",
+	}
+	for _, origin := range []string{".", "test.", "example.test."} {
+		z := &Zone{origin: origin}
+		for _, n := range names {
+			if got, want := z.holds(n), dns.IsSubDomain(origin, n); got != want {
+				t.Errorf("origin %s holds %s: %v, dns.IsSubDomain: %v", origin, n, got, want)
+			}
+		}
+	}
+	for _, n := range names {
+		if got, want := labelStarts(n, nil), dns.Split(n); !slices.Equal(got, want) {
+			t.Errorf("labelStarts(%s) = %v, dns.Split: %v", n, got, want)
+		}
+	}
+}
+
+// A dynamic set's lookup, and a static set's asked as the zone spells it,
+// are on every query the fallback answers for them.
+func TestLookupAllocations(t *testing.T) {
+	z := loadExample(t)
+	for _, name := range []string{"web.example.test.", "mail.example.test."} {
+		if n := testing.AllocsPerRun(100, func() { z.Lookup(name, dns.TypeA, false) }); n != 0 {
+			t.Errorf("the lookup of %s allocates %v times, want 0", name, n)
+		}
+	}
+}
