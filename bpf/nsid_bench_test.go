@@ -3,7 +3,6 @@ package bpf_test
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
@@ -45,24 +44,12 @@ func BenchmarkNSIDCost(b *testing.B) {
 		{"set-not-asked", on.Steadydns, plain},
 		{"set-asked", on.Steadydns, asked},
 	}
-	const perRound, rounds = 2000, 15
-	timeOne := func(prog *ebpf.Program, in []byte, want uint32) time.Duration {
-		var total time.Duration
-		for range perRound {
-			ret, d, err := prog.Benchmark(in, 1, nil)
-			if err != nil || ret != want {
-				b.Fatalf("action %d, %v", ret, err)
-			}
-			total += d
-		}
-		return total / perRound
-	}
 	samples := make([][]float64, len(cells))
 	for range b.N {
 		for range rounds {
-			base := timeOne(pass.XdpPass, plain, 2)
+			base := runCost(b, pass.XdpPass, plain, 2)
 			for i, c := range cells {
-				samples[i] = append(samples[i], float64(timeOne(c.prog, c.in, 3)-base))
+				samples[i] = append(samples[i], float64(runCost(b, c.prog, c.in, 3)-base))
 			}
 		}
 	}

@@ -62,18 +62,6 @@ func BenchmarkPolicyCost(b *testing.B) {
 	}
 	setHealth(b, o, up...)
 
-	const perRound, rounds = 2000, 15
-	timeOne := func(prog *ebpf.Program, in []byte, want uint32) time.Duration {
-		var total time.Duration
-		for range perRound {
-			ret, d, err := prog.Benchmark(in, 1, nil)
-			if err != nil || ret != want {
-				b.Fatalf("action %d, %v", ret, err)
-			}
-			total += d
-		}
-		return total / perRound
-	}
 	names := make([]string, 0, len(frames))
 	for n := range frames {
 		names = append(names, n)
@@ -82,9 +70,9 @@ func BenchmarkPolicyCost(b *testing.B) {
 	samples := map[string][]float64{}
 	for range b.N {
 		for range rounds {
-			base := timeOne(pass.XdpPass, frames[names[0]], 2)
+			base := runCost(b, pass.XdpPass, frames[names[0]], 2)
 			for _, n := range names {
-				samples[n] = append(samples[n], float64(timeOne(o.Steadydns, frames[n], 3)-base))
+				samples[n] = append(samples[n], float64(runCost(b, o.Steadydns, frames[n], 3)-base))
 			}
 		}
 	}
@@ -114,4 +102,22 @@ func policyName(p bpf.SteadydnsPolicy) string {
 		bpf.SteadydnsPolicyPOLICY_MULTIVALUE: "multivalue", bpf.SteadydnsPolicyPOLICY_FAILOVER: "failover",
 		bpf.SteadydnsPolicyPOLICY_WEIGHTED: "weighted", bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN: "round_robin",
 	}[p]
+}
+
+// The BPF_PROG_RUN cost method the benchmarks share: rounds of perRound
+// runs, each on a fresh copy of the frame, the cells interleaved.
+const perRound, rounds = 2000, 15
+
+// runCost is prog's mean time per run on in over perRound runs; every run
+// must return want.
+func runCost(b *testing.B, prog *ebpf.Program, in []byte, want uint32) time.Duration {
+	var total time.Duration
+	for range perRound {
+		ret, d, err := prog.Benchmark(in, 1, nil)
+		if err != nil || ret != want {
+			b.Fatalf("action %d, %v", ret, err)
+		}
+		total += d
+	}
+	return total / perRound
 }

@@ -50,18 +50,6 @@ func BenchmarkRRLCost(b *testing.B) {
 		}
 	}
 
-	const perRound, rounds = 2000, 15
-	timeOne := func(prog *ebpf.Program, want uint32) float64 {
-		var total time.Duration
-		for range perRound {
-			ret, d, err := prog.Benchmark(in, 1, nil)
-			if err != nil || ret != want {
-				b.Fatalf("action %d, %v", ret, err)
-			}
-			total += d
-		}
-		return float64(total / perRound)
-	}
 	cells := []struct {
 		name string
 		prog *ebpf.Program
@@ -70,9 +58,9 @@ func BenchmarkRRLCost(b *testing.B) {
 	samples := map[string][]float64{}
 	for range b.N {
 		for range rounds {
-			base := timeOne(pass.XdpPass, 2)
+			base := float64(runCost(b, pass.XdpPass, in, 2))
 			for _, c := range cells {
-				samples[c.name] = append(samples[c.name], timeOne(c.prog, c.want)-base)
+				samples[c.name] = append(samples[c.name], float64(runCost(b, c.prog, in, c.want))-base)
 			}
 		}
 	}
