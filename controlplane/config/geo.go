@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	yaml "go.yaml.in/yaml/v3"
-
 	"github.com/steadydns/steadydns/bpf"
 )
 
@@ -51,18 +49,7 @@ func (d *decoder) geo(f fields) *Geo {
 	for _, e := range d.entries(f.get("regions"), f.key("regions")) {
 		rf := d.mapping(e.val, e.path, regionKeys)
 		r := Region{Name: e.key}
-		rf.list("prefixes", func(path string, n *yaml.Node) {
-			s, ok := d.scalar(n, path, "a prefix")
-			if !ok {
-				return
-			}
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", s)
-				return
-			}
-			r.Prefixes = append(r.Prefixes, p.Masked())
-		})
+		rf.prefixes("prefixes", &r.Prefixes)
 		if n := rf.get("file"); n != nil {
 			if s, ok := d.scalar(n, rf.key("file"), "a file name"); ok {
 				if !filepath.IsAbs(s) {

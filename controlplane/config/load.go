@@ -257,18 +257,7 @@ func (d *decoder) server(f fields) Server {
 		if df.has("allow") {
 			s.Debug.Allow = nil
 		}
-		df.list("allow", func(path string, n *yaml.Node) {
-			v, ok := d.scalar(n, path, "a prefix")
-			if !ok {
-				return
-			}
-			p, err := netip.ParsePrefix(v)
-			if err != nil {
-				d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
-				return
-			}
-			s.Debug.Allow = append(s.Debug.Allow, p.Masked())
-		})
+		df.prefixes("allow", &s.Debug.Allow)
 	}
 	return s
 }
@@ -305,18 +294,7 @@ func (d *decoder) rrl(f fields) *RRL {
 		within("ipv4_prefix", 0, 32, func() int64 { return int64(r.IPv4Prefix) }, "")
 		within("ipv6_prefix", 0, int64(bpf.SteadydnsLimitsRRL_V6PREFIX_MAX), func() int64 { return int64(r.IPv6Prefix) }, "")
 	}
-	f.list("exempt", func(path string, n *yaml.Node) {
-		v, ok := d.scalar(n, path, "a prefix")
-		if !ok {
-			return
-		}
-		p, err := netip.ParsePrefix(v)
-		if err != nil {
-			d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
-			return
-		}
-		r.Exempt = append(r.Exempt, p.Masked())
-	})
+	f.prefixes("exempt", &r.Exempt)
 	return r
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,6 +231,22 @@ func (f fields) strs(k string, dst *[]string) {
 		if s, ok := f.d.scalar(n, path, "a string"); ok {
 			*dst = append(*dst, s)
 		}
+	})
+}
+
+// prefixes appends list k's CIDR prefixes, masked, to dst.
+func (f fields) prefixes(k string, dst *[]netip.Prefix) {
+	f.list(k, func(path string, n *yaml.Node) {
+		v, ok := f.d.scalar(n, path, "a prefix")
+		if !ok {
+			return
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			f.d.errorf(n, path, "invalid prefix %q, want a CIDR such as 198.18.0.0/24", v)
+			return
+		}
+		*dst = append(*dst, p.Masked())
 	})
 }
 
