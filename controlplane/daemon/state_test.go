@@ -1,21 +1,15 @@
 package daemon_test
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/steadydns/steadydns/controlplane/api"
-	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/controlplane/state"
 )
 
@@ -55,64 +49,13 @@ func waitSaved(t *testing.T, dir, what string, ok func(state.File) bool) {
 	}
 }
 
-// restartAnswering closes e's daemon, runs between, and starts another on
-// the same config, while a client queries www without pause through the
-// restart and for a while after it: every query must be answered with
-// want exactly, so a backend left out before the restart is never
-// answered across it. It returns the new daemon, closed at the test's end.
-func restartAnswering(t *testing.T, e *edge, want []string, between func()) *daemon.Daemon {
+// restartAnswering is restartUnderLoad that keeps querying longer than a
+// check restarted healthy would take to fail again, with the new daemon
+// closed at the test's end.
+func restartAnswering(t *testing.T, e *edge, want []string, between func()) {
 	t.Helper()
-	stop := make(chan struct{})
-	var sent, failed atomic.Int64
-	var mu sync.Mutex
-	var wrong []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.env.Client.Do(func() error {
-			c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
-			for {
-				select {
-				case <-stop:
-					return nil
-				default:
-				}
-				r, _, err := c.Exchange(q("www.example.test.", dns.TypeA), "198.18.0.2:53")
-				sent.Add(1)
-				if err != nil {
-					failed.Add(1)
-				} else if got := addrs(r); !slices.Equal(got, want) {
-					mu.Lock()
-					wrong = append(wrong, fmt.Sprint(got))
-					mu.Unlock()
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		})
-	}()
-	time.Sleep(100 * time.Millisecond)
-	if err := e.d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	between()
-	var d2 *daemon.Daemon
-	if err := e.env.Edge.Do(func() (err error) {
-		d2, err = daemon.StartWith(e.cfg, daemon.Options{Netns: e.env.Edge.Do})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	d2, _ := restartUnderLoad(t, e, want, stateInterval*stateUnhealthy+time.Second, 100, between)
 	t.Cleanup(func() { d2.Close() })
-	// Longer than a check restarted healthy would take to fail again.
-	time.Sleep(stateInterval*stateUnhealthy + time.Second)
-	close(stop)
-	<-done
-	if failed.Load() != 0 || len(wrong) != 0 || sent.Load() < 100 {
-		t.Fatalf("of %d queries across the restart, %d unanswered and %d answered other than %v: %v",
-			sent.Load(), failed.Load(), len(wrong), want, wrong[:min(len(wrong), 5)])
-	}
-	t.Logf("%d queries across the restart, each answered %v", sent.Load(), want)
-	return d2
 }
 
 // TestRestartNewLayoutKeepsDeadBackendOut: a backend known dead is never
