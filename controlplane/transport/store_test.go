@@ -107,22 +107,31 @@ func TestConfigStore(t *testing.T) {
 	}
 }
 
-func TestConfigStoreAcrossCluster(t *testing.T) {
+// watchedStore is a bucket of n replicas on a cluster of n servers: w
+// writes it as admin through the second last server, r reads and watches
+// it as an edge (the connection edge) through the last, and seen holds
+// what the watch saw.
+func watchedStore(t *testing.T, n int, timeout time.Duration) (ctx context.Context, servers []*Server, edge *Conn, w, r *ConfigStore, seen *revisions) {
 	f := newFleet(t)
-	servers := cluster(t, f, 2)
-	admin := connect(t, servers[0].ClientURL(), "admin", f.admin, Options{})
-	edge := connect(t, servers[1].ClientURL(), "e1", f.edge, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	w := createStore(t, admin, 2)
+	servers = cluster(t, f, n)
+	admin := connect(t, servers[n-2].ClientURL(), "admin", f.admin, Options{})
+	edge = connect(t, servers[n-1].ClientURL(), "e1", f.edge, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	w = createStore(t, admin, n)
 	r, err := edge.OpenConfigStore(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen revisions
+	seen = &revisions{}
 	if err := r.Watch(ctx, seen.fn); err != nil {
 		t.Fatal(err)
 	}
+	return ctx, servers, edge, w, r, seen
+}
+
+func TestConfigStoreAcrossCluster(t *testing.T) {
+	ctx, _, _, w, r, seen := watchedStore(t, 2, 20*time.Second)
 	rev, err := w.Put(ctx, []byte("fleet v1"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,21 +147,7 @@ func TestConfigStoreAcrossCluster(t *testing.T) {
 // server dies: writes, reads and watches go on (README.md: two servers do
 // not).
 func TestConfigStoreSurvivesOneOfThreeServers(t *testing.T) {
-	f := newFleet(t)
-	servers := cluster(t, f, 3)
-	admin := connect(t, servers[1].ClientURL(), "admin", f.admin, Options{})
-	edge := connect(t, servers[2].ClientURL(), "e1", f.edge, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w := createStore(t, admin, 3)
-	r, err := edge.OpenConfigStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen revisions
-	if err := r.Watch(ctx, seen.fn); err != nil {
-		t.Fatal(err)
-	}
+	ctx, servers, edge, w, r, seen := watchedStore(t, 3, time.Minute)
 	rev1, err := w.Put(ctx, []byte("v1"))
 	if err != nil {
 		t.Fatal(err)
