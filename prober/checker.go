@@ -105,7 +105,11 @@ func fail(start time.Time, r Reason, detail string) Result {
 // failErr fails with the reason the error implies. A ctx that has ended
 // counts as a timeout whatever error the socket call surfaced first.
 func failErr(ctx context.Context, start time.Time, err error) Result {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	// A socket's deadline is the context's, and may cut a read before the
+	// context marks itself done: a read cut short can then surface as a
+	// parse error of the partial data (bufio hands over a partial line
+	// without its error), which is a timeout all the same.
+	if d, ok := ctx.Deadline(); errors.Is(ctx.Err(), context.DeadlineExceeded) || ok && !time.Now().Before(d) {
 		return fail(start, ReasonTimeout, "timeout")
 	}
 	r, detail := classify(err)

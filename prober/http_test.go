@@ -118,6 +118,31 @@ func TestHTTPRefused(t *testing.T) {
 	expect(t, runCheck(t, nil, checkOf(HTTP, ap)), false, ReasonRefused, "connection refused")
 }
 
+// TestHTTPStatusLineCutShort: a backend that sends part of its status
+// line and then stalls fails for a timeout, not for a malformed response:
+// the reader hands over the partial line when the deadline cuts the read.
+func TestHTTPStatusLineCutShort(t *testing.T) {
+	ln := listenTCP(t, nil, "127.0.0.1:0")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Read(make([]byte, 512))
+				c.Write([]byte("HTTP/1.1"))
+				time.Sleep(time.Second)
+			}()
+		}
+	}()
+	for range 5 {
+		r := runCheck(t, nil, checkOf(HTTP, addrPort(ln.Addr()), func(s *Spec) { s.Timeout = 100 * time.Millisecond }))
+		expect(t, r, false, ReasonTimeout, "timeout")
+	}
+}
+
 func TestHTTPS(t *testing.T) {
 	cert := selfSigned(t, netip.MustParseAddr("127.0.0.1"))
 	ln := listenTCP(t, nil, "127.0.0.1:0")
