@@ -88,14 +88,7 @@ func serve(t *testing.T, f fault) string {
 		w.WriteMsg(m)
 	})
 	accept := func(dns.Header) dns.MsgAcceptAction { return dns.MsgAccept }
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := listenPair(t)
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h, MsgAcceptFunc: accept}, {Listener: l, Handler: h, MsgAcceptFunc: accept}} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }
@@ -104,6 +97,26 @@ func serve(t *testing.T, f fault) string {
 		t.Cleanup(func() { s.Shutdown() })
 	}
 	return pc.LocalAddr().String()
+}
+
+// listenPair binds UDP and TCP on one loopback port. The kernel picks the UDP
+// port without looking at TCP, so another process may already hold that TCP
+// port; another UDP port is then tried.
+func listenPair(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 50 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("binding the UDP socket: %v", err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l
+		}
+		pc.Close()
+	}
+	t.Fatal("binding UDP and TCP on one port: no free pair in 50 tries")
+	return nil, nil
 }
 
 func TestChecks(t *testing.T) {
