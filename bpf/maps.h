@@ -197,6 +197,21 @@ struct draw {
 	__u32 turn;
 };
 
+/* What write_reply needs besides the query: the reply's parts decided in
+ * the main program. */
+struct reply {
+	__u64 tail;      /* the sum of the reply from the question's type on, so far */
+	__u32 an;        /* answers, from scratch.ans */
+	__u32 ttl;
+	__u32 rlen;      /* the reply's DNS message length */
+	__u32 nsid_n;    /* NSID option bytes, 0 for none */
+	__u32 dns_off;   /* the query's frame: where its message starts */
+	__u32 dns_len;   /* and its length */
+	__u8 flags2;     /* the reply's header flag bytes */
+	__u8 flags3;
+	__u8 v6;
+};
+
 struct scratch {
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
@@ -206,6 +221,12 @@ struct scratch {
 	struct draw draw;
 	struct set_stats chosen;  /* of the set the policy picks from */
 	struct pick pick;
+	struct reply reply;
+	/* The picked candidates' addresses in answer order, copied out of
+	 * the slot before its sequence count is checked again: the reply is
+	 * then written into the packet from here, so a set rewritten
+	 * meanwhile is caught before the packet changes. */
+	__u8 ans[MAX_CANDIDATES][16] __attribute__((aligned(8)));
 };
 
 struct {

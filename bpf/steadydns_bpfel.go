@@ -306,6 +306,21 @@ type SteadydnsScratch struct {
 		N        uint32
 		Order    [8]uint8
 	}
+	Reply struct {
+		_      structs.HostLayout
+		Tail   uint64
+		An     uint32
+		Ttl    uint32
+		Rlen   uint32
+		NsidN  uint32
+		DnsOff uint32
+		DnsLen uint32
+		Flags2 uint8
+		Flags3 uint8
+		V6     uint8
+		_      [5]byte
+	}
+	Ans [8][16]uint8
 }
 
 type SteadydnsSlotState uint32
