@@ -24,22 +24,19 @@ static __always_inline int name_eq(const __u8 *key, const char *name, __u32 n)
 	return 1;
 }
 
-/* touch_slot loads one word from each cache line of the slot's record set
- * (struct rrset, which the selection reads whole) without using it. The
- * loads do not wait for the comparisons before them, so the CPU fetches
- * the set's lines while the miss on the slot's first line, with the hash
- * and a short name, is outstanding: one memory latency per query instead
- * of two in a row. The empty asm keeps the loads, which clang would
- * otherwise drop as unused. */
+/* touch_slot loads a word from the cache lines of the slot's record set
+ * that every query reads, the first (the set's header and first
+ * candidate) and the answers' sums, without using them. The loads do not
+ * wait for the comparisons before them, so the CPU fetches those lines
+ * while the miss on the slot's first line (the hash and a short name) is
+ * outstanding: one memory latency per query instead of two in a row. The
+ * lines of further candidates are loaded by the scan, all at once. The
+ * empty asm keeps the loads, which clang would otherwise drop as unused. */
 static __always_inline void touch_slot(const struct rec_slot *sl)
 {
-	const volatile __u8 *b = (const volatile __u8 *)sl;
-	const __u32 first = __builtin_offsetof(struct rec_slot, rr) / 64;
-#pragma unroll
-	for (__u32 l = first; l < sizeof(*sl) / 64; l++) {
-		__u64 v = *(const volatile __u64 *)(b + l * 64);
-		asm volatile("" : : "r"(v));
-	}
+	__u64 a = *(const volatile __u64 *)&sl->rr;
+	__u16 b = *(const volatile __u16 *)&sl->rr.rr_sum[MAX_CANDIDATES - 1];
+	asm volatile("" : : "r"(a), "r"(b));
 }
 
 /* find_slot probes from the query's home slot for its name and type and
