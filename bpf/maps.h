@@ -11,8 +11,8 @@
 /* The record table (struct rec_slot). Memory-mappable so the control
  * plane writes slots in place under their sequence counts. max_entries is
  * twice server.max_records rounded up to a power of two, which the loader
- * sets along with rec_bits: at most half the slots are in use, and every
- * set then sits within PROBE_MAX slots of its home. */
+ * sets: at most half the slots are in use, and every set then sits within
+ * PROBE_MAX slots of its home. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -22,8 +22,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } records SEC(".maps");
 
-/* log2 of the record table's max_entries, set at load time. */
-volatile const __u32 rec_bits = 17;
+/* log2 of the record table's live region: the sets sit in its first
+ * 1 << bits slots, the smallest power of two that keeps them at a load of
+ * at most one half, so a small zone's sets share few pages and the TLB
+ * holds them all. The loader moves the sets and then rewrites this word
+ * when the count crosses a power of two (loader/records.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rec_bits SEC(".maps");
 
 /* The health table: fixed capacity (set at load time), written whole every
  * push period through mmap. */

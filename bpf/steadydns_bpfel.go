@@ -382,6 +382,7 @@ const (
 	SteadydnsMapHealth        = "health"
 	SteadydnsMapHealthBits    = "health_bits"
 	SteadydnsMapHealthMeta    = "health_meta"
+	SteadydnsMapRecBits       = "rec_bits"
 	SteadydnsMapRecords       = "records"
 	SteadydnsMapRrCounter     = "rr_counter"
 	SteadydnsMapRrl           = "rrl"
@@ -397,7 +398,6 @@ const (
 	SteadydnsVarNrServerV4    = "nr_server_v4"
 	SteadydnsVarNrServerV6    = "nr_server_v6"
 	SteadydnsVarNsid          = "nsid"
-	SteadydnsVarRecBits       = "rec_bits"
 	SteadydnsVarRrlIntervalNs = "rrl_interval_ns"
 	SteadydnsVarRrlMask4      = "rrl_mask4"
 	SteadydnsVarRrlMask6      = "rrl_mask6"
@@ -466,6 +466,7 @@ type SteadydnsMapSpecs struct {
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
+	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -484,7 +485,6 @@ type SteadydnsVariableSpecs struct {
 	NrServerV4    *ebpf.VariableSpec `ebpf:"nr_server_v4"`
 	NrServerV6    *ebpf.VariableSpec `ebpf:"nr_server_v6"`
 	Nsid          *ebpf.VariableSpec `ebpf:"nsid"`
-	RecBits       *ebpf.VariableSpec `ebpf:"rec_bits"`
 	RrlIntervalNs *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
 	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
@@ -522,6 +522,7 @@ type SteadydnsMaps struct {
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
+	RecBits    *ebpf.Map `ebpf:"rec_bits"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -541,6 +542,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Health,
 		m.HealthBits,
 		m.HealthMeta,
+		m.RecBits,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
@@ -560,7 +562,6 @@ type SteadydnsVariables struct {
 	NrServerV4    *ebpf.Variable `ebpf:"nr_server_v4"`
 	NrServerV6    *ebpf.Variable `ebpf:"nr_server_v6"`
 	Nsid          *ebpf.Variable `ebpf:"nsid"`
-	RecBits       *ebpf.Variable `ebpf:"rec_bits"`
 	RrlIntervalNs *ebpf.Variable `ebpf:"rrl_interval_ns"`
 	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`

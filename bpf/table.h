@@ -53,7 +53,9 @@ __attribute__((noinline)) int find_slot(struct scratch *s)
 	struct query *q = &s->q;
 	__u64 h = q->hash;
 	__u32 n = q->name_len;
-	__u32 bits = rec_bits & 31;
+	__u32 zero = 0;
+	__u32 *live = bpf_map_lookup_elem(&rec_bits, &zero);
+	__u32 bits = live ? *live & 31 : 0;
 	__u32 home = bits ? h >> (64 - bits) : 0;
 	__u32 mask = (1u << bits) - 1;
 
