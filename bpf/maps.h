@@ -162,10 +162,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rrl_exempt SEC(".maps");
 
-/* Per-CPU working memory: the DNS message is copied here so that the
- * parser indexes a map value with masked offsets instead of proving packet
- * bounds byte by byte. buf starts 4 bytes before the message so that the
- * question name (message offset 12) is 8-byte aligned for word loads. */
+/* Per-CPU working memory. The query is parsed where it lies in the frame
+ * and an answer is written there too; buf holds a copy of the message only
+ * to build a NODATA or SERVFAIL reply in, off the hot path, with masked
+ * offsets. buf starts 4 bytes before the message so that the question name
+ * (message offset 12) is 8-byte aligned for word stores. */
 #define MSG_OFF 4
 
 /* What the parser learned about the query. It lives in map memory, not on
@@ -183,6 +184,9 @@ struct query {
 	__u8 do_bit;
 	__u8 has_ecs;    /* an EDNS Client Subnet option */
 	__u8 nsid;       /* an NSID option: the reply carries ours, if set */
+	__u16 id;        /* the header's ID, host order */
+	__u8 flags2;     /* the header's flag bytes (QR..RD, RA..rcode) */
+	__u8 flags3;
 };
 
 /* Statistics of the candidate set the policy picks from. */

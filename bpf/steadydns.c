@@ -445,6 +445,11 @@ static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struc
 {
 	__u8 *m = s->buf + MSG_OFF;
 	struct query q = s->q;
+	__u32 len = f->dns_len & (MSG_MAX * 2 - 1);
+	if (len > MSG_MAX || len < DNS_HDR)
+		return count(OUT_MALFORMED);
+	if (bpf_xdp_load_bytes(ctx, f->dns_off, m, len))
+		return count(OUT_MALFORMED);
 	__u32 nsid_n = nsid_len(&q);
 	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
 	__u32 limit = q.has_opt ? q.udp_size : 512;
@@ -517,19 +522,13 @@ int steadydns(struct xdp_md *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return count(OUT_MALFORMED);
-	__u8 *m = s->buf + MSG_OFF;
-	__u32 len = f.dns_len & (MSG_MAX * 2 - 1);
-	if (len > MSG_MAX || len < DNS_HDR)
-		return count(OUT_MALFORMED);
-	if (bpf_xdp_load_bytes(ctx, f.dns_off, m, len))
-		return count(OUT_MALFORMED);
 
-	o = parse_query(s, len);
+	o = parse_query(ctx, s, f.dns_off, f.dns_len);
 	if (o != OUT_ANSWERED)
 		return count(o);
 	struct query q = s->q;
 
-	if (hash_name(s))
+	if (hash_name(ctx, s, f.dns_off))
 		return count(OUT_MALFORMED);
 	int si = find_slot(s);
 	if (si < 0)
@@ -546,7 +545,7 @@ int steadydns(struct xdp_md *ctx)
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
 	s->draw.open = table_open(tm, rr->stale);
-	s->draw.rnd = query_draw(f.sport, ((__u16)m[0] << 8) | m[1], s->q.hash);
+	s->draw.rnd = query_draw(f.sport, q.id, s->q.hash);
 	s->draw.turn = turn ? (*turn)++ : 0;
 
 	/* Geo: steer by the source address. A query with ECS asks to be
@@ -581,7 +580,7 @@ int steadydns(struct xdp_md *ctx)
 	__u32 an = 0, ttl = 0, zi = rr->zone;
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
-	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
+	__u64 tail = (__u32)bpf_htons(q.qtype) | (__u32)bpf_htons(CLASS_IN) << 16;
 	if (!slip && p.action == ACT_ANSWER) {
 		an = p.n > K ? K : p.n;
 		ttl = answer_ttl(rr, p.degraded);
@@ -620,8 +619,8 @@ int steadydns(struct xdp_md *ctx)
 		aa = 0;
 		rcode = 2;
 	}
-	__u8 flags2 = 0x80 | aa | (slip ? 0x02 : 0) | (m[2] & 0x01);
-	__u8 flags3 = (m[3] & 0x10) | rcode;
+	__u8 flags2 = 0x80 | aa | (slip ? 0x02 : 0) | (q.flags2 & 0x01);
+	__u8 flags3 = (q.flags3 & 0x10) | rcode;
 
 	struct reply *rp = &s->reply;
 	rp->tail = tail;

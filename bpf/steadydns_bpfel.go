@@ -285,6 +285,10 @@ type SteadydnsScratch struct {
 		DoBit   uint8
 		HasEcs  uint8
 		Nsid    uint8
+		Id      uint16
+		Flags2  uint8
+		Flags3  uint8
+		_       [4]byte
 	}
 	Draw struct {
 		_    structs.HostLayout
