@@ -220,53 +220,64 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct udphdr *udp;
-	__u8 mac[ETH_ALEN];
-	__u32 ulen = sizeof(*udp) + rlen;
+	__u32 ulen = sizeof(struct udphdr) + rlen;
 	__u64 sum = psum;
 
+	/* Every field is read before any is written, and the sums come
+	 * from the values in registers: a load that reads back narrower
+	 * stores waits for them (no store-to-load forwarding). */
 	if ((void *)(eth + 1) > data_end)
 		return -1;
+	__u8 mac[ETH_ALEN];
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
 
+	struct udphdr *udp;
 	if (!f->v6) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > data_end)
 			return -1;
-		__be32 a = ip->saddr;
-		ip->saddr = ip->daddr;
-		ip->daddr = a;
-		ip->tot_len = bpf_htons(sizeof(*ip) + ulen);
-		ip->ttl = REPLY_TTL;
-		ip->check = ipv4_csum((const __u32 *)ip);
-		sum += (__u64)ip->saddr + ip->daddr + bpf_htons(IPPROTO_UDP);
+		__u32 *w = (__u32 *)ip;
+		__u32 sa = w[3], da = w[4];
+		/* Version, IHL, TOS and the new total length; ID and
+		 * fragment as they were; TTL, protocol, a zero checksum. */
+		__u32 w0 = (w[0] & 0xffff) | (__u32)bpf_htons(sizeof(*ip) + ulen) << 16;
+		__u32 w1 = w[1];
+		__u32 w2 = (w[2] & 0xff00) | REPLY_TTL;
+		w[0] = w0;
+		w[2] = w2;
+		w[3] = da;
+		w[4] = sa;
+		ip->check = ~csum_fold((__u64)w0 + w1 + w2 + sa + da);
+		sum += (__u64)sa + da + bpf_htons(IPPROTO_UDP);
 		udp = (void *)(ip + 1);
 	} else {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
 			return -1;
-		struct in6_addr a = ip6->saddr;
-		ip6->saddr = ip6->daddr;
-		ip6->daddr = a;
+		__u64 *a = (__u64 *)&ip6->saddr;
+		__u64 s0 = a[0], s1 = a[1], d0 = a[2], d1 = a[3];
+		a[0] = d0;
+		a[1] = d1;
+		a[2] = s0;
+		a[3] = s1;
 		ip6->payload_len = bpf_htons(ulen);
 		ip6->hop_limit = REPLY_TTL;
-		const __u32 *w = (const __u32 *)&ip6->saddr;
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			sum += w[i];
-		sum += bpf_htonl(IPPROTO_UDP);
+		sum += (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
+		       (d0 & 0xffffffff) + (d0 >> 32) + (d1 & 0xffffffff) + (d1 >> 32) +
+		       bpf_htonl(IPPROTO_UDP);
 		udp = (void *)(ip6 + 1);
 	}
 	if ((void *)(udp + 1) > data_end)
 		return -1;
-	__be16 port = udp->source;
-	udp->source = udp->dest;
-	udp->dest = port;
-	udp->len = bpf_htons(ulen);
-	/* The length counts twice: pseudo-header and UDP header. */
-	sum += (__u64)udp->source + udp->dest + udp->len + udp->len;
+	__u32 ports = *(__u32 *)udp;
+	__u32 len = bpf_htons(ulen);
+	/* The ports swapped, the length; the length counts twice:
+	 * pseudo-header and UDP header. */
+	*(__u32 *)udp = ports >> 16 | ports << 16;
+	udp->len = len;
+	sum += (__u64)(ports & 0xffff) + (ports >> 16) + len + len;
 	__u16 c = ~csum_fold(sum);
 	udp->check = c ? c : 0xffff;
 	return 0;
@@ -360,12 +371,15 @@ __attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
 	__u8 *h = data + base;
 	if ((void *)(h + DNS_HDR) > data_end)
 		return -2;
-	h[2] = rp->flags2;
-	h[3] = rp->flags3;
-	*(__u16 *)(h + 6) = bpf_htons(an);
-	*(__u16 *)(h + 8) = 0;
-	*(__u16 *)(h + 10) = bpf_htons(has_opt);
-	__u64 psum = (__u64)*(__u32 *)h + *(__u32 *)(h + 4) + *(__u32 *)(h + 8);
+	/* The header's words as the sum reads them, from registers: ID,
+	 * flags; QDCOUNT 1, ANCOUNT; NSCOUNT 0, ARCOUNT. */
+	__u32 w0 = (__u32)bpf_htons(q->id) | (__u32)rp->flags2 << 16 | (__u32)rp->flags3 << 24;
+	__u32 w1 = (__u32)bpf_htons(1) | (__u32)bpf_htons(an) << 16;
+	__u32 w2 = (__u32)bpf_htons(has_opt) << 16;
+	*(__u16 *)(h + 2) = w0 >> 16;
+	*(__u32 *)(h + 4) = w1;
+	*(__u32 *)(h + 8) = w2;
+	__u64 psum = (__u64)w0 + w1 + w2;
 
 	/* Every answer's first 12 bytes are the same: a pointer to the
 	 * question's name (the client's spelling kept), type, class, TTL and
