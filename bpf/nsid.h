@@ -49,7 +49,7 @@ static __always_inline int write_nsid_frame(struct xdp_md *ctx, __u32 off, __u32
 	for (; w < sizeof(nsid.opt) / 8; w++) {
 		if (w * 8 + 8 > n)
 			break;
-		__u64 *d = data + ((off + w * 8) & 0x7ff);
+		__u64 *d = data + frame_at(off + w * 8);
 		if ((void *)(d + 1) > data_end)
 			return -1;
 		*d = *(const volatile __u64 *)(nsid.opt + w * 8);
@@ -60,7 +60,7 @@ static __always_inline int write_nsid_frame(struct xdp_md *ctx, __u32 off, __u32
 	/* The option is zero-filled past its n bytes. */
 	__u64 v = *(const volatile __u64 *)(nsid.opt + at);
 	__u32 left = n - at;
-	__u8 *d = data + ((off + at) & 0x7ff);
+	__u8 *d = data + frame_at(off + at);
 	if (left & 4) {
 		if ((void *)(d + 4) > data_end)
 			return -1;

@@ -300,7 +300,7 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
 		bpf_xdp_adjust_head(ctx, delta);
 		return -1;
 	}
-	const __u64 *ls = data + ((d + keep - 8) & 0x7ff);
+	const __u64 *ls = data + frame_at(d + keep - 8);
 	if ((void *)(ls + 1) > data_end) {
 		bpf_xdp_adjust_head(ctx, delta);
 		return -1;
@@ -310,36 +310,51 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
 		if (i * 8 + 8 > keep)
 			break;
 		__u64 *dst = data + i * 8;
-		const __u64 *src = data + ((d + i * 8) & 0x7ff);
+		const __u64 *src = data + frame_at(d + i * 8);
 		if ((void *)(src + 1) > data_end || (void *)(dst + 1) > data_end)
 			return -2;
 		*dst = *src;
 	}
-	__u64 *ld = data + ((keep - 8) & (KEEP_MAX - 1));
+	__u64 *ld = data + frame_at(keep - 8);
 	if ((void *)(ld + 1) > data_end)
 		return -2;
 	*ld = last;
 	return 0;
 }
 
+/* The growth bpf_xdp_adjust_head allows at most: XDP_PACKET_HEADROOM, which
+ * drivers and veth leave before every frame, less the kernel's struct
+ * xdp_frame (40 bytes), which must stay in front. */
+#define HEAD_GROWTH 216
+
 /* resize makes the frame delta bytes longer or shorter, its first keep
  * bytes (everything the reply keeps of the query) at the same offsets from
  * its start. Growth goes at the head: drivers guarantee
  * XDP_PACKET_HEADROOM there, while the tailroom of a veth frame is often
- * too small (adjust_tail fails on most). The headroom left for growth is
- * XDP_PACKET_HEADROOM less the kernel's xdp_frame, about 216 bytes: a
- * longer growth (8 AAAA answers) takes the tailroom instead, where there
- * is some, and nothing moves. Returns 0, or -1 with the frame as it was,
- * or -2 with the frame changed. */
+ * too small for a whole reply (adjust_tail fails on most). A growth past
+ * HEAD_GROWTH (8 AAAA answers) takes the tailroom for all of it, where
+ * there is that much, and nothing moves; else the head for HEAD_GROWTH and
+ * the tail for the few bytes left. Returns 0, or -1 with the frame as it
+ * was, or -2 with the frame changed. */
 static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 {
 	if (delta <= 0)
 		return delta && bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
 	if (delta > MSG_MAX)
 		return -1;
-	if (bpf_xdp_adjust_head(ctx, -delta))
-		return bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
-	return move_down(ctx, keep, delta);
+	if (!bpf_xdp_adjust_head(ctx, -delta))
+		return move_down(ctx, keep, delta);
+	if (delta <= HEAD_GROWTH)
+		return -1;
+	if (!bpf_xdp_adjust_tail(ctx, delta))
+		return 0;
+	if (bpf_xdp_adjust_tail(ctx, delta - HEAD_GROWTH))
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -HEAD_GROWTH)) {
+		bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta);
+		return -1;
+	}
+	return move_down(ctx, keep, HEAD_GROWTH) ? -2 : 0;
 }
 
 /* write_reply turns the query's frame into the reply from s->q and
@@ -393,7 +408,7 @@ __attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
-			__u8 *p = data + (off & 0x7ff);
+			__u8 *p = data + frame_at(off);
 			if ((void *)(p + 16) > data_end)
 				return -2;
 			*(__u64 *)p = rec0;
@@ -405,7 +420,7 @@ __attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
-			__u8 *p = data + (off & 0x7ff);
+			__u8 *p = data + frame_at(off);
 			if ((void *)(p + 28) > data_end)
 				return -2;
 			const __u64 *a = (const __u64 *)s->ans[i];
@@ -425,7 +440,7 @@ __attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
 			    (__u64)bpf_htons(EDNS_UDP_SIZE) << 24 |
 			    (__u64)(q->do_bit ? 0x80 : 0) << 56;
 		__u32 w2 = (__u32)bpf_htons(nsid_n) << 8;
-		__u8 *op = data + (off & 0x7ff);
+		__u8 *op = data + frame_at(off);
 		if ((void *)(op + 11) > data_end)
 			return -2;
 		*(__u64 *)op = w01;
