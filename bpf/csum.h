@@ -19,14 +19,6 @@ static __always_inline __u16 csum_fold(__u64 sum)
 	return (__u16)sum;
 }
 
-/* Sum of an IPv4 header without options, its checksum field taken as 0. */
-static __always_inline __u16 ipv4_csum(const __u32 *w)
-{
-	__u64 sum = (__u64)w[0] + w[1] + (w[2] & ~bpf_htonl(0xffff)) +
-		    w[3] + w[4];
-	return ~csum_fold(sum);
-}
-
 /* Partial sum of len bytes (a multiple of 4, at most 1024) of a buffer
  * that bpf_csum_diff can read; the helper takes 512 bytes per call. */
 static __always_inline __s64 buf_sum(__u8 *buf, __u32 len)

@@ -11,8 +11,8 @@
 /* The record table (struct rec_slot). Memory-mappable so the control
  * plane writes slots in place under their sequence counts. max_entries is
  * twice server.max_records rounded up to a power of two, which the loader
- * sets along with rec_bits: at most half the slots are in use, and every
- * set then sits within PROBE_MAX slots of its home. */
+ * sets: at most half the slots are in use, and every set then sits within
+ * PROBE_MAX slots of its home. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -22,8 +22,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } records SEC(".maps");
 
-/* log2 of the record table's max_entries, set at load time. */
-volatile const __u32 rec_bits = 17;
+/* log2 of the record table's live region: the sets sit in its first
+ * 1 << bits slots, the smallest power of two that keeps them at a load of
+ * at most one half, so a small zone's sets share few pages and the TLB
+ * holds them all. The loader moves the sets and then rewrites this word
+ * when the count crosses a power of two (loader/records.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rec_bits SEC(".maps");
 
 /* The health table: fixed capacity (set at load time), written whole every
  * push period through mmap. */
@@ -152,10 +162,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rrl_exempt SEC(".maps");
 
-/* Per-CPU working memory: the DNS message is copied here so that the
- * parser indexes a map value with masked offsets instead of proving packet
- * bounds byte by byte. buf starts 4 bytes before the message so that the
- * question name (message offset 12) is 8-byte aligned for word loads. */
+/* Per-CPU working memory. The query is parsed where it lies in the frame
+ * and an answer is written there too; buf holds a copy of the message only
+ * to build a NODATA or SERVFAIL reply in, off the hot path, with masked
+ * offsets. buf starts 4 bytes before the message so that the question name
+ * (message offset 12) is 8-byte aligned for word stores. */
 #define MSG_OFF 4
 
 /* What the parser learned about the query. It lives in map memory, not on
@@ -173,6 +184,9 @@ struct query {
 	__u8 do_bit;
 	__u8 has_ecs;    /* an EDNS Client Subnet option */
 	__u8 nsid;       /* an NSID option: the reply carries ours, if set */
+	__u16 id;        /* the header's ID, host order */
+	__u8 flags2;     /* the header's flag bytes (QR..RD, RA..rcode) */
+	__u8 flags3;
 };
 
 /* Statistics of the candidate set the policy picks from. */
@@ -197,6 +211,21 @@ struct draw {
 	__u32 turn;
 };
 
+/* What write_reply needs besides the query: the reply's parts decided in
+ * the main program. */
+struct reply {
+	__u64 tail;      /* the sum of the reply from the question's type on, so far */
+	__u32 an;        /* answers, from scratch.ans */
+	__u32 ttl;
+	__u32 rlen;      /* the reply's DNS message length */
+	__u32 nsid_n;    /* NSID option bytes, 0 for none */
+	__u32 dns_off;   /* the query's frame: where its message starts */
+	__u32 dns_len;   /* and its length */
+	__u8 flags2;     /* the reply's header flag bytes */
+	__u8 flags3;
+	__u8 v6;
+};
+
 struct scratch {
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
@@ -206,6 +235,12 @@ struct scratch {
 	struct draw draw;
 	struct set_stats chosen;  /* of the set the policy picks from */
 	struct pick pick;
+	struct reply reply;
+	/* The picked candidates' addresses in answer order, copied out of
+	 * the slot before its sequence count is checked again: the reply is
+	 * then written into the packet from here, so a set rewritten
+	 * meanwhile is caught before the packet changes. */
+	__u8 ans[MAX_CANDIDATES][16] __attribute__((aligned(8)));
 };
 
 struct {

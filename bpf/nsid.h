@@ -37,4 +37,50 @@ static __always_inline __u32 write_nsid(__u8 *m, __u32 off, __u32 n)
 	return nsid.sum;
 }
 
+/* write_nsid_frame writes the option, n bytes (nsid_len), at frame
+ * offset off, where the reply ends: whole words, then the rest in 4, 2
+ * and 1 bytes, since no store may pass the frame's end. Returns -1 when
+ * one would, which the caller's sizing of the frame rules out. */
+static __always_inline int write_nsid_frame(struct xdp_md *ctx, __u32 off, __u32 n)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 w = 0;
+	for (; w < sizeof(nsid.opt) / 8; w++) {
+		if (w * 8 + 8 > n)
+			break;
+		__u64 *d = data + frame_at(off + w * 8);
+		if ((void *)(d + 1) > data_end)
+			return -1;
+		*d = *(const volatile __u64 *)(nsid.opt + w * 8);
+	}
+	__u32 at = w * 8;
+	if (at > sizeof(nsid.opt) - 8)
+		return -1;
+	/* The option is zero-filled past its n bytes. */
+	__u64 v = *(const volatile __u64 *)(nsid.opt + at);
+	__u32 left = n - at;
+	__u8 *d = data + frame_at(off + at);
+	if (left & 4) {
+		if ((void *)(d + 4) > data_end)
+			return -1;
+		*(__u32 *)d = v;
+		d += 4;
+		v >>= 32;
+	}
+	if (left & 2) {
+		if ((void *)(d + 2) > data_end)
+			return -1;
+		*(__u16 *)d = v;
+		d += 2;
+		v >>= 16;
+	}
+	if (left & 1) {
+		if ((void *)(d + 1) > data_end)
+			return -1;
+		*d = v;
+	}
+	return 0;
+}
+
 #endif

@@ -29,12 +29,15 @@ static __always_inline void set_add(volatile struct set_stats *s, __u32 bit,
 	}
 }
 
-/* The index of the r-th (0-based) member of mask, or 0 if there is none. */
-static __always_inline __u32 nth_member(__u32 mask, __u32 r)
+/* The index of the r-th (0-based) member of mask, or 0 if there is none;
+ * mask holds candidates below n only. */
+static __always_inline __u32 nth_member(__u32 mask, __u32 r, __u32 n)
 {
 	__u32 at = 0, seen = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
+		if (i >= n)
+			break;
 		if (mask & (1u << i)) {
 			if (seen == r)
 				at = i;
@@ -46,11 +49,13 @@ static __always_inline __u32 nth_member(__u32 mask, __u32 r)
 
 /* The member of mask that a weighted draw r < wsum lands on. */
 static __always_inline __u32 weighted_member(const struct rrset *rr,
-					     __u32 mask, __u32 r)
+					     __u32 mask, __u32 r, __u32 n)
 {
 	__u32 at = 0, acc = 0, found = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
+		if (i >= n)
+			break;
 		if (mask & (1u << i)) {
 			acc += rr->cand[i].weight;
 			if (!found && r < acc) {
@@ -129,10 +134,14 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 		n = K;
 	__u32 present = (__u32)((1ULL << n) - 1);
 
-	/* The scan: health, backup and geo rank of every slot, once. */
+	/* The scan: health, backup and geo rank of every candidate, once.
+	 * The work depends on the set's size, never on health: the slots
+	 * past n hold no candidate, and every mask below keeps to present. */
 	__u32 healthy = 0, backup = 0, rb0 = 0, rb1 = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
+		if (i >= n)
+			break;
 		const struct candidate *c = &rr->cand[i];
 		__u32 idx = c->check, word = idx / 64;
 		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
@@ -194,8 +203,11 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	st->wsum = 0;
 	if (rr->policy == POLICY_FAILOVER || rr->policy == POLICY_WEIGHTED) {
 #pragma unroll
-		for (__u32 i = 0; i < K; i++)
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= n)
+				break;
 			set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+		}
 	}
 
 	__u32 pc = __builtin_popcount(e);
@@ -208,25 +220,31 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	case POLICY_WEIGHTED:
 		limit = 1;
 		if (wsum)
-			start = weighted_member(rr, mask, rnd % wsum);
+			start = weighted_member(rr, mask, rnd % wsum, n);
 		else if (pc)
-			start = nth_member(mask, rnd % pc);
+			start = nth_member(mask, rnd % pc, n);
 		break;
 	case POLICY_ROUND_ROBIN:
 		if (pc)
-			start = nth_member(mask, rr_turn % pc);
+			start = nth_member(mask, rr_turn % pc, n);
 		break;
 	default: /* POLICY_MULTIVALUE */
 		if (pc > limit)
-			start = nth_member(mask, rnd % pc);
+			start = nth_member(mask, rnd % pc, n);
 		break;
 	}
 
-	/* The answer order: members of mask from start on, wrapping. */
+	/* The answer order: members of mask from start on, wrapping at n,
+	 * past which mask has no member. */
 	__u32 cnt = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
-		__u32 j = (start + i) & (K - 1);
+		if (i >= n)
+			break;
+		__u32 j = start + i;
+		if (j >= n)
+			j -= n;
+		j &= K - 1;
 		if ((mask & (1u << j)) && cnt < limit) {
 			p->order[cnt & (K - 1)] = j;
 			cnt++;

@@ -47,6 +47,15 @@ static __always_inline int count(enum outcome o)
 	return o <= OUT_SERVFAIL || o == OUT_RRL_SLIPPED ? XDP_TX : XDP_PASS;
 }
 
+/* count_aborted ends a query whose frame was already changed when a bound
+ * the verifier insists on failed, which the reply's sizing rules out: the
+ * frame is no longer the query, so it cannot pass to the fallback. */
+static __always_inline int count_aborted(void)
+{
+	count(OUT_NO_ROOM);
+	return XDP_ABORTED;
+}
+
 static __always_inline int is_server_v4(__be32 a)
 {
 #pragma unroll
@@ -79,6 +88,12 @@ static __always_inline int is_ext_header(__u8 nh)
  * passed, so these are the only two. */
 #define L2L4_V4 (14 + 20 + 8)
 #define L2L4_V6 (14 + 40 + 8)
+
+/* The most of a query's frame its reply keeps in place: the headers, the
+ * DNS header and the question; a power of two, so offsets are masked to it. */
+#define KEEP_MAX 512
+_Static_assert(L2L4_V6 + 12 + NAME_MAX_WIRE + 4 <= KEEP_MAX,
+	       "KEEP_MAX holds the IPv6 headers and the longest question");
 
 struct frame {
 	/* client address: 4 bytes for IPv4. Aligned, so rate limiting reads
@@ -157,23 +172,6 @@ static __always_inline int parse_l3(void *data, void *data_end, struct frame *f)
 	return OUT_ANSWERED;
 }
 
-/* write_rr appends one answer at message offset off; its owner is a
- * pointer to the question name, so the client's spelling is kept. */
-static __always_inline void write_rr(__u8 *m, __u32 off, __u16 qtype,
-				     __u32 ttl, const __u8 *addr)
-{
-	__u8 *p = m + at(off);
-	*(__u16 *)p = bpf_htons(0xc00c);
-	*(__u16 *)(p + 2) = bpf_htons(qtype);
-	*(__u16 *)(p + 4) = bpf_htons(CLASS_IN);
-	*(__u32 *)(p + 6) = bpf_htonl(ttl);
-	*(__u16 *)(p + 10) = bpf_htons(qtype == TYPE_A ? 4 : 16);
-	/* All 16 address bytes, also for A: the next record or the end of
-	 * the message covers the 12 that do not belong. */
-	*(__u64 *)(p + 12) = *(const __u64 *)addr;
-	*(__u64 *)(p + 20) = *(const __u64 *)(addr + 8);
-}
-
 /* write_soa appends the zone's SOA at message offset off and returns the
  * offset past it. Its owner points into the question name, where the
  * zone's name is the suffix of the query name. */
@@ -222,94 +220,319 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct udphdr *udp;
-	__u8 mac[ETH_ALEN];
-	__u32 ulen = sizeof(*udp) + rlen;
+	__u32 ulen = sizeof(struct udphdr) + rlen;
 	__u64 sum = psum;
 
+	/* Every field is read before any is written, and the sums come
+	 * from the values in registers: a load that reads back narrower
+	 * stores waits for them (no store-to-load forwarding). */
 	if ((void *)(eth + 1) > data_end)
 		return -1;
+	__u8 mac[ETH_ALEN];
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
 
+	struct udphdr *udp;
 	if (!f->v6) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > data_end)
 			return -1;
-		__be32 a = ip->saddr;
-		ip->saddr = ip->daddr;
-		ip->daddr = a;
-		ip->tot_len = bpf_htons(sizeof(*ip) + ulen);
-		ip->ttl = REPLY_TTL;
-		ip->check = ipv4_csum((const __u32 *)ip);
-		sum += (__u64)ip->saddr + ip->daddr + bpf_htons(IPPROTO_UDP);
+		__u32 *w = (__u32 *)ip;
+		__u32 sa = w[3], da = w[4];
+		/* Version, IHL, TOS and the new total length; ID and
+		 * fragment as they were; TTL, protocol, a zero checksum. */
+		__u32 w0 = (w[0] & 0xffff) | (__u32)bpf_htons(sizeof(*ip) + ulen) << 16;
+		__u32 w1 = w[1];
+		__u32 w2 = (w[2] & 0xff00) | REPLY_TTL;
+		w[0] = w0;
+		w[2] = w2;
+		w[3] = da;
+		w[4] = sa;
+		ip->check = ~csum_fold((__u64)w0 + w1 + w2 + sa + da);
+		sum += (__u64)sa + da + bpf_htons(IPPROTO_UDP);
 		udp = (void *)(ip + 1);
 	} else {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
 			return -1;
-		struct in6_addr a = ip6->saddr;
-		ip6->saddr = ip6->daddr;
-		ip6->daddr = a;
+		__u64 *a = (__u64 *)&ip6->saddr;
+		__u64 s0 = a[0], s1 = a[1], d0 = a[2], d1 = a[3];
+		a[0] = d0;
+		a[1] = d1;
+		a[2] = s0;
+		a[3] = s1;
 		ip6->payload_len = bpf_htons(ulen);
 		ip6->hop_limit = REPLY_TTL;
-		const __u32 *w = (const __u32 *)&ip6->saddr;
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			sum += w[i];
-		sum += bpf_htonl(IPPROTO_UDP);
+		sum += (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
+		       (d0 & 0xffffffff) + (d0 >> 32) + (d1 & 0xffffffff) + (d1 >> 32) +
+		       bpf_htonl(IPPROTO_UDP);
 		udp = (void *)(ip6 + 1);
 	}
 	if ((void *)(udp + 1) > data_end)
 		return -1;
-	__be16 port = udp->source;
-	udp->source = udp->dest;
-	udp->dest = port;
-	udp->len = bpf_htons(ulen);
-	/* The length counts twice: pseudo-header and UDP header. */
-	sum += (__u64)udp->source + udp->dest + udp->len + udp->len;
+	__u32 ports = *(__u32 *)udp;
+	__u32 len = bpf_htons(ulen);
+	/* The ports swapped, the length; the length counts twice:
+	 * pseudo-header and UDP header. */
+	*(__u32 *)udp = ports >> 16 | ports << 16;
+	udp->len = len;
+	sum += (__u64)(ports & 0xffff) + (ports >> 16) + len + len;
 	__u16 c = ~csum_fold(sum);
 	udp->check = c ? c : 0xffff;
 	return 0;
 }
 
-/* resize makes the frame delta bytes longer or shorter. Growth goes at the
- * head: drivers guarantee XDP_PACKET_HEADROOM there, while the tailroom of
- * a veth frame is often too small (adjust_tail fails on most). The headers
- * move to the new start 8 bytes at a time, in ascending order, which is
- * safe for a move towards lower addresses; the words past the headers land
- * in the DNS message, which the caller rewrites whole. */
-static __always_inline int resize(struct xdp_md *ctx, const struct frame *f, __s32 delta)
+/* move_down moves the frame's first keep bytes (the headers, the DNS
+ * header and the question) delta bytes towards its new start, after
+ * bpf_xdp_adjust_head grew it by delta there: 8 bytes at a time, in
+ * ascending order, which is safe for a move towards lower addresses. The
+ * last word is loaded first, so that keep need not be a multiple of 8:
+ * it is stored, overlapping the word before it, once the loop is done.
+ * Returns 0, or -1 with the frame as it was, or -2 with the frame changed,
+ * which the bounds checked first rule out. */
+static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta)
 {
-	if (delta <= 0)
-		return delta ? bpf_xdp_adjust_tail(ctx, delta) : 0;
-	if (delta > MSG_MAX)
-		return -1;
-	/* The headroom left for growth is XDP_PACKET_HEADROOM less the
-	 * kernel's xdp_frame, about 216 bytes: a longer growth (8 AAAA
-	 * answers) takes the tailroom instead, where there is some. The
-	 * message then stays where it is and the headers need no move. */
-	if (bpf_xdp_adjust_head(ctx, -delta))
-		return bpf_xdp_adjust_tail(ctx, delta);
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u64 *dst = data;
-	const __u64 *src = data + (delta & (MSG_MAX * 2 - 1));
-	/* 6 words cover the IPv4 headers (42 bytes), 8 the IPv6 ones (62);
-	 * a query frame is longer than either. */
-	if ((void *)(dst + 8) <= data_end && (void *)(src + 8) <= data_end) {
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			dst[i] = src[i];
-		return 0;
-	}
-	if (f->v6 || (void *)(dst + 6) > data_end || (void *)(src + 6) > data_end)
+	__u32 d = delta & (MSG_MAX * 2 - 1);
+	if (keep < 8 || keep > KEEP_MAX || data + d + keep > data_end) {
+		bpf_xdp_adjust_head(ctx, delta);
 		return -1;
-#pragma unroll
-	for (int i = 0; i < 6; i++)
-		dst[i] = src[i];
+	}
+	const __u64 *ls = data + frame_at(d + keep - 8);
+	if ((void *)(ls + 1) > data_end) {
+		bpf_xdp_adjust_head(ctx, delta);
+		return -1;
+	}
+	__u64 last = *ls;
+	for (__u32 i = 0; i < KEEP_MAX / 8; i++) {
+		if (i * 8 + 8 > keep)
+			break;
+		__u64 *dst = data + i * 8;
+		const __u64 *src = data + frame_at(d + i * 8);
+		if ((void *)(src + 1) > data_end || (void *)(dst + 1) > data_end)
+			return -2;
+		*dst = *src;
+	}
+	__u64 *ld = data + frame_at(keep - 8);
+	if ((void *)(ld + 1) > data_end)
+		return -2;
+	*ld = last;
 	return 0;
+}
+
+/* The growth bpf_xdp_adjust_head allows at most: XDP_PACKET_HEADROOM, which
+ * drivers and veth leave before every frame, less the kernel's struct
+ * xdp_frame (40 bytes), which must stay in front. */
+#define HEAD_GROWTH 216
+
+/* resize makes the frame delta bytes longer or shorter, its first keep
+ * bytes (everything the reply keeps of the query) at the same offsets from
+ * its start. Growth goes at the head: drivers guarantee
+ * XDP_PACKET_HEADROOM there, while the tailroom of a veth frame is often
+ * too small for a whole reply (adjust_tail fails on most). A growth past
+ * HEAD_GROWTH (8 AAAA answers) takes the tailroom for all of it, where
+ * there is that much, and nothing moves; else the head for HEAD_GROWTH and
+ * the tail for the few bytes left. Returns 0, or -1 with the frame as it
+ * was, or -2 with the frame changed. */
+static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
+{
+	if (delta <= 0)
+		return delta && bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
+	if (delta > MSG_MAX)
+		return -1;
+	if (!bpf_xdp_adjust_head(ctx, -delta))
+		return move_down(ctx, keep, delta);
+	if (delta <= HEAD_GROWTH)
+		return -1;
+	if (!bpf_xdp_adjust_tail(ctx, delta))
+		return 0;
+	if (bpf_xdp_adjust_tail(ctx, delta - HEAD_GROWTH))
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -HEAD_GROWTH)) {
+		bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta);
+		return -1;
+	}
+	return move_down(ctx, keep, HEAD_GROWTH) ? -2 : 0;
+}
+
+/* write_reply turns the query's frame into the reply from s->q and
+ * s->reply, in place: the headers, the DNS header and the question stay,
+ * the answers (s->ans) and the OPT follow the question, and the header
+ * fields, lengths and checksums are rewritten. Returns 0, or -1 with the
+ * frame as it was (no room to grow it), or -2 with it changed, which the
+ * reply's sizing rules out.
+ *
+ * A global function: the verifier checks its loops once, on their own. */
+__attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
+{
+	if (!s)
+		return -1;
+	const struct query *q = &s->q;
+	const struct reply *rp = &s->reply;
+	__u32 an = rp->an, rlen = rp->rlen, nsid_n = rp->nsid_n;
+	__u32 q_end = q->q_end, qtype = q->qtype, has_opt = q->has_opt;
+	__u32 rsize = qtype == TYPE_A ? 16 : 28;
+	__u32 base = rp->dns_off & 0x7f;
+	__u64 tail = rp->tail;
+	if (an > K || q_end > KEEP_MAX)
+		return -1;
+	int r = resize(ctx, base + q_end, (__s32)rlen - (__s32)rp->dns_len);
+	if (r)
+		return r;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *h = data + base;
+	if ((void *)(h + DNS_HDR) > data_end)
+		return -2;
+	/* The header's words as the sum reads them, from registers: ID,
+	 * flags; QDCOUNT 1, ANCOUNT; NSCOUNT 0, ARCOUNT. */
+	__u32 w0 = (__u32)bpf_htons(q->id) | (__u32)rp->flags2 << 16 | (__u32)rp->flags3 << 24;
+	__u32 w1 = (__u32)bpf_htons(1) | (__u32)bpf_htons(an) << 16;
+	__u32 w2 = (__u32)bpf_htons(has_opt) << 16;
+	*(__u16 *)(h + 2) = w0 >> 16;
+	*(__u32 *)(h + 4) = w1;
+	*(__u32 *)(h + 8) = w2;
+	__u64 psum = (__u64)w0 + w1 + w2;
+
+	/* Every answer's first 12 bytes are the same: a pointer to the
+	 * question's name (the client's spelling kept), type, class, TTL and
+	 * the address's length. */
+	__u32 off = base + q_end;
+	__u32 ttl = bpf_htonl(rp->ttl);
+	__u64 rec0 = (__u64)bpf_htons(0xc00c) | (__u64)bpf_htons(qtype) << 16 |
+		     (__u64)bpf_htons(CLASS_IN) << 32 | (__u64)(ttl & 0xffff) << 48;
+	__u32 rec1 = (ttl >> 16) | (__u32)bpf_htons(rsize - 12) << 16;
+	if (qtype == TYPE_A) {
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= an)
+				break;
+			__u8 *p = data + frame_at(off);
+			if ((void *)(p + 16) > data_end)
+				return -2;
+			*(__u64 *)p = rec0;
+			*(__u32 *)(p + 8) = rec1;
+			*(__u32 *)(p + 12) = *(const __u32 *)s->ans[i];
+			off += 16;
+		}
+	} else {
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= an)
+				break;
+			__u8 *p = data + frame_at(off);
+			if ((void *)(p + 28) > data_end)
+				return -2;
+			const __u64 *a = (const __u64 *)s->ans[i];
+			*(__u64 *)p = rec0;
+			*(__u32 *)(p + 8) = rec1;
+			*(__u64 *)(p + 12) = a[0];
+			*(__u64 *)(p + 20) = a[1];
+			off += 28;
+		}
+	}
+	if (has_opt) {
+		/* OPT: root, type 41, our size, version 0, DO copied, and
+		 * NSID when asked for. Its 11 bytes as the sum reads them, in
+		 * three words, the 12th byte 0: NSID's first byte, the code's
+		 * high byte, or past the message. */
+		__u64 w01 = (__u64)bpf_htons(TYPE_OPT) << 8 |
+			    (__u64)bpf_htons(EDNS_UDP_SIZE) << 24 |
+			    (__u64)(q->do_bit ? 0x80 : 0) << 56;
+		__u32 w2 = (__u32)bpf_htons(nsid_n) << 8;
+		__u8 *op = data + frame_at(off);
+		if ((void *)(op + 11) > data_end)
+			return -2;
+		*(__u64 *)op = w01;
+		op[8] = 0;
+		*(__u16 *)(op + 9) = bpf_htons(nsid_n);
+		tail += (w01 & 0xffffffff) + (w01 >> 32) + w2;
+		if (nsid_n) {
+			if (write_nsid_frame(ctx, off + 11, nsid_n))
+				return -2;
+			tail += nsid.sum;
+		}
+	}
+
+	/* The reply's sum from parts: the header, the name as summed while
+	 * hashing it, and the tail, byte-swapped when it starts at an odd
+	 * offset. The answers' sums came precomputed. */
+	__u16 t = csum_fold(tail);
+	if (q->name_len & 1)
+		t = (t << 8) | (t >> 8);
+	psum += q->name_sum + t;
+	struct frame f = { .v6 = rp->v6 };
+	return finish_frame(ctx, &f, rlen, psum) ? -2 : 0;
+}
+
+/* reply_nodata_servfail answers NODATA, with the zone's SOA in authority
+ * (RFC 2308), or SERVFAIL, with nothing but the question. Off the hot
+ * path, the reply is built whole in the scratch buffer, summed by the
+ * helper and stored over the frame's message. */
+static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struct frame *f,
+						 struct scratch *s, __u32 action, __u32 zi)
+{
+	__u8 *m = s->buf + MSG_OFF;
+	struct query q = s->q;
+	__u32 len = f->dns_len & (MSG_MAX * 2 - 1);
+	if (len > MSG_MAX || len < DNS_HDR)
+		return count(OUT_MALFORMED);
+	if (bpf_xdp_load_bytes(ctx, f->dns_off, m, len))
+		return count(OUT_MALFORMED);
+	__u32 nsid_n = nsid_len(&q);
+	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
+	__u32 limit = q.has_opt ? q.udp_size : 512;
+	__u32 off = q.q_end, ns = 0;
+	__u8 flags3 = 2, aa = 0; /* SERVFAIL: not authoritative */
+	enum outcome o = OUT_SERVFAIL;
+	if (action == ACT_NODATA) {
+		struct zone_soa *z = bpf_map_lookup_elem(&zones, &zi);
+		if (!z || !z->rdlen || z->rdlen > SOA_RDATA_MAX || z->apex_len > q.name_len)
+			return count(OUT_NO_SOA);
+		if (q.q_end + 12 + z->rdlen + opt_len > limit)
+			return count(OUT_TRUNCATED);
+		off = write_soa(m, off, &q, z);
+		ns = 1;
+		flags3 = 0;
+		aa = 0x04;
+		o = OUT_NODATA;
+	}
+	if (q.has_opt) {
+		/* OPT: root, type 41, our size, version 0, DO copied, and
+		 * NSID when asked for. */
+		__u8 *p8 = m + at(off);
+		*(__u16 *)p8 = 0;
+		*(__u16 *)(p8 + 1) = bpf_htons(TYPE_OPT);
+		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
+		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
+		*(__u16 *)(p8 + 9) = bpf_htons(nsid_n);
+		if (nsid_n)
+			write_nsid(m, off + 11, nsid_n);
+		off += 11 + nsid_n;
+	}
+	__u32 rlen = off;
+	if (rlen > MSG_MAX - 8)
+		return count(OUT_TRUNCATED);
+	m[2] = 0x80 | aa | (m[2] & 0x01);
+	m[3] = (m[3] & 0x10) | flags3;
+	*(__u16 *)(m + 6) = 0;
+	*(__u16 *)(m + 8) = bpf_htons(ns);
+	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
+	/* The helper sums the message, zero-padded to a multiple of 4. */
+	*(__u32 *)(m + at(rlen)) = 0;
+	__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
+	if (sum < 0)
+		return count(OUT_NO_ROOM);
+	__u32 wlen = at(rlen);
+	if (wlen < DNS_HDR)
+		return count(OUT_MALFORMED);
+	int r = resize(ctx, (f->dns_off & 0x7f) + q.q_end, (__s32)rlen - (__s32)f->dns_len);
+	if (r == -1)
+		return count(OUT_NO_ROOM);
+	if (r || bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
+	    finish_frame(ctx, f, rlen, (__u32)sum))
+		return count_aborted();
+	return count(o);
 }
 
 SEC("xdp")
@@ -328,19 +551,13 @@ int steadydns(struct xdp_md *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return count(OUT_MALFORMED);
-	__u8 *m = s->buf + MSG_OFF;
-	__u32 len = f.dns_len & (MSG_MAX * 2 - 1);
-	if (len > MSG_MAX || len < DNS_HDR)
-		return count(OUT_MALFORMED);
-	if (bpf_xdp_load_bytes(ctx, f.dns_off, m, len))
-		return count(OUT_MALFORMED);
 
-	o = parse_query(s, len);
+	o = parse_query(ctx, s, f.dns_off, f.dns_len);
 	if (o != OUT_ANSWERED)
 		return count(o);
 	struct query q = s->q;
 
-	if (hash_name(s))
+	if (hash_name(ctx, s, f.dns_off))
 		return count(OUT_MALFORMED);
 	int si = find_slot(s);
 	if (si < 0)
@@ -357,7 +574,7 @@ int steadydns(struct xdp_md *ctx)
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
 	__u32 *turn = bpf_map_lookup_elem(&rr_counter, &zero);
 	s->draw.open = table_open(tm, rr->stale);
-	s->draw.rnd = query_draw(f.sport, ((__u16)m[0] << 8) | m[1], s->q.hash);
+	s->draw.rnd = query_draw(f.sport, q.id, s->q.hash);
 	s->draw.turn = turn ? (*turn)++ : 0;
 
 	/* Geo: steer by the source address. A query with ECS asks to be
@@ -385,121 +602,72 @@ int steadydns(struct xdp_md *ctx)
 		slip = v == RRL_SLIP;
 	}
 
+	/* Everything the reply takes from the slot is copied out before the
+	 * slot's sequence count is read again: if the control plane rewrote
+	 * the set meanwhile, the fallback answers instead, and the frame is
+	 * still untouched. */
+	__u32 an = 0, ttl = 0, zi = rr->zone;
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
-	__u64 tail = *(const __u32 *)(m + at(q.q_end - 4));
-	__u32 nsid_n = nsid_len(&q);
-	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
-	__u32 limit = q.has_opt ? q.udp_size : 512;
-	__u32 off = q.q_end, an = 0, ns = 0;
-	__u8 flags3 = 0; /* RA, Z, AD, CD, rcode */
-	__u8 aa = 0x04;
-	o = OUT_ANSWERED;
-	if (slip) {
-		if (p.action == ACT_SERVFAIL) {
-			flags3 = 2;
-			aa = 0;
-		}
-		o = OUT_RRL_SLIPPED;
-	} else if (p.action == ACT_ANSWER) {
-		__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
+	__u64 tail = (__u32)bpf_htons(q.qtype) | (__u32)bpf_htons(CLASS_IN) << 16;
+	if (!slip && p.action == ACT_ANSWER) {
 		an = p.n > K ? K : p.n;
-		if (q.q_end + an * rsize + opt_len > limit)
-			return count(OUT_TRUNCATED);
-		__u32 ttl = answer_ttl(rr, p.degraded);
-		tail += (__u64)an * bpf_htonl(ttl);
+		ttl = answer_ttl(rr, p.degraded);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
 			__u32 c = p.order[i] & (K - 1);
-			write_rr(m, off, q.qtype, ttl, rr->cand[c].addr);
+			__u64 *d = (__u64 *)s->ans[i];
+			const __u64 *a = (const __u64 *)rr->cand[c].addr;
+			d[0] = a[0];
+			d[1] = a[1];
 			tail += rr->rr_sum[c];
-			off += rsize;
 		}
-	} else if (p.action == ACT_NODATA) {
-		/* NODATA: no answer, the zone's SOA in authority (RFC 2308). */
-		__u32 zi = rr->zone;
-		struct zone_soa *z = bpf_map_lookup_elem(&zones, &zi);
-		if (!z || !z->rdlen || z->rdlen > SOA_RDATA_MAX || z->apex_len > q.name_len)
-			return count(OUT_NO_SOA);
-		if (q.q_end + 12 + z->rdlen + opt_len > limit)
-			return count(OUT_TRUNCATED);
-		off = write_soa(m, off, &q, z);
-		ns = 1;
-		o = OUT_NODATA;
-	} else {
-		/* SERVFAIL: not authoritative, nothing but the question. */
-		flags3 = 2;
-		aa = 0;
-		o = OUT_SERVFAIL;
+		tail += (__u64)an * bpf_htonl(ttl);
 	}
-	if (q.has_opt) {
-		/* OPT: root, type 41, our size, version 0, DO copied, and
-		 * NSID when asked for. */
-		__u8 *p8 = m + at(off);
-		*(__u16 *)p8 = 0;
-		*(__u16 *)(p8 + 1) = bpf_htons(TYPE_OPT);
-		*(__u16 *)(p8 + 3) = bpf_htons(EDNS_UDP_SIZE);
-		*(__u32 *)(p8 + 5) = q.do_bit ? bpf_htonl(0x8000) : 0;
-		*(__u16 *)(p8 + 9) = bpf_htons(nsid_n);
-		/* Zeroed past its 11 bytes, for the sum's 12th; NSID's first
-		 * byte, the code's high byte, is 0 too. */
-		*(__u32 *)(p8 + 11) = 0;
-		if (nsid_n)
-			tail += write_nsid(m, off + 11, nsid_n);
-		tail += (__u64)*(__u32 *)p8 + *(__u32 *)(p8 + 4) + *(__u32 *)(p8 + 8);
-		off += 11 + nsid_n;
-	}
-	__u32 rlen = off;
-	if (rlen > MSG_MAX - 8)
+	if (!slot_unchanged(sl, s->q.seq))
+		return count(OUT_NOT_FOUND);
+	if (!slip && p.action != ACT_ANSWER)
+		return reply_nodata_servfail(ctx, &f, s, p.action, zi);
+
+	__u32 nsid_n = nsid_len(&q);
+	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
+	__u32 limit = q.has_opt ? q.udp_size : 512;
+	__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
+	__u32 rlen = q.q_end + an * rsize + opt_len;
+	if (rlen > limit || rlen > MSG_MAX)
 		return count(OUT_TRUNCATED);
 
 	/* Header: QR and AA; ID, RD and CD copied; TC set only when slipped;
-	 * RA, AD, Z cleared. */
-	m[2] = 0x80 | aa | (slip ? 0x02 : 0) | (m[2] & 0x01);
-	m[3] = (m[3] & 0x10) | flags3;
-	*(__u16 *)(m + 6) = bpf_htons(an);
-	*(__u16 *)(m + 8) = bpf_htons(ns);
-	*(__u16 *)(m + 10) = bpf_htons(q.has_opt);
-
-	__u64 psum;
-	if (p.action == ACT_ANSWER || slip) {
-		/* The reply's sum from parts: the header, the name as summed
-		 * while hashing it, and the tail, byte-swapped when it starts
-		 * at an odd offset. The answers' sums came precomputed. */
-		__u16 t = csum_fold(tail);
-		if (q.name_len & 1)
-			t = (t << 8) | (t >> 8);
-		psum = (__u64)*(__u32 *)m + *(__u32 *)(m + 4) + *(__u32 *)(m + 8) +
-		       s->q.name_sum + t;
-	} else {
-		/* NODATA and SERVFAIL, off the hot path: the helper sums the
-		 * message, zero-padded to a multiple of 4. */
-		*(__u32 *)(m + at(rlen)) = 0;
-		__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
-		if (sum < 0)
-			return count(OUT_NO_ROOM);
-		psum = (__u32)sum;
+	 * RA, AD, Z cleared. A slipped SERVFAIL keeps its rcode, not
+	 * authoritative. */
+	__u8 aa = 0x04, rcode = 0;
+	if (slip && p.action == ACT_SERVFAIL) {
+		aa = 0;
+		rcode = 2;
 	}
+	__u8 flags2 = 0x80 | aa | (slip ? 0x02 : 0) | (q.flags2 & 0x01);
+	__u8 flags3 = (q.flags3 & 0x10) | rcode;
 
-	/* Everything read from the slot is in the reply now: if the control
-	 * plane rewrote it meanwhile, the reply may mix two versions, and
-	 * the fallback answers instead. */
-	if (!slot_unchanged(sl, s->q.seq))
-		return count(OUT_NOT_FOUND);
-
-	__u32 wlen = at(rlen);
-	if (wlen < DNS_HDR)
-		return count(OUT_MALFORMED);
-	if (resize(ctx, &f, (__s32)(f.dns_off + rlen) - (__s32)(data_end - data)))
+	struct reply *rp = &s->reply;
+	rp->tail = tail;
+	rp->an = an;
+	rp->ttl = ttl;
+	rp->rlen = rlen;
+	rp->nsid_n = nsid_n;
+	rp->flags2 = flags2;
+	rp->flags3 = flags3;
+	rp->dns_off = f.dns_off;
+	rp->dns_len = f.dns_len;
+	rp->v6 = f.v6;
+	int r = write_reply(ctx, s);
+	if (r == -1)
 		return count(OUT_NO_ROOM);
-	if (bpf_xdp_store_bytes(ctx, f.dns_off, m, wlen))
-		return count(OUT_NO_ROOM);
-	if (finish_frame(ctx, &f, rlen, psum))
-		return count(OUT_NO_ROOM);
-	return count(o);
+	if (r)
+		return count_aborted();
+	return count(slip ? OUT_RRL_SLIPPED : OUT_ANSWERED);
 }
 
 /* From the kernel's uapi (time.h, bpf.h since 6.7), which the build's

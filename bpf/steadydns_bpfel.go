@@ -285,6 +285,10 @@ type SteadydnsScratch struct {
 		DoBit   uint8
 		HasEcs  uint8
 		Nsid    uint8
+		Id      uint16
+		Flags2  uint8
+		Flags3  uint8
+		_       [4]byte
 	}
 	Draw struct {
 		_    structs.HostLayout
@@ -306,6 +310,21 @@ type SteadydnsScratch struct {
 		N        uint32
 		Order    [8]uint8
 	}
+	Reply struct {
+		_      structs.HostLayout
+		Tail   uint64
+		An     uint32
+		Ttl    uint32
+		Rlen   uint32
+		NsidN  uint32
+		DnsOff uint32
+		DnsLen uint32
+		Flags2 uint8
+		Flags3 uint8
+		V6     uint8
+		_      [5]byte
+	}
+	Ans [8][16]uint8
 }
 
 type SteadydnsSlotState uint32
@@ -367,6 +386,7 @@ const (
 	SteadydnsMapHealth        = "health"
 	SteadydnsMapHealthBits    = "health_bits"
 	SteadydnsMapHealthMeta    = "health_meta"
+	SteadydnsMapRecBits       = "rec_bits"
 	SteadydnsMapRecords       = "records"
 	SteadydnsMapRrCounter     = "rr_counter"
 	SteadydnsMapRrl           = "rrl"
@@ -382,7 +402,6 @@ const (
 	SteadydnsVarNrServerV4    = "nr_server_v4"
 	SteadydnsVarNrServerV6    = "nr_server_v6"
 	SteadydnsVarNsid          = "nsid"
-	SteadydnsVarRecBits       = "rec_bits"
 	SteadydnsVarRrlIntervalNs = "rrl_interval_ns"
 	SteadydnsVarRrlMask4      = "rrl_mask4"
 	SteadydnsVarRrlMask6      = "rrl_mask6"
@@ -451,6 +470,7 @@ type SteadydnsMapSpecs struct {
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
+	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -469,7 +489,6 @@ type SteadydnsVariableSpecs struct {
 	NrServerV4    *ebpf.VariableSpec `ebpf:"nr_server_v4"`
 	NrServerV6    *ebpf.VariableSpec `ebpf:"nr_server_v6"`
 	Nsid          *ebpf.VariableSpec `ebpf:"nsid"`
-	RecBits       *ebpf.VariableSpec `ebpf:"rec_bits"`
 	RrlIntervalNs *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
 	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
@@ -507,6 +526,7 @@ type SteadydnsMaps struct {
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
+	RecBits    *ebpf.Map `ebpf:"rec_bits"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -526,6 +546,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.Health,
 		m.HealthBits,
 		m.HealthMeta,
+		m.RecBits,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
@@ -545,7 +566,6 @@ type SteadydnsVariables struct {
 	NrServerV4    *ebpf.Variable `ebpf:"nr_server_v4"`
 	NrServerV6    *ebpf.Variable `ebpf:"nr_server_v6"`
 	Nsid          *ebpf.Variable `ebpf:"nsid"`
-	RecBits       *ebpf.Variable `ebpf:"rec_bits"`
 	RrlIntervalNs *ebpf.Variable `ebpf:"rrl_interval_ns"`
 	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`

@@ -50,6 +50,7 @@ func TestBpftoolDump(t *testing.T) {
 		"records":     {"seq", "state", "qtype", "hash", "name", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum"},
 		"health":      {"state", "reason"},
 		"health_bits": {},
+		"rec_bits":    {},
 		"health_meta": {"version", "config_hash", "arrived_ns", "stale_after_ns", "stale_mark"},
 		"stale_timer": {"t"},
 		"counters":    {"answered", "nodata", "servfail", "not_found", "truncated", "ecs"},

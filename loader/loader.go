@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -72,9 +71,6 @@ func Load(opts Options) (*Objects, error) {
 	}
 	slots := TableSlots(opts.RecordCapacity)
 	specs.Records.MaxEntries = slots
-	if err := specs.RecBits.Set(uint32(bits.Len32(slots - 1))); err != nil {
-		return nil, fmt.Errorf("setting rec_bits: %w", err)
-	}
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, err
 	}
@@ -118,7 +114,7 @@ func Load(opts Options) (*Objects, error) {
 		o.SteadydnsObjects.Close()
 		return nil, err
 	}
-	o.records, err = openRecordTable(o.Records.FD(), slots, opts.RecordCapacity)
+	o.records, err = openRecordTable(o.Records.FD(), o.RecBits, slots, opts.RecordCapacity)
 	if err != nil {
 		o.SteadydnsObjects.Close()
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -76,36 +77,78 @@ type slotHead struct {
 	hash uint64
 }
 
+// minLiveBits is log2 of the smallest live region, 1,024 slots (512 KiB):
+// below it a resize would save nothing worth its moves.
+const minLiveBits = 10
+
+// liveBits is log2 of the live region for n sets: the smallest power of
+// two that keeps them at a load of at most one half, at least minLiveBits
+// and at most the whole table's maxBits.
+func liveBits(n int, maxBits uint32) uint32 {
+	b := uint32(bits.Len(uint(max(2*n, 2) - 1)))
+	return min(max(b, minLiveBits), maxBits)
+}
+
 // recordTable is the record map through its memory mapping, and the
-// placement of every set in it.
+// placement of every set in it. The sets sit in the table's first
+// 1 << bits slots, the live region, which grows and shrinks with their
+// count; the rec_bits map tells the program its size.
 type recordTable struct {
 	mu       sync.Mutex
 	mem      []byte
-	bits     uint32
+	live     *ebpf.Map // rec_bits
+	bits     uint32    // of the live region
+	maxBits  uint32    // of the whole table
 	capacity int
-	heads    []slotHead
+	heads    []slotHead // every slot of the table
 	index    map[RecordKey]uint32
 }
 
 // openRecordTable maps the records map and reads the placement of the
-// sets already in it, which a pinned map keeps across restarts.
-func openRecordTable(fd int, slots, capacity uint32) (*recordTable, error) {
+// sets already in it, which a pinned map keeps across restarts, with the
+// size of its live region.
+func openRecordTable(fd int, live *ebpf.Map, slots, capacity uint32) (*recordTable, error) {
 	mem, err := unix.Mmap(fd, 0, int(slots)*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping the record table: %w", err)
 	}
-	t := &recordTable{mem: mem, bits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
-	for j := range t.heads {
-		s := t.slot(uint32(j))
+	t := &recordTable{mem: mem, live: live, maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
+	var b uint32
+	if err := live.Lookup(uint32(0), &b); err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("reading the record table's live size: %w", err)
+	}
+	if b == 0 || b > t.maxBits {
+		// A new table: no set yet, the smallest region.
+		b = liveBits(0, t.maxBits)
+		if err := live.Put(uint32(0), b); err != nil {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("writing the record table's live size: %w", err)
+		}
+	}
+	t.bits = b
+	for j := range uint32(1) << b {
+		s := t.slot(j)
 		if s.State != uint8(bpf.SteadydnsSlotStateSLOT_USED) {
 			continue
 		}
 		k := RecordKey{Wire: slotName(s), Qtype: s.Qtype}
 		t.heads[j] = slotHead{used: true, dist: s.Dist, key: k, hash: s.Hash}
-		t.index[k] = uint32(j)
+		t.index[k] = j
 	}
 	return t, nil
 }
+
+// home is the slot a hash starts its probe at in the live region.
+func (t *recordTable) home(h uint64) uint32 {
+	if t.bits == 0 {
+		return 0
+	}
+	return uint32(h >> (64 - t.bits))
+}
+
+// mask wraps a slot index to the live region.
+func (t *recordTable) mask() uint32 { return uint32(1)<<t.bits - 1 }
 
 func (t *recordTable) close() error {
 	if t == nil || t.mem == nil {
@@ -205,12 +248,14 @@ func (t *recordTable) put(k RecordKey, v *bpf.SteadydnsRrset) error {
 	if len(t.index) >= t.capacity {
 		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
 	}
-	mask := uint32(len(t.heads) - 1)
-	h := NameHash(k.Wire, k.Qtype)
-	home := uint32(h >> (64 - t.bits))
-	if t.bits == 0 {
-		home = 0
+	if b := liveBits(len(t.index)+1, t.maxBits); b > t.bits {
+		if err := t.resize(b); err != nil {
+			return fmt.Errorf("writing record set %q/%d: %w", k.Wire, k.Qtype, err)
+		}
 	}
+	mask := t.mask()
+	h := NameHash(k.Wire, k.Qtype)
+	home := t.home(h)
 	// Plan the chain on copies first: a set pushed past PROBE_MAX must
 	// leave the table as it was.
 	type move struct {
@@ -271,7 +316,7 @@ func (t *recordTable) remove(k RecordKey) {
 		return
 	}
 	delete(t.index, k)
-	mask := uint32(len(t.heads) - 1)
+	mask := t.mask()
 	for {
 		next := (j + 1) & mask
 		n := t.heads[next]
@@ -288,6 +333,93 @@ func (t *recordTable) remove(k RecordKey) {
 	}
 	t.write(j, &bpf.SteadydnsRecSlot{})
 	t.heads[j] = slotHead{}
+}
+
+// place puts a set into heads on paper, from its home in a live region of
+// mask + 1 slots, Robin Hood as put does, and reports whether it fits
+// within PROBE_MAX of home.
+func place(heads []slotHead, bits uint32, head slotHead) bool {
+	mask := uint32(1)<<bits - 1
+	j := uint32(head.hash >> (64 - bits))
+	for head.dist = 0; ; j = (j + 1) & mask {
+		if int(head.dist) >= probeMax {
+			return false
+		}
+		if !heads[j].used {
+			heads[j] = head
+			return true
+		}
+		if heads[j].dist < head.dist {
+			heads[j], head = head, heads[j]
+		}
+		head.dist++
+	}
+}
+
+// resize moves every set into a live region of 1 << b slots and then
+// tells the program its size. The new placement is planned on paper
+// first, so a set that would not fit leaves the table as it was. Each set
+// is written to its new slot under the slot's sequence count, following
+// the chain of sets it displaces, so at most two are held in memory; the
+// program still probes the old region meanwhile and may miss a set that
+// moved, and then passes its queries to the fallback, which answers them
+// the same. Slots left without a set are emptied last.
+func (t *recordTable) resize(b uint32) error {
+	heads := make([]slotHead, len(t.heads))
+	for _, j := range t.index {
+		if !place(heads, b, t.heads[j]) {
+			return fmt.Errorf("resizing the record table to %d slots: a set lands more than %d slots from its home", 1<<b, probeMax)
+		}
+	}
+	index := make(map[RecordKey]uint32, len(t.index))
+	for j, h := range heads {
+		if h.used {
+			index[h.key] = uint32(j)
+		}
+	}
+	moved := make(map[RecordKey]bool, len(t.index))
+	for k, from := range t.index {
+		if moved[k] {
+			continue
+		}
+		cur, key := t.copyOf(from), k
+		for {
+			to := index[key]
+			cur.Dist = heads[to].dist
+			// The set now in the destination, not yet moved, goes next.
+			old := t.heads[to]
+			var next *bpf.SteadydnsRecSlot
+			if old.used && old.key != key && !moved[old.key] {
+				next = t.copyOf(to)
+			}
+			t.write(to, cur)
+			moved[key] = true
+			if next == nil {
+				break
+			}
+			cur, key = next, old.key
+		}
+	}
+	if err := t.live.Put(uint32(0), b); err != nil {
+		return fmt.Errorf("writing the record table's live size: %w", err)
+	}
+	for j := range uint32(1) << max(b, t.bits) {
+		if !heads[j].used && t.slot(j).State != uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
+			t.write(j, &bpf.SteadydnsRecSlot{})
+		}
+	}
+	t.heads, t.index, t.bits = heads, index, b
+	return nil
+}
+
+// fit resizes the live region for n sets, if it is not the size for them.
+func (t *recordTable) fit(n int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b := liveBits(n, t.maxBits); b != t.bits {
+		return t.resize(b)
+	}
+	return nil
 }
 
 // keys lists the sets in the table.
@@ -335,6 +467,10 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
 		if _, ok := sets[k]; !ok {
 			o.records.remove(k)
 		}
+	}
+	// One resize for the whole sync, not one per power of two crossed.
+	if err := o.records.fit(len(sets)); err != nil {
+		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
 	}
 	for k, v := range sets {
 		if err := o.PutRecord(k, v); err != nil {

@@ -59,8 +59,8 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 func probe(o *Objects, k RecordKey) (*bpf.SteadydnsRecSlot, bool) {
 	tb := o.records
 	h := NameHash(k.Wire, k.Qtype)
-	mask := uint32(len(tb.heads) - 1)
-	home := uint32(h >> (64 - tb.bits))
+	mask := tb.mask()
+	home := tb.home(h)
 	for i := range uint32(probeMax) {
 		s := tb.slot((home + i) & mask)
 		if s.State == uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
@@ -154,4 +154,65 @@ func TestRecordTableChurn(t *testing.T) {
 			t.Fatalf("reloaded: %q/%d, which is not in the table", k.Wire, k.Qtype)
 		}
 	}
+}
+
+// TestRecordTableLiveRegion syncs a zone that grows and then shrinks: the
+// sets sit in the smallest power of two of slots that keeps them at half
+// load, which rec_bits tells the program, every set is found there as the
+// program probes, the slots past the region are empty, and a second Load
+// on the same pins reads the same region and sets back.
+func TestRecordTableLiveRegion(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t) + "/sd"
+	const capacity = 4096
+	o, err := Load(Options{BPFFS: dir, RecordCapacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	sets := func(n int) map[RecordKey]*bpf.SteadydnsRrset {
+		m := map[RecordKey]*bpf.SteadydnsRrset{}
+		for i := range n {
+			m[RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}] = &bpf.SteadydnsRrset{Ttl: uint32(i + 1)}
+		}
+		return m
+	}
+	check := func(o *Objects, n int, bits uint32) {
+		t.Helper()
+		var live uint32
+		if err := o.RecBits.Lookup(uint32(0), &live); err != nil {
+			t.Fatal(err)
+		}
+		if live != bits || o.records.bits != bits {
+			t.Fatalf("%d sets: rec_bits %d, the loader's %d, want %d", n, live, o.records.bits, bits)
+		}
+		for k, v := range sets(n) {
+			if s, ok := probe(o, k); !ok || s.Rr.Ttl != v.Ttl {
+				t.Fatalf("%d sets: %q not found in the live region", n, k.Wire)
+			}
+		}
+		for j := uint32(1) << bits; j < uint32(len(o.records.heads)); j++ {
+			if o.records.slot(j).State != uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
+				t.Fatalf("%d sets: slot %d past the live region is in use", n, j)
+			}
+		}
+	}
+	for _, c := range []struct {
+		n    int
+		bits uint32
+	}{{0, 10}, {300, 10}, {600, 11}, {3000, 13}, {1500, 12}, {100, 10}} {
+		if err := o.SyncRecords(sets(c.n)); err != nil {
+			t.Fatal(err)
+		}
+		check(o, c.n, c.bits)
+		if _, ok := probe(o, RecordKey{Wire: wire(fmt.Sprintf("n%d", c.n)), Qtype: 1}); ok {
+			t.Fatalf("%d sets: a removed set is still found", c.n)
+		}
+	}
+	o2, err := Load(Options{BPFFS: dir, RecordCapacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o2.Close()
+	check(o2, 100, 10)
 }

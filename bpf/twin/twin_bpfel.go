@@ -88,6 +88,7 @@ const (
 	TwinMapHealthBits   = "health_bits"
 	TwinMapHealthMeta   = "health_meta"
 	TwinMapInputs       = "inputs"
+	TwinMapRecBits      = "rec_bits"
 	TwinMapRecords      = "records"
 	TwinMapRrCounter    = "rr_counter"
 	TwinMapRrl          = "rrl"
@@ -98,7 +99,6 @@ const (
 	TwinMapZones        = "zones"
 	TwinProgTwin        = "twin"
 	TwinVarOutputAnchor = "output_anchor"
-	TwinVarRecBits      = "rec_bits"
 )
 
 // LoadTwin returns the embedded CollectionSpec for Twin.
@@ -158,6 +158,7 @@ type TwinMapSpecs struct {
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
+	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -173,7 +174,6 @@ type TwinMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinVariableSpecs struct {
 	OutputAnchor *ebpf.VariableSpec `ebpf:"output_anchor"`
-	RecBits      *ebpf.VariableSpec `ebpf:"rec_bits"`
 }
 
 // TwinObjects contains all objects after they have been loaded into the kernel.
@@ -204,6 +204,7 @@ type TwinMaps struct {
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
+	RecBits    *ebpf.Map `ebpf:"rec_bits"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -224,6 +225,7 @@ func (m *TwinMaps) Close() error {
 		m.HealthBits,
 		m.HealthMeta,
 		m.Inputs,
+		m.RecBits,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
@@ -240,7 +242,6 @@ func (m *TwinMaps) Close() error {
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinVariables struct {
 	OutputAnchor *ebpf.Variable `ebpf:"output_anchor"`
-	RecBits      *ebpf.Variable `ebpf:"rec_bits"`
 }
 
 // TwinPrograms contains all programs after they have been loaded into the kernel.
