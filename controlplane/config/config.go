@@ -26,14 +26,13 @@ const MaxNSID = int(bpf.SteadydnsLimitsNSID_MAX)
 
 // Config is a loaded and validated config file.
 type Config struct {
-	File         string // the path as given to Load or Parse
-	Server       Server
-	Zones        []Zone
-	HealthChecks map[string]*Check // by id
-	CheckIDs     []string          // ids in file order
-	Records      []Record
-	Aggregation  Aggregation
-	Cluster      Cluster
+	File        string // the path as given to Load or Parse
+	Server      Server
+	Zones       []Zone
+	Checks      Checks // health_checks, in file order
+	Records     []Record
+	Aggregation Aggregation
+	Cluster     Cluster
 
 	// Hash identifies the health-relevant config: health_checks, records and
 	// aggregation, after defaults. Hosts reject frames and tables whose hash

@@ -38,13 +38,14 @@ type SavedExternal struct {
 func (t *Aggregator) Saved() map[string]Saved {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]Saved, len(t.index)+len(t.known))
+	checks := t.index.Checks()
+	out := make(map[string]Saved, checks.Len()+len(t.known))
 	for id, s := range t.known {
 		out[id] = s
 	}
-	for id, i := range t.index {
-		if st := &t.states[i]; st.pushed {
-			out[id] = t.saved(i)
+	for k := range checks.Len() {
+		if i := t.index.EntryOf(k); t.states[i].pushed {
+			out[checks.ID(k)] = t.saved(i)
 		}
 	}
 	return out

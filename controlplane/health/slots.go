@@ -57,7 +57,11 @@ type slotCfg struct {
 	admin      admin
 	minHealthy int
 	ttl        time.Duration
+	children   span // a calculated slot's children's slots, in Aggregator.children
 }
+
+// span is a run of a slice that the slots share.
+type span struct{ off, n uint32 }
 
 // slotState is a slot's aggregated state.
 type slotState struct {
@@ -276,25 +280,27 @@ func ReasonName(r uint8) string {
 }
 
 // evalOrder lists the slots of calculated checks so that each comes after
-// its children; the config has no cycles.
-func evalOrder(cfg *config.Config, index map[string]uint32) []uint32 {
+// its children; the config has no cycles. cfgs and children are the
+// slots' configurations and their children's slots.
+func evalOrder(index *Index, cfgs []slotCfg, children []uint32) []uint32 {
 	var out []uint32
-	done := map[string]bool{}
-	var visit func(id string)
-	visit = func(id string) {
-		if done[id] {
+	done := make([]bool, len(cfgs))
+	var visit func(i uint32)
+	visit = func(i uint32) {
+		if done[i] {
 			return
 		}
-		done[id] = true
-		for _, ch := range cfg.HealthChecks[id].Children {
+		done[i] = true
+		c := &cfgs[i]
+		for _, ch := range children[c.children.off : c.children.off+c.children.n] {
 			visit(ch)
 		}
-		if cfg.HealthChecks[id].Type == config.CheckCalculated {
-			out = append(out, index[id])
+		if c.kind == kindCalculated {
+			out = append(out, i)
 		}
 	}
-	for _, id := range cfg.CheckIDs {
-		visit(id)
+	for k := range index.Len() {
+		visit(index.EntryOf(k))
 	}
 	return out
 }
