@@ -100,11 +100,23 @@ func (s *Checks) str(sp span) string { return s.strs[sp.off : sp.off+sp.n] }
 // Len is the number of checks.
 func (s *Checks) Len() int { return len(s.checks) }
 
-// ID is the id of check i, in file order.
+// ID is the id of check i, in file order. Like every string the store
+// gives, it shares the memory of all the checks' strings: whatever keeps
+// one after the config is gone should keep a strings.Clone of it.
 func (s *Checks) ID(i int) string { return s.str(s.checks[i].id) }
 
 // Type is the type of check i.
-func (s *Checks) Type(i int) CheckType { return CheckType(s.str(s.checks[i].typ)) }
+func (s *Checks) Type(i int) CheckType { return s.typ(s.checks[i].typ) }
+
+// typ is the CheckType constant a span spells, not a substring of strs:
+// types become metric labels, which outlive the config.
+func (s *Checks) typ(sp span) CheckType {
+	t := CheckType(s.str(sp))
+	if k := slices.Index(checkTypes, t); k >= 0 {
+		return checkTypes[k]
+	}
+	return t
+}
 
 // Cell is the cell of check i.
 func (s *Checks) Cell(i int) string { return s.str(s.checks[i].cell) }
@@ -129,7 +141,7 @@ func (s *Checks) Has(id string) bool {
 func (s *Checks) Check(i int) Check {
 	p := &s.checks[i]
 	c := Check{
-		ID: s.str(p.id), Type: CheckType(s.str(p.typ)), Target: s.str(p.target), Port: p.port,
+		ID: s.str(p.id), Type: s.typ(p.typ), Target: s.str(p.target), Port: p.port,
 		Path: s.str(p.path), Method: s.str(p.method), Host: s.str(p.host), SNI: s.str(p.sni), TLSVerify: p.tlsVerify,
 		ExpectBody: s.str(p.body), KeepAlive: p.keepAlive, Payload: s.str(p.payload), ExpectReply: s.str(p.reply),
 		QName: s.str(p.qname), QType: p.qtype, ExpectRcode: p.expectRcode, ExpectAnswer: s.str(p.answer),
@@ -163,3 +175,20 @@ func (s *Checks) Get(id string) (Check, bool) {
 // ByID lists the checks' positions in the order of their ids. The slice
 // is the store's own and must not be modified.
 func (s *Checks) ByID() []uint32 { return s.byID }
+
+// Clone is c with strings and lists of its own. A Check from Checks shares
+// the memory of every check of its config, so one kept beyond the config
+// (a prober's running job) would keep all of them.
+func (c Check) Clone() Check {
+	for _, s := range []*string{&c.ID, &c.Target, &c.Path, &c.Method, &c.Host, &c.SNI, &c.ExpectBody,
+		&c.Payload, &c.ExpectReply, &c.QName, &c.ExpectAnswer, &c.Admin, &c.Cell} {
+		*s = strings.Clone(*s)
+	}
+	c.Type = CheckType(strings.Clone(string(c.Type)))
+	c.ExpectStatus = slices.Clone(c.ExpectStatus)
+	c.Children = slices.Clone(c.Children)
+	for i := range c.Children {
+		c.Children[i] = strings.Clone(c.Children[i])
+	}
+	return c
+}

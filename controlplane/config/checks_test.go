@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/steadydns/steadydns/prober"
 )
@@ -92,4 +93,24 @@ func pointerField(t reflect.Type) string {
 		return t.String()
 	}
 	return ""
+}
+
+// TestCheckClone: a cloned check equals the original and shares none of
+// the store's memory, so keeping it does not keep every check's strings.
+func TestCheckClone(t *testing.T) {
+	s := NewChecks([]*Check{{ID: "web", Type: CheckHTTP, Target: "198.18.0.10", Path: "/", Method: "GET", Admin: "auto", Cell: "blue",
+		ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}}, Children: []string{"db"}}})
+	c := s.Check(0)
+	cl := c.Clone()
+	same(t, "clone", cl, c)
+	shared := func(a, b string) bool { return len(a) > 0 && unsafe.StringData(a) == unsafe.StringData(b) }
+	v, w := reflect.ValueOf(c), reflect.ValueOf(cl)
+	for i := range v.NumField() {
+		if v.Field(i).Kind() == reflect.String && shared(v.Field(i).String(), w.Field(i).String()) {
+			t.Errorf("the clone's %s shares the store's memory", v.Type().Field(i).Name)
+		}
+	}
+	if &cl.ExpectStatus[0] == &c.ExpectStatus[0] || shared(cl.Children[0], c.Children[0]) {
+		t.Error("the clone's lists share the store's memory")
+	}
 }

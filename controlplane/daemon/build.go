@@ -149,7 +149,9 @@ func (p *Plan) Probes() map[string]prober.Probe {
 	out := map[string]prober.Probe{}
 	checks := &p.Config.Checks
 	for k := range checks.Len() {
-		c := checks.Check(k)
+		// The scheduler keeps a job's probe across reloads that leave it
+		// as it was, beyond this config.
+		c := checks.Check(k).Clone()
 		if spec, ok := probeSpec(&c); ok {
 			out[c.ID] = prober.Probe{Spec: spec, Index: p.Index.EntryOf(k), Target: targets[c.ID]}
 		}

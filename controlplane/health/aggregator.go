@@ -213,6 +213,13 @@ func (t *Aggregator) Observe(r prober.Result) {
 		return
 	}
 	rs := t.recent[r.ID]
+	// Kept while the check is, across reloads: one copy of the id, not a
+	// part of the config each result's id came from.
+	if len(rs) > 0 {
+		r.ID = rs[0].ID
+	} else {
+		r.ID = strings.Clone(r.ID)
+	}
 	if len(rs) == maxResults {
 		rs = append(rs[:0], rs[1:]...)
 	}
@@ -307,7 +314,7 @@ func (t *Aggregator) settle(i int, now time.Time) {
 	evaluate(i, c, st, t.states, t.trackList, t.children[c.children.off:c.children.off+c.children.n], &t.agg, now)
 	if st.pushed && before != st.up {
 		if id := t.index.OwnerID(uint32(i)); id != "" {
-			t.log.Add(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+			t.log.Add(Event{Time: now, Check: strings.Clone(id), From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
 			t.touch()
 		}
 	}

@@ -3,6 +3,7 @@ package health
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -104,7 +105,8 @@ func (t *Aggregator) forget(id string, i uint32) {
 	if !t.states[i].pushed {
 		return
 	}
-	t.known[id] = t.saved(i)
+	// Kept beyond its config, which id is a part of.
+	t.known[strings.Clone(id)] = t.saved(i)
 }
 
 // forcedReason says whether a reason is an admin override's, which says
