@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,96 +18,139 @@ import (
 // its checks. Here every string of every check is a span of one string,
 // every list a span of one slice, and the rest plain values, so the whole
 // store is a handful of pointers however many checks it holds. Only the
-// compiled expect_body_regexp patterns stay pointers, one per check that
-// has one.
+// compiled expect_body_regexp patterns stay pointers, one per distinct
+// pattern.
+//
+// Checks mostly differ in their id and target: a check is its id, its
+// target and a body that holds everything else, and checks with the same
+// settings share one body, so 65,536 checks of a few kinds take about 20
+// bytes each.
 //
 // The zero value holds no checks. A Checks is read-only once built and
 // safe for concurrent use.
 type Checks struct {
 	strs     string               // every string of every check, each distinct one once
-	checks   []packedCheck        // in file order
-	byID     []uint32             // positions in checks, sorted by id
-	status   []prober.StatusRange // every check's expect_status, one list after the other
-	children []span               // every calculated check's children, one list after the other
-	regexps  []*regexp.Regexp
+	heads    []checkHead          // in file order
+	bodies   []checkBody          // each distinct one once
+	byID     []uint32             // positions in heads, sorted by id
+	status   []prober.StatusRange // the distinct expect_status lists, one after the other
+	children []span               // the distinct lists of children, one after the other
+	regexps  []*regexp.Regexp     // the distinct expect_body_regexp patterns
 }
 
 // span is a run of strs, status or children.
 type span struct{ off, n uint32 }
 
-// packedCheck is a Check with its strings and lists as spans.
-type packedCheck struct {
-	id, typ, target, path, method, host, sni, body, payload, reply, qname, answer, admin, cell span
-	status, children                                                                           span
-	regexp                                                                                     int32 // in regexps; -1 none
-	port, qtype                                                                                uint16
-	tlsVerify, keepAlive, invert                                                               bool
-	expectRcode, minHealthy, unhealthy, healthy                                                int
-	ttl, interval, timeout                                                                     time.Duration
+// checkHead is what sets a check apart from others of its kind.
+type checkHead struct {
+	id, target span
+	body       uint32 // in bodies
+}
+
+// checkBody is the rest of a Check, with its strings and lists as spans.
+type checkBody struct {
+	typ, path, method, host, sni, body, payload, reply, qname, answer, admin, cell span
+	status, children                                                               span
+	regexp                                                                         int32 // in regexps; -1 none
+	port, qtype                                                                    uint16
+	tlsVerify, keepAlive, invert                                                   bool
+	expectRcode, minHealthy, unhealthy, healthy                                    int
+	ttl, interval, timeout                                                         time.Duration
 }
 
 // NewChecks packs checks, which keep their order. Ids are expected
 // unique, as the keys of health_checks are.
 func NewChecks(checks []*Check) Checks {
-	var b checksBuilder
-	b.seen = map[string]span{}
-	s := Checks{checks: make([]packedCheck, len(checks)), byID: make([]uint32, len(checks))}
+	b := checksBuilder{strs: map[string]span{}, bodies: map[checkBody]uint32{}, lists: map[string]span{}, regexps: map[string]int32{}}
+	s := Checks{heads: make([]checkHead, len(checks)), byID: make([]uint32, len(checks))}
 	for i, c := range checks {
-		p := packedCheck{
-			id: b.str(c.ID), typ: b.str(string(c.Type)), target: b.str(c.Target), path: b.str(c.Path),
-			method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI), body: b.str(c.ExpectBody),
-			payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName), answer: b.str(c.ExpectAnswer),
-			admin: b.str(c.Admin), cell: b.str(c.Cell),
-			status:   span{uint32(len(s.status)), uint32(len(c.ExpectStatus))},
-			children: span{uint32(len(s.children)), uint32(len(c.Children))},
-			regexp:   -1, port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
+		body := checkBody{
+			typ: b.str(string(c.Type)), path: b.str(c.Path), method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI),
+			body: b.str(c.ExpectBody), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
+			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell),
+			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children),
+			regexp: -1, port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
 			expectRcode: c.ExpectRcode, minHealthy: c.MinHealthy, unhealthy: c.UnhealthyThreshold, healthy: c.HealthyThreshold,
 			ttl: c.TTL, interval: c.Interval, timeout: c.Timeout,
 		}
-		s.status = append(s.status, c.ExpectStatus...)
-		for _, ch := range c.Children {
-			s.children = append(s.children, b.str(ch))
+		if re := c.ExpectBodyRegexp; re != nil {
+			k, ok := b.regexps[re.String()]
+			if !ok {
+				k = int32(len(s.regexps))
+				b.regexps[re.String()] = k
+				s.regexps = append(s.regexps, re)
+			}
+			body.regexp = k
 		}
-		if c.ExpectBodyRegexp != nil {
-			p.regexp = int32(len(s.regexps))
-			s.regexps = append(s.regexps, c.ExpectBodyRegexp)
+		k, ok := b.bodies[body]
+		if !ok {
+			k = uint32(len(s.bodies))
+			b.bodies[body] = k
+			s.bodies = append(s.bodies, body)
 		}
-		s.checks[i], s.byID[i] = p, uint32(i)
+		s.heads[i], s.byID[i] = checkHead{id: b.str(c.ID), target: b.str(c.Target), body: k}, uint32(i)
 	}
 	s.strs = b.b.String()
 	slices.SortFunc(s.byID, func(a, b uint32) int { return strings.Compare(s.ID(int(a)), s.ID(int(b))) })
 	return s
 }
 
-// checksBuilder appends strings to one, each distinct one once: a fleet's
-// checks repeat their types, targets and cells.
+// checksBuilder stores each distinct string, list and body once: a
+// fleet's checks repeat their types, cells, settings and status lists.
 type checksBuilder struct {
-	b    strings.Builder
-	seen map[string]span
+	b       strings.Builder
+	strs    map[string]span
+	bodies  map[checkBody]uint32
+	lists   map[string]span // a list's text, "s" or "c" then its items, to its span
+	regexps map[string]int32
 }
 
 func (b *checksBuilder) str(s string) span {
-	if sp, ok := b.seen[s]; ok {
+	if sp, ok := b.strs[s]; ok {
 		return sp
 	}
 	sp := span{uint32(b.b.Len()), uint32(len(s))}
 	b.b.WriteString(s)
-	b.seen[s] = sp
+	b.strs[s] = sp
+	return sp
+}
+
+func (b *checksBuilder) status(s *Checks, rs []prober.StatusRange) span {
+	key := fmt.Sprint("s", rs)
+	if sp, ok := b.lists[key]; ok {
+		return sp
+	}
+	sp := span{uint32(len(s.status)), uint32(len(rs))}
+	s.status = append(s.status, rs...)
+	b.lists[key] = sp
+	return sp
+}
+
+func (b *checksBuilder) children(s *Checks, ids []string) span {
+	key := "c" + strings.Join(ids, "\x00")
+	if sp, ok := b.lists[key]; ok {
+		return sp
+	}
+	sp := span{uint32(len(s.children)), uint32(len(ids))}
+	for _, id := range ids {
+		s.children = append(s.children, b.str(id))
+	}
+	b.lists[key] = sp
 	return sp
 }
 
 func (s *Checks) str(sp span) string { return s.strs[sp.off : sp.off+sp.n] }
 
 // Len is the number of checks.
-func (s *Checks) Len() int { return len(s.checks) }
+func (s *Checks) Len() int { return len(s.heads) }
 
 // ID is the id of check i, in file order. Like every string the store
 // gives, it shares the memory of all the checks' strings: whatever keeps
 // one after the config is gone should keep a strings.Clone of it.
-func (s *Checks) ID(i int) string { return s.str(s.checks[i].id) }
+func (s *Checks) ID(i int) string { return s.str(s.heads[i].id) }
 
 // Type is the type of check i.
-func (s *Checks) Type(i int) CheckType { return s.typ(s.checks[i].typ) }
+func (s *Checks) Type(i int) CheckType { return s.typ(s.bodies[s.heads[i].body].typ) }
 
 // typ is the CheckType constant a span spells, not a substring of strs:
 // types become metric labels, which outlive the config.
@@ -119,7 +163,7 @@ func (s *Checks) typ(sp span) CheckType {
 }
 
 // Cell is the cell of check i.
-func (s *Checks) Cell(i int) string { return s.str(s.checks[i].cell) }
+func (s *Checks) Cell(i int) string { return s.str(s.bodies[s.heads[i].body].cell) }
 
 // Find is the position of the check with id.
 func (s *Checks) Find(id string) (int, bool) {
@@ -137,11 +181,13 @@ func (s *Checks) Has(id string) bool {
 }
 
 // Check is check i as the file gave it. Its ExpectStatus shares the
-// store's memory and must not be modified; Children is its own.
+// store's memory and must not be modified; Children is its own. Checks
+// with the same expect_body_regexp pattern share one compiled Regexp.
 func (s *Checks) Check(i int) Check {
-	p := &s.checks[i]
+	h := &s.heads[i]
+	p := &s.bodies[h.body]
 	c := Check{
-		ID: s.str(p.id), Type: s.typ(p.typ), Target: s.str(p.target), Port: p.port,
+		ID: s.str(h.id), Type: s.typ(p.typ), Target: s.str(h.target), Port: p.port,
 		Path: s.str(p.path), Method: s.str(p.method), Host: s.str(p.host), SNI: s.str(p.sni), TLSVerify: p.tlsVerify,
 		ExpectBody: s.str(p.body), KeepAlive: p.keepAlive, Payload: s.str(p.payload), ExpectReply: s.str(p.reply),
 		QName: s.str(p.qname), QType: p.qtype, ExpectRcode: p.expectRcode, ExpectAnswer: s.str(p.answer),

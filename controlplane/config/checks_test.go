@@ -70,7 +70,7 @@ func TestChecksRoundTrip(t *testing.T) {
 // TestChecksPointerFree: what the store holds per check has no pointer,
 // so that the garbage collector does not walk it: the point of packing.
 func TestChecksPointerFree(t *testing.T) {
-	for _, typ := range []reflect.Type{reflect.TypeFor[packedCheck](), reflect.TypeFor[span](), reflect.TypeFor[prober.StatusRange]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[checkHead](), reflect.TypeFor[checkBody](), reflect.TypeFor[span](), reflect.TypeFor[prober.StatusRange]()} {
 		if p := pointerField(typ); p != "" {
 			t.Errorf("%s holds a pointer: %s", typ, p)
 		}
@@ -112,5 +112,28 @@ func TestCheckClone(t *testing.T) {
 	}
 	if &cl.ExpectStatus[0] == &c.ExpectStatus[0] || shared(cl.Children[0], c.Children[0]) {
 		t.Error("the clone's lists share the store's memory")
+	}
+}
+
+// TestChecksShareBodies: checks that differ only in id and target share
+// one body and one status list, and each still comes back as it went in.
+func TestChecksShareBodies(t *testing.T) {
+	var in []*Check
+	for i := range 1000 {
+		in = append(in, &Check{ID: fmt.Sprintf("web%d", i), Type: CheckHTTP, Target: fmt.Sprintf("198.18.%d.%d", i/256, i%256),
+			Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
+			ExpectBodyRegexp: regexp.MustCompile("ok"), Interval: time.Second, Admin: "auto", Cell: "blue"})
+	}
+	s := NewChecks(in)
+	if len(s.bodies) != 1 || len(s.status) != 1 || len(s.regexps) != 1 {
+		t.Errorf("%d bodies, %d status ranges, %d regexps for checks of one kind, want 1 each", len(s.bodies), len(s.status), len(s.regexps))
+	}
+	for i, want := range in {
+		got := s.Check(i)
+		if got.ExpectBodyRegexp.String() != "ok" {
+			t.Fatalf("check %d: regexp %v", i, got.ExpectBodyRegexp)
+		}
+		got.ExpectBodyRegexp, want.ExpectBodyRegexp = nil, nil // compiled programs are not comparable
+		same(t, want.ID, got, *want)
 	}
 }

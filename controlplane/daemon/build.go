@@ -31,7 +31,8 @@ type Plan struct {
 }
 
 // Build loads the zones and compiles the records of cfg. prev is the
-// current check-to-entry assignment, which it keeps.
+// current check-to-entry assignment, which it keeps. The plan's config is
+// cfg.Served(): every error about cfg comes before it.
 func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
 	p := &Plan{Config: cfg}
 	for i, zc := range cfg.Zones {
@@ -57,6 +58,7 @@ func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
 		return nil, err
 	}
 	p.Geo = geo.New(cfg.Server.Geo)
+	p.Config = cfg.Served()
 	return p, nil
 }
 

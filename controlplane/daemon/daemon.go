@@ -125,6 +125,8 @@ func (d *Daemon) start(opts Options) error {
 	if err != nil {
 		return err
 	}
+	// What runs from here keeps the served config, without its lines.
+	cfg = p.Config
 	for _, w := range p.Compiled.Warnings {
 		slog.Warn(w)
 	}
