@@ -41,7 +41,6 @@ type Aggregator struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	padding     *track   // takes padding entries' work; never read
 	index       *Index   // the checks and their slots; nil before the first Reconfigure
 	children    []uint32 // every calculated slot's children's slots, one list after the other (slotCfg.children)
 	calculated  []uint32 // calculated slots, children first
@@ -77,7 +76,6 @@ func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (
 	for i := range t.states {
 		t.states[i].state, t.states[i].up = true, true
 	}
-	t.padding = newTrack(n, nil)
 	t.Reconfigure(cfg, index)
 	// A known check starts where it was, whatever entry it has now.
 	for id, s := range seed.Saved {
@@ -255,10 +253,13 @@ func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 	for k := range f.Entries {
 		e := &f.Entries[k]
 		if e.Seq == 0 {
-			// Padding does a real entry's work on the sink, at its own
-			// position, so a frame costs the same however full it is.
+			// Padding does a real entry's work, at its own position, on
+			// the checker's own track, where a result that does not count
+			// changes nothing: a frame costs the same however full it is,
+			// and leaves the same memory warm for the push, which reads
+			// every track whole.
 			if uint32(k) < n {
-				t.padding.apply(uint32(k), &t.cfgs[k], e, true, ns)
+				tr.apply(uint32(k), &t.cfgs[k], e, false, ns)
 			}
 			continue
 		}

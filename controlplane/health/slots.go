@@ -141,14 +141,14 @@ func (t *track) ingest(i uint32, cfg *slotCfg, e *prober.Entry, now int64) {
 func (t *track) apply(i uint32, cfg *slotCfg, e *prober.Entry, fresh bool, now int64) {
 	seq, okRun, failRun, up := t.seq[i], t.okRun[i], t.failRun[i], t.up[i]
 	reason, reported, seen := t.reason[i], t.reported[i], t.seen[i]
-	nOk, nFail, nUp := okRun, failRun, up
-	if e.Healthy != cfg.invert {
-		nOk, nFail = okRun+1, 0
-		nUp = up || nOk >= cfg.okN
-	} else {
-		nFail, nOk = failRun+1, 0
-		nUp = up && nFail < cfg.failN
-	}
+	// Success or failure is selected without a branch: with checks
+	// failing and passing at random entries, a branch on it would be
+	// mispredicted for half the entries of a frame, and a half-failing
+	// table would cost more than a healthy one.
+	ok := b2u(e.Healthy != cfg.invert)
+	nOk, nFail := (okRun+1)*ok, (failRun+1)*(1-ok)
+	u := b2u(up)
+	nUp := ok&(u|b2u(nOk >= cfg.okN))|(1-ok)&u&b2u(nFail < cfg.failN) != 0
 	if fresh {
 		seq, okRun, failRun, up = e.Seq, nOk, nFail, nUp
 		reason, reported = uint8(e.Reason), true
