@@ -115,15 +115,14 @@ func (r *rig) aggregator() (a *Aggregator, err error) {
 }
 
 func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
-	cfg := &config.Config{HealthChecks: map[string]*config.Check{}, Hash: 1,
-		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, TableSize: aggTable}}
+	cfg := &config.Config{Hash: 1, Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, TableSize: aggTable}}
+	checks := make([]*config.Check, n)
 	for i := range n {
-		id := fmt.Sprintf("c%d", i)
-		cfg.CheckIDs = append(cfg.CheckIDs, id)
-		cfg.HealthChecks[id] = &config.Check{ID: id, Type: config.CheckTCP, Interval: time.Second,
+		checks[i] = &config.Check{ID: fmt.Sprintf("c%d", i), Type: config.CheckTCP, Interval: time.Second,
 			UnhealthyThreshold: 1, HealthyThreshold: 1, Admin: health.AdminAuto}
 	}
-	index, err := health.Assign(cfg.CheckIDs, nil, aggTable)
+	cfg.Checks = config.NewChecks(checks)
+	index, err := health.Assign(cfg.Checks, nil, aggTable)
 	if err != nil {
 		return nil, err
 	}
@@ -137,14 +136,14 @@ func newAggCell(o *loader.Objects, n int, failing bool) (*aggCell, error) {
 		return nil, err
 	}
 	probes := map[string]prober.Probe{}
-	for id := range cfg.HealthChecks {
-		probes[id] = prober.Probe{Index: index[id]}
+	for k, c := range checks {
+		probes[c.ID] = prober.Probe{Index: index.EntryOf(k)}
 	}
 	if err := framer.Configure(cfg.Hash, probes); err != nil {
 		return nil, err
 	}
-	for id := range cfg.HealthChecks {
-		framer.Record(prober.Result{ID: id, Index: index[id], Seq: 1, Healthy: !failing})
+	for k, c := range checks {
+		framer.Record(prober.Result{ID: c.ID, Index: index.EntryOf(k), Seq: 1, Healthy: !failing})
 	}
 	return &aggCell{table: t, frame: framer.AppendFrame(nil, 1)}, nil
 }

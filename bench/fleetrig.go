@@ -20,6 +20,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
+	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
@@ -78,7 +79,7 @@ type cell struct {
 	agg    *exec.Cmd
 	api    string
 	cfg    *config.Config
-	index  map[string]uint32
+	index  *health.Index
 	probes []*transport.Conn
 	edges  []*edgeSim
 	cmd    string // the aggregator's command line, for the report
@@ -263,12 +264,12 @@ func writeFleetConfig(path string, s cellSpec, push time.Duration, api, url, emb
 // check, the first unhealthy percent of them failing, padded to the
 // config's frame entries, as prober.Framer encodes them.
 func (c *cell) frames() ([][]byte, error) {
-	index := c.index
+	index, checks := c.index, &c.cfg.Checks
 	probes := map[string]prober.Probe{}
-	for id := range c.cfg.HealthChecks {
-		probes[id] = prober.Probe{Index: index[id]}
+	for k := range checks.Len() {
+		probes[checks.ID(k)] = prober.Probe{Index: index.EntryOf(k)}
 	}
-	failing := len(c.cfg.CheckIDs) * c.spec.unhealthy / 100
+	failing := checks.Len() * c.spec.unhealthy / 100
 	out := make([][]byte, c.spec.checkers)
 	for p := range out {
 		f, err := prober.NewFramer(fmt.Sprintf("p%d", p), "", c.cfg.FrameEntries())
@@ -278,8 +279,8 @@ func (c *cell) frames() ([][]byte, error) {
 		if err := f.Configure(c.cfg.Hash, probes); err != nil {
 			return nil, err
 		}
-		for i, id := range c.cfg.CheckIDs {
-			f.Record(prober.Result{ID: id, Index: index[id], Seq: 1, Healthy: i >= failing})
+		for k := range checks.Len() {
+			f.Record(prober.Result{ID: checks.ID(k), Index: index.EntryOf(k), Seq: 1, Healthy: k >= failing})
 		}
 		out[p] = f.AppendFrame(nil, 1)
 	}

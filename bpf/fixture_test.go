@@ -184,7 +184,7 @@ func pinCPU(t testing.TB, cpu int) {
 type served struct {
 	cfg   *config.Config
 	zone  *zone.Zone
-	index map[string]uint32
+	index map[string]uint32 // check id → entry
 	comp  *records.Compiled
 	geo   *geo.Table
 }
@@ -205,11 +205,15 @@ func serve(t testing.TB, o *loader.Objects, cfgText, zoneText string) served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	index, err := health.Assign(cfg.CheckIDs, nil, o.HealthCapacity())
+	idx, err := health.Assign(cfg.Checks, nil, o.HealthCapacity())
 	if err != nil {
 		t.Fatal(err)
 	}
-	comp, err := records.Compile(cfg, []*zone.Zone{z}, index)
+	index := map[string]uint32{}
+	for k := range idx.Len() {
+		index[cfg.Checks.ID(k)] = idx.EntryOf(k)
+	}
+	comp, err := records.Compile(cfg, []*zone.Zone{z}, idx.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ type server struct {
 	events   health.EventLog
 	compiled *records.Compiled
 	cfg      *config.Config
-	index    map[string]uint32
+	index    *health.Index
 	metrics  *api.Metrics
 	http     *httptest.Server
 }
@@ -90,7 +90,13 @@ func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
 func (s *server) Events() *health.EventLog       { return &s.events }
 func (s *server) Records() *records.Compiled     { return s.compiled }
-func (s *server) Statuses() []health.Status      { return s.agg.Statuses() }
+
+// entry is check id's entry in the table.
+func (s *server) entry(id string) uint32 {
+	i, _ := s.index.Entry(id)
+	return i
+}
+func (s *server) Statuses() []health.Status { return s.agg.Statuses() }
 func (s *server) Fleet() api.FleetView {
 	return api.FleetView{ID: "h1", Roles: []string{"prober", "aggregator", "edge"}}
 }
@@ -131,10 +137,10 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	s := &server{cfg: cfg}
-	if s.index, err = health.Assign(cfg.CheckIDs, nil, cfg.Aggregation.TableSize); err != nil {
+	if s.index, err = health.Assign(cfg.Checks, nil, cfg.Aggregation.TableSize); err != nil {
 		t.Fatal(err)
 	}
-	if s.compiled, err = records.Compile(cfg, []*zone.Zone{z}, s.index); err != nil {
+	if s.compiled, err = records.Compile(cfg, []*zone.Zone{z}, s.index.Entry); err != nil {
 		t.Fatal(err)
 	}
 	s.table = edge.New(&memStore{}, bpf.SteadydnsTableMeta{})
@@ -151,7 +157,7 @@ func newServer(t *testing.T) *server {
 func (s *server) fail(t *testing.T, now time.Time) {
 	t.Helper()
 	f := prober.Frame{Version: 1, ConfigHash: s.cfg.Hash, Prober: "p1", Entries: make([]prober.Entry, s.cfg.Aggregation.TableSize)}
-	f.Entries[0] = prober.Entry{Index: s.index["web1"], Seq: 1, Reason: prober.ReasonTimeout, Latency: 1500 * time.Microsecond}
+	f.Entries[0] = prober.Entry{Index: s.entry("web1"), Seq: 1, Reason: prober.ReasonTimeout, Latency: 1500 * time.Microsecond}
 	b, err := prober.Encode(nil, &f)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +165,7 @@ func (s *server) fail(t *testing.T, now time.Time) {
 	if err := s.agg.IngestFrame(b, now); err != nil {
 		t.Fatal(err)
 	}
-	s.agg.Observe(prober.Result{ID: "web1", Index: s.index["web1"], Seq: 1, Time: now, Reason: prober.ReasonTimeout,
+	s.agg.Observe(prober.Result{ID: "web1", Index: s.entry("web1"), Seq: 1, Time: now, Reason: prober.ReasonTimeout,
 		Detail: "no reply in 2s", Latency: 1500 * time.Microsecond})
 }
 
@@ -264,7 +270,7 @@ func TestChecks(t *testing.T) {
 		t.Errorf("after a push: table %+v, want a fresh table and one frame", c.Table)
 	}
 	web1 := c.find(t, "web1")
-	if web1.Up || web1.Reason != "timeout" || web1.Type != "tcp" || web1.Index != s.index["web1"] || web1.Admin != "auto" ||
+	if web1.Up || web1.Reason != "timeout" || web1.Type != "tcp" || web1.Index != s.entry("web1") || web1.Admin != "auto" ||
 		web1.Checkers != 1 || web1.Healthy != 0 || !web1.Since.Equal(now) {
 		t.Errorf("web1 %+v: want unhealthy (timeout) since the push, 1 checker", web1)
 	}
@@ -322,7 +328,7 @@ func TestReasonAgreesWithLastResult(t *testing.T) {
 	s.fail(t, now) // seq 1, timeout: framed and observed
 	s.push(t, now)
 	// seq 2 finished after the frame: observed, not framed yet.
-	s.agg.Observe(prober.Result{ID: "web1", Index: s.index["web1"], Seq: 2, Time: now.Add(time.Second), Reason: prober.ReasonUnreachable,
+	s.agg.Observe(prober.Result{ID: "web1", Index: s.entry("web1"), Seq: 2, Time: now.Add(time.Second), Reason: prober.ReasonUnreachable,
 		Detail: "host unreachable", Latency: 50 * time.Millisecond})
 	var c checks
 	s.get(t, "/api/v1/checks", &c)
@@ -337,7 +343,7 @@ func TestReasonAgreesWithLastResult(t *testing.T) {
 	// Once framed and pushed, the newest result is counted and the
 	// reason is its.
 	f := prober.Frame{Version: 2, ConfigHash: s.cfg.Hash, Prober: "p1", Entries: make([]prober.Entry, s.cfg.Aggregation.TableSize)}
-	f.Entries[0] = prober.Entry{Index: s.index["web1"], Seq: 2, Reason: prober.ReasonUnreachable}
+	f.Entries[0] = prober.Entry{Index: s.entry("web1"), Seq: 2, Reason: prober.ReasonUnreachable}
 	b, err := prober.Encode(nil, &f)
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +452,7 @@ func TestAdmin(t *testing.T) {
 	if web1 := c.find(t, "web1"); !web1.Up || web1.Admin != "up" || web1.Reason != "admin_up" {
 		t.Errorf("web1 after admin up: %+v", web1)
 	}
-	if !s.table.Up(s.index["web1"]) {
+	if !s.table.Up(s.entry("web1")) {
 		t.Error("admin up did not reach the table")
 	}
 	for _, tc := range []struct {
@@ -474,7 +480,7 @@ func TestExternal(t *testing.T) {
 	s := newServer(t)
 	now := time.Now()
 	s.push(t, now)
-	if s.table.Up(s.index["ext"]) {
+	if s.table.Up(s.entry("ext")) {
 		t.Fatal("external check up before any report")
 	}
 	if code, msg := s.put(t, "/api/v1/checks/ext/external", "up"); code != http.StatusNoContent {
@@ -490,7 +496,7 @@ func TestExternal(t *testing.T) {
 		t.Fatalf("external down: %d %s", code, msg)
 	}
 	s.push(t, time.Now())
-	if s.table.Up(s.index["ext"]) {
+	if s.table.Up(s.entry("ext")) {
 		t.Error("external down did not reach the table")
 	}
 	for _, tc := range []struct {

@@ -159,8 +159,8 @@ func (v *validator) cells() {
 		v.errorf("cluster.edges", "must not be negative, got %d", cl.Edges)
 	}
 	probed := map[string]int{}
-	for _, id := range v.c.CheckIDs {
-		c := v.c.HealthChecks[id]
+	for _, c := range v.checks {
+		id := c.ID
 		if c.Cell == "" {
 			c.Cell = cl.Cells[0].Name
 		} else if _, ok := index[c.Cell]; !ok {
@@ -171,11 +171,11 @@ func (v *validator) cells() {
 			probed[c.Cell]++
 		}
 	}
-	for _, id := range v.c.CheckIDs {
-		c := v.c.HealthChecks[id]
+	for _, c := range v.checks {
+		id := c.ID
 		for i, child := range c.Children {
 			// A cell's aggregators see only their own cell's states.
-			if ch, ok := v.c.HealthChecks[child]; ok && ch.Cell != c.Cell {
+			if ch, ok := v.byID[child]; ok && ch.Cell != c.Cell {
 				v.errorf(fmt.Sprintf("health_checks.%s.children[%d]", id, i), "%s is in cell %q, %s in cell %q: a calculated check's children must be in its cell", child, ch.Cell, id, c.Cell)
 			}
 		}

@@ -17,7 +17,7 @@ func TestCellsDefault(t *testing.T) {
 	same(t, "Cells", c.Cluster.Cells, []Cell{{Name: DefaultCell}})
 	same(t, "Capacity", c.Cluster.Capacity, Capacity{ChecksPerProber: 50000, CheckerChecksPerAggregator: 2621440, EdgesPerAggregator: 1600})
 	same(t, "Edges", c.Cluster.Edges, 0)
-	same(t, "cell of h", c.HealthChecks["h"].Cell, DefaultCell)
+	same(t, "cell of h", c.Checks.Cell(0), DefaultCell)
 	same(t, "FrameEntries on one host", c.FrameEntries(), c.Aggregation.TableSize)
 }
 
@@ -121,7 +121,7 @@ func TestCellFirstIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same(t, "cell of h", c.HealthChecks["h"].Cell, "blue")
+	same(t, "cell of h", c.Checks.Cell(0), "blue")
 	same(t, "CellNames", c.CellNames(), []string{"blue", "red"})
 	moved, err := load(t, base+"health_checks:\n  h: {type: tcp, port: 22, cell: red}\n"+cells)
 	if err != nil {

@@ -26,14 +26,13 @@ const MaxNSID = int(bpf.SteadydnsLimitsNSID_MAX)
 
 // Config is a loaded and validated config file.
 type Config struct {
-	File         string // the path as given to Load or Parse
-	Server       Server
-	Zones        []Zone
-	HealthChecks map[string]*Check // by id
-	CheckIDs     []string          // ids in file order
-	Records      []Record
-	Aggregation  Aggregation
-	Cluster      Cluster
+	File        string // the path as given to Load or Parse
+	Server      Server
+	Zones       []Zone
+	Checks      Checks // health_checks, in file order
+	Records     []Record
+	Aggregation Aggregation
+	Cluster     Cluster
 
 	// Hash identifies the health-relevant config: health_checks, records and
 	// aggregation, after defaults. Hosts reject frames and tables whose hash
@@ -211,6 +210,19 @@ type Aggregation struct {
 type Hysteresis struct {
 	Down float64 // unhealthy when the healthy share falls below this
 	Up   float64 // healthy again only when it reaches this
+}
+
+// Served is c without the line of every key path, which only errors
+// about c need. A host reports those while it builds what it serves from
+// a config (daemon.Build), and keeps the config as long as it serves it:
+// the lines of a fleet's 65,536 checks are 16 MB, which an aggregator
+// would keep live for nothing, and its garbage collector's headroom, which
+// its per-push garbage cycles through, grows with its live heap. Errorf
+// on a served config names the file and key without a line.
+func (c *Config) Served() *Config {
+	s := *c
+	s.lines = lineIndex{}
+	return &s
 }
 
 // Line returns the line of a key path such as "health_checks.web1.port" or

@@ -293,18 +293,24 @@ func TestFull(t *testing.T) {
 		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue"},
 	}
 
-	if got, want := c.HealthChecks["web2"].ExpectBodyRegexp.String(), `"status":\s*"(ok|degraded)"`; got != want {
-		t.Errorf("web2 regexp %q, want %q", got, want)
+	var ids, wantIDs []string
+	for i := range c.Checks.Len() {
+		ids = append(ids, c.Checks.ID(i))
 	}
-	c.HealthChecks["web2"].ExpectBodyRegexp = nil // compared above; compiled programs are not comparable
-	var ids []string
 	for _, w := range wantChecks {
-		ids = append(ids, w.ID)
-		if got := c.HealthChecks[w.ID]; got == nil || !reflect.DeepEqual(*got, w) {
+		wantIDs = append(wantIDs, w.ID)
+		got, ok := c.Checks.Get(w.ID)
+		if w.ID == "web2" {
+			if got, want := got.ExpectBodyRegexp.String(), `"status":\s*"(ok|degraded)"`; got != want {
+				t.Errorf("web2 regexp %q, want %q", got, want)
+			}
+			got.ExpectBodyRegexp = nil // compared above; compiled programs are not comparable
+		}
+		if !ok || !reflect.DeepEqual(got, w) {
 			t.Errorf("check %s:\ngot  %+v\nwant %+v", w.ID, got, w)
 		}
 	}
-	same(t, "CheckIDs", c.CheckIDs, ids)
+	same(t, "check ids", ids, wantIDs)
 	same(t, "File", c.File, "testdata/full.yaml")
 	same(t, "Server", c.Server, Server{
 		Interfaces: []string{"eth0", "eth1"},
@@ -417,7 +423,8 @@ records:
 		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto", Cell: DefaultCell},
 		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto", Cell: DefaultCell},
 	} {
-		same(t, "check "+want.ID, *c.HealthChecks[want.ID], want)
+		got, _ := c.Checks.Get(want.ID)
+		same(t, "check "+want.ID, got, want)
 	}
 }
 

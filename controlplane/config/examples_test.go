@@ -84,8 +84,8 @@ func TestFleetExample(t *testing.T) {
 		if !slices.Equal(c.Cluster.NATS.URLs, pushed.Cluster.NATS.URLs) {
 			t.Errorf("%s: urls %v, config push uses %v", name, c.Cluster.NATS.URLs, pushed.Cluster.NATS.URLs)
 		}
-		if len(c.Zones) != 1 || len(c.Records) == 0 || len(c.CheckIDs) == 0 {
-			t.Errorf("%s: %d zones, %d records, %d checks from the bucket", name, len(c.Zones), len(c.Records), len(c.CheckIDs))
+		if len(c.Zones) != 1 || len(c.Records) == 0 || c.Checks.Len() == 0 {
+			t.Errorf("%s: %d zones, %d records, %d checks from the bucket", name, len(c.Zones), len(c.Records), c.Checks.Len())
 		}
 		e := c.Cluster.NATS.Embed
 		switch {

@@ -19,9 +19,10 @@ import (
 // two configs that differ only in it must not share a hash.
 func (c *Config) hash() uint64 {
 	e := encoder{fnv.New64a()}
-	e.uint(uint64(len(c.CheckIDs)))
-	for _, id := range c.CheckIDs {
-		e.value(reflect.ValueOf(c.HealthChecks[id]))
+	e.uint(uint64(c.Checks.Len()))
+	for i := range c.Checks.Len() {
+		ch := c.Checks.Check(i)
+		e.value(reflect.ValueOf(&ch))
 	}
 	e.value(reflect.ValueOf(c.Records))
 	e.value(reflect.ValueOf(c.Aggregation))

@@ -39,3 +39,26 @@ func TestLineIndex(t *testing.T) {
 		t.Errorf("an error at a missing key is at line %d, want its check's %d", got, first+7)
 	}
 }
+
+// TestServed: a served config is the config without its lines: the same
+// values and hash, errors that name the file and key at no line, and the
+// config it came from keeps its lines.
+func TestServed(t *testing.T) {
+	c, err := load(t, base+"health_checks:\n  web: {type: tcp, port: 80}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Served()
+	if s.Hash != c.Hash || s.File != c.File || s.Checks.Len() != 1 || s.Checks.ID(0) != "web" {
+		t.Errorf("served config %+v differs from %+v", s, c)
+	}
+	if s.Line("health_checks.web.port") != 0 {
+		t.Error("a served config keeps its lines")
+	}
+	if e := s.Errorf("health_checks.web.port", "x"); e.File != c.File || e.Key != "health_checks.web.port" || e.Line != 0 {
+		t.Errorf("error from a served config: %+v", e)
+	}
+	if c.Line("health_checks.web.port") == 0 {
+		t.Error("serving a config took the lines of the original")
+	}
+}

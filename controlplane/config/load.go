@@ -123,15 +123,17 @@ func pairs(n *yaml.Node) [][2]*yaml.Node {
 }
 
 func decode(d *decoder, doc *yaml.Node) (*Config, error) {
-	c := d.config(doc)
+	c, checks := d.config(doc)
 	// Validation runs only on a cleanly decoded file: a value that failed to
 	// decode would otherwise be reported a second time as missing.
 	if len(d.errs) > 0 {
 		return nil, joinErrors(d.errs)
 	}
-	if errs := c.validate(); len(errs) > 0 {
+	if errs := c.validate(checks); len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
+	// Packed once validation has filled in the defaults it resolves.
+	c.Checks = NewChecks(checks)
 	c.Hash = c.hash()
 	return c, nil
 }
@@ -150,8 +152,10 @@ var (
 	hysteresisKeys  = []string{"down", "up"}
 )
 
-func (d *decoder) config(doc *yaml.Node) *Config {
-	c := &Config{File: d.file, HealthChecks: map[string]*Check{}, sections: d.sections}
+// config decodes the file; its checks come apart, for validation to
+// complete before they are packed.
+func (d *decoder) config(doc *yaml.Node) (*Config, []*Check) {
+	c := &Config{File: d.file, sections: d.sections}
 	root := doc
 	if doc.Kind == yaml.DocumentNode {
 		root = doc.Content[0]
@@ -165,14 +169,14 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 	f.list("zones", func(path string, n *yaml.Node) {
 		c.Zones = append(c.Zones, d.zone(d.mapping(n, path, zoneKeys)))
 	})
+	var checks []*Check
 	for _, e := range d.entries(f.get("health_checks"), "health_checks") {
 		if strings.ContainsFunc(e.key, func(r rune) bool { return !validIDRune(r) }) || e.key == "" {
 			// Ids appear in key paths and API URLs, where '.', '[' or '/' would be ambiguous.
 			d.errorf(e.keyNode, e.path, "check id %q may contain only letters, digits, '_' and '-'", e.key)
 			continue
 		}
-		c.HealthChecks[e.key] = d.check(e.key, e.val, e.path)
-		c.CheckIDs = append(c.CheckIDs, e.key)
+		checks = append(checks, d.check(e.key, e.val, e.path))
 	}
 	f.list("records", func(path string, n *yaml.Node) {
 		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
@@ -180,7 +184,7 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
 	c.Cluster = d.cluster(f.mapping("cluster", clusterKeys))
 	c.lines = newLineIndex(d.lines)
-	return c
+	return c, checks
 }
 
 func validIDRune(r rune) bool {

@@ -17,8 +17,10 @@ import (
 )
 
 type validator struct {
-	c    *Config
-	errs []*Error
+	c      *Config
+	checks []*Check          // in file order
+	byID   map[string]*Check // the same, by id
+	errs   []*Error
 }
 
 func (v *validator) errorf(key, format string, args ...any) {
@@ -34,13 +36,16 @@ func oneOf[T ~string](v *validator, key string, val T, allowed ...T) {
 
 // validate checks what decoding cannot: ranges, references between
 // sections and the files the config points at.
-func (c *Config) validate() []*Error {
-	v := &validator{c: c}
+func (c *Config) validate(checks []*Check) []*Error {
+	v := &validator{c: c, checks: checks, byID: make(map[string]*Check, len(checks))}
+	for _, ch := range checks {
+		v.byID[ch.ID] = ch
+	}
 	v.server()
 	v.geo()
 	v.zones()
-	for _, id := range c.CheckIDs {
-		v.check(c.HealthChecks[id])
+	for _, ch := range checks {
+		v.check(ch)
 	}
 	v.checkCycles()
 	v.records()
@@ -251,7 +256,7 @@ func (v *validator) children(c *Check, key func(string) string) {
 	}
 	for i, child := range c.Children {
 		k := fmt.Sprintf("%s[%d]", key("children"), i)
-		if _, ok := v.c.HealthChecks[child]; !ok {
+		if _, ok := v.byID[child]; !ok {
 			v.errorf(k, "unknown health check %q", child)
 		}
 		if j := slices.Index(c.Children, child); j < i {
@@ -278,13 +283,13 @@ func (v *validator) checkCycles() {
 	visit = func(id string) {
 		state[id] = visiting
 		stack = append(stack, id)
-		for i, child := range v.c.HealthChecks[id].Children {
+		for i, child := range v.byID[id].Children {
 			switch state[child] {
 			case visiting:
 				cycle := append(slices.Clone(stack[slices.Index(stack, child):]), child)
 				v.errorf(fmt.Sprintf("health_checks.%s.children[%d]", id, i), "cycle %s", strings.Join(cycle, " -> "))
 			case unvisited:
-				if _, ok := v.c.HealthChecks[child]; ok {
+				if _, ok := v.byID[child]; ok {
 					visit(child)
 				}
 			}
@@ -292,9 +297,9 @@ func (v *validator) checkCycles() {
 		stack = stack[:len(stack)-1]
 		state[id] = done
 	}
-	for _, id := range v.c.CheckIDs {
-		if state[id] == unvisited {
-			visit(id)
+	for _, c := range v.checks {
+		if state[c.ID] == unvisited {
+			visit(c.ID)
 		}
 	}
 }
@@ -378,7 +383,7 @@ func (v *validator) answers(r Record, key func(string) string) {
 				v.errorf(ak("value"), "duplicate answer %s, first at line %d", a.Value, v.c.Line(fmt.Sprintf("%s[%d].value", key("answers"), k)))
 			}
 		}
-		if _, ok := v.c.HealthChecks[a.Check]; a.Check != "" && !ok {
+		if _, ok := v.byID[a.Check]; a.Check != "" && !ok {
 			v.errorf(ak("check"), "unknown health check %q", a.Check)
 		}
 		if a.Region != "" && v.c.Server.Geo.RegionID(a.Region) == 0 {
@@ -410,7 +415,7 @@ func (v *validator) aggregation() {
 	}
 	if a.TableSize < 16 || a.TableSize > 1<<22 || a.TableSize&(a.TableSize-1) != 0 {
 		v.errorf("aggregation.table_size", "%d is not a power of two from 16 to %d", a.TableSize, 1<<22)
-	} else if n := len(v.c.CheckIDs); n > a.TableSize {
+	} else if n := len(v.checks); n > a.TableSize {
 		v.errorf("aggregation.table_size", "%d health checks do not fit in %d entries", n, a.TableSize)
 	}
 	if h := a.Hysteresis; h != nil {

@@ -25,14 +25,15 @@ import (
 type Plan struct {
 	Config   *config.Config
 	Zones    []*zone.Zone
-	Index    map[string]uint32
+	Index    *health.Index
 	Compiled *records.Compiled
 	Geo      *geo.Table
 }
 
 // Build loads the zones and compiles the records of cfg. prev is the
-// current check-to-entry assignment, which it keeps.
-func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
+// current check-to-entry assignment, which it keeps. The plan's config is
+// cfg.Served(): every error about cfg comes before it.
+func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
 	p := &Plan{Config: cfg}
 	for i, zc := range cfg.Zones {
 		z, err := zone.Load(zc.Origin, zc.File)
@@ -41,7 +42,7 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 		}
 		p.Zones = append(p.Zones, z)
 	}
-	index, err := health.Assign(cfg.CheckIDs, prev, cfg.Aggregation.TableSize)
+	index, err := health.Assign(cfg.Checks, prev, cfg.Aggregation.TableSize)
 	if err != nil {
 		return nil, cfg.Errorf("aggregation.table_size", "%v", err)
 	}
@@ -49,14 +50,15 @@ func Build(cfg *config.Config, prev map[string]uint32) (*Plan, error) {
 	// Frames and tables carry the hash, and a receiver drops those of
 	// another: with the indexes in it, two hosts whose reload histories
 	// placed a check at different entries never read each other's tables.
-	cfg.Hash = layoutHash(cfg.Hash, cfg.CheckIDs, index)
-	if p.Compiled, err = records.Compile(cfg, p.Zones, index); err != nil {
+	cfg.Hash = layoutHash(cfg.Hash, index)
+	if p.Compiled, err = records.Compile(cfg, p.Zones, index.Entry); err != nil {
 		return nil, err
 	}
 	if err := fits(cfg, p.Compiled); err != nil {
 		return nil, err
 	}
 	p.Geo = geo.New(cfg.Server.Geo)
+	p.Config = cfg.Served()
 	return p, nil
 }
 
@@ -147,9 +149,13 @@ func (p *Plan) Probes() map[string]prober.Probe {
 		}
 	}
 	out := map[string]prober.Probe{}
-	for id, c := range p.Config.HealthChecks {
-		if spec, ok := probeSpec(c); ok {
-			out[id] = prober.Probe{Spec: spec, Index: p.Index[id], Target: targets[id]}
+	checks := &p.Config.Checks
+	for k := range checks.Len() {
+		// The scheduler keeps a job's probe across reloads that leave it
+		// as it was, beyond this config.
+		c := checks.Check(k).Clone()
+		if spec, ok := probeSpec(&c); ok {
+			out[c.ID] = prober.Probe{Spec: spec, Index: p.Index.EntryOf(k), Target: targets[c.ID]}
 		}
 	}
 	return out
@@ -189,14 +195,14 @@ func probeSpec(c *config.Check) (spec prober.Spec, ok bool) {
 }
 
 // layoutHash folds the check-to-entry assignment into the config hash.
-func layoutHash(h uint64, ids []string, index map[string]uint32) uint64 {
+func layoutHash(h uint64, index *health.Index) uint64 {
 	f := fnv.New64a()
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], h)
 	f.Write(b[:])
-	for _, id := range ids {
-		f.Write([]byte(id))
-		binary.LittleEndian.PutUint32(b[:4], index[id])
+	for k := range index.Len() {
+		f.Write([]byte(index.Checks().ID(k)))
+		binary.LittleEndian.PutUint32(b[:4], index.EntryOf(k))
 		f.Write(b[:4])
 	}
 	return f.Sum64()

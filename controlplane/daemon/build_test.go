@@ -170,7 +170,7 @@ records:
 		t.Errorf("tls: expect_body_regexp became %v, want ^ok", re)
 	}
 	for id, w := range want {
-		w.Index = p.Index[id]
+		w.Index, _ = p.Index.Entry(id)
 		g := got[id]
 		if w.Index == 0 || g.Index != w.Index {
 			t.Errorf("%s: index %d, want %d (non-zero)", id, g.Index, w.Index)

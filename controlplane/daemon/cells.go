@@ -75,8 +75,9 @@ func (g *merger) configure(p *Plan) {
 	for i := range g.owner {
 		g.owner[i] = noOwner
 	}
-	for id, i := range p.Index {
-		c := int16(slices.Index(cells, p.Config.HealthChecks[id].Cell))
+	for k := range p.Index.Len() {
+		i := p.Index.EntryOf(k)
+		c := int16(slices.Index(cells, p.Config.Checks.Cell(k)))
 		g.owner[i] = c
 		if g.arrived[c] == 0 {
 			loader.PutHealthEntry(g.buf, i, true, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS))
@@ -193,8 +194,9 @@ func (d *Daemon) capacity(p *Plan) []api.CapacityView {
 	var out []api.CapacityView
 	if d.sched != nil {
 		n := 0
-		for _, c := range p.Config.HealthChecks {
-			if _, probed := c.Type.Probed(); probed && c.Cell == f.cell {
+		checks := &p.Config.Checks
+		for k := range checks.Len() {
+			if _, probed := checks.Type(k).Probed(); probed && checks.Cell(k) == f.cell {
 				n++
 			}
 		}

@@ -109,7 +109,8 @@ func TestCellsMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	index := a1.Aggregator().Index()
-	web1, web2 := index["web1"], index["web2"]
+	web1, _ := index.Entry("web1")
+	web2, _ := index.Entry("web2")
 
 	// The test's hosts connect in the edge's namespace, where the
 	// embedded server listens.

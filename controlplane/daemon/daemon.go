@@ -125,6 +125,8 @@ func (d *Daemon) start(opts Options) error {
 	if err != nil {
 		return err
 	}
+	// What runs from here keeps the served config, without its lines.
+	cfg = p.Config
 	for _, w := range p.Compiled.Warnings {
 		slog.Warn(w)
 	}
@@ -165,8 +167,8 @@ func (d *Daemon) start(opts Options) error {
 			}
 			// The first results can come before the first plan is stored.
 			if p := d.plan.Load(); p != nil {
-				if c, ok := p.Config.HealthChecks[r.ID]; ok {
-					d.metrics.ObserveCheck(string(c.Type), r)
+				if k, ok := p.Config.Checks.Find(r.ID); ok {
+					d.metrics.ObserveCheck(string(p.Config.Checks.Type(k)), r)
 				}
 			}
 		}})
@@ -505,7 +507,7 @@ func (d *Daemon) apply(p *Plan) error {
 		if d.fleet != nil {
 			// A prober runs its own cell's checks; one process runs them all.
 			for id := range probes {
-				if p.Config.HealthChecks[id].Cell != d.fleet.cell {
+				if k, _ := p.Config.Checks.Find(id); p.Config.Checks.Cell(k) != d.fleet.cell {
 					delete(probes, id)
 				}
 			}
@@ -736,7 +738,7 @@ func (d *Daemon) Statuses() []health.Status {
 	for _, s := range agg {
 		// Another cell's checks get no frames here: their entries say
 		// nothing.
-		if p.Config.HealthChecks[s.ID].Cell == d.fleet.cell {
+		if k, _ := p.Config.Checks.Find(s.ID); p.Config.Checks.Cell(k) == d.fleet.cell {
 			out = append(out, s)
 		}
 	}
@@ -745,13 +747,14 @@ func (d *Daemon) Statuses() []health.Status {
 	}
 	cold := d.table.Meta().Cold
 	following := d.fleet.merge.following()
-	for _, id := range p.Config.CheckIDs {
-		c := p.Config.HealthChecks[id]
+	checks := &p.Config.Checks
+	for k := range checks.Len() {
+		c := checks.Check(k)
 		if d.agg != nil && c.Cell == d.fleet.cell {
 			continue
 		}
-		i := p.Index[id]
-		s := health.Status{ID: id, Type: string(c.Type), Index: i, Up: d.table.Up(i)}
+		i := p.Index.EntryOf(k)
+		s := health.Status{ID: c.ID, Type: string(c.Type), Index: i, Up: d.table.Up(i)}
 		switch agg := following[c.Cell]; {
 		case cold:
 			s.Up, s.Reason = true, "cold start: no table yet, every candidate is answered"

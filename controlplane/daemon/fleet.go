@@ -352,8 +352,8 @@ func (d *Daemon) SetExternal(id string, up bool) error {
 		return d.agg.SetExternal(id, up, time.Now())
 	}
 	p := d.plan.Load()
-	if c, ok := p.Config.HealthChecks[id]; ok && c.Type != config.CheckExternal {
-		return fmt.Errorf("setting external state of %s: it is a %s check", id, c.Type)
+	if k, ok := p.Config.Checks.Find(id); ok && p.Config.Checks.Type(k) != config.CheckExternal {
+		return fmt.Errorf("setting external state of %s: it is a %s check", id, p.Config.Checks.Type(k))
 	}
 	var v uint8
 	if up {
@@ -364,7 +364,7 @@ func (d *Daemon) SetExternal(id string, up bool) error {
 
 func (d *Daemon) publishState(kind, v uint8, id string) error {
 	p := d.plan.Load()
-	if _, ok := p.Index[id]; !ok {
+	if !p.Config.Checks.Has(id) {
 		return fmt.Errorf("setting the state of %s: %w", id, health.ErrUnknownCheck)
 	}
 	b, err := encodeState(kind, v, id)

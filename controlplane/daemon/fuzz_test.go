@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -23,12 +24,18 @@ func FuzzMergeTable(f *testing.F) {
 	const size = 8
 	cfg := &config.Config{
 		Cluster: config.Cluster{Cells: []config.Cell{{Name: "eu"}, {Name: "us"}}},
-		HealthChecks: map[string]*config.Check{
-			"a": {Cell: "eu"}, "b": {Cell: "eu"}, "c": {Cell: "us"},
-		},
+		Checks:  config.NewChecks([]*config.Check{{ID: "a", Cell: "eu"}, {ID: "b", Cell: "eu"}, {ID: "c", Cell: "us"}}),
 	}
-	plan := &Plan{Config: cfg, Index: map[string]uint32{"a": 1, "b": 3, "c": 2}}
-	owned := map[string][]uint32{"eu": {1, 3}, "us": {2}}
+	index, err := health.Assign(cfg.Checks, nil, size)
+	if err != nil {
+		f.Fatal(err)
+	}
+	plan := &Plan{Config: cfg, Index: index}
+	owned := map[string][]uint32{}
+	for k := range index.Len() {
+		cell := cfg.Checks.Cell(k)
+		owned[cell] = append(owned[cell], index.EntryOf(k))
+	}
 	table := func(fill byte) []byte { return bytes.Repeat([]byte{fill}, loader.HealthTableBytes(size)) }
 	f.Add(uint8(0), "agg1", uint64(1), table(0x01), uint8(0), "agg1")
 	f.Add(uint8(1), "agg2", uint64(9), table(0x00), uint8(1), "agg3")

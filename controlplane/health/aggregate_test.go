@@ -33,7 +33,8 @@ type agg struct {
 	sink  *memSink
 	log   *health.EventLog
 	cfg   *config.Config
-	index map[string]uint32
+	index map[string]uint32 // the entries idx gives the checks
+	idx   *health.Index
 	now   time.Time
 	seq   map[string]uint64 // checker/check → last seq sent
 	// region is the region a checker's frames carry; none if absent.
@@ -45,25 +46,39 @@ func tcp(unhealthy, healthy int) *config.Check {
 	return &config.Check{Type: "tcp", Interval: time.Second, UnhealthyThreshold: unhealthy, HealthyThreshold: healthy, Admin: health.AdminAuto}
 }
 
+// checksOf packs checks under ids, in the order given.
+func checksOf(ids []string, checks map[string]*config.Check) config.Checks {
+	list := make([]*config.Check, len(ids))
+	for i, id := range ids {
+		c := *checks[id]
+		c.ID = id
+		list[i] = &c
+	}
+	return config.NewChecks(list)
+}
+
 // newAgg aggregates checks, in the order given, at indexes 1, 2…
 func newAgg(t *testing.T, ids []string, checks ...*config.Check) *agg {
 	t.Helper()
-	cfg := &config.Config{CheckIDs: ids, HealthChecks: map[string]*config.Check{}, Hash: 0x5eed,
+	cfg := &config.Config{Hash: 0x5eed,
 		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: tableSize,
 			CheckerTimeout: 3 * time.Second}} // config's default: three push periods
 	index := map[string]uint32{}
+	byID := map[string]*config.Check{}
 	for i, id := range ids {
-		cfg.HealthChecks[id] = checks[i]
+		byID[id] = checks[i]
 		index[id] = uint32(i + 1)
 	}
+	cfg.Checks = checksOf(ids, byID)
 	return newAggFor(t, cfg, index, health.Seed{})
 }
 
+// newAggFor aggregates cfg's checks at the entries index gives them.
 func newAggFor(t *testing.T, cfg *config.Config, index map[string]uint32, seed health.Seed) *agg {
 	t.Helper()
-	g := &agg{t: t, sink: &memSink{}, log: &health.EventLog{}, cfg: cfg, index: index, now: time.Unix(1000, 0), seq: map[string]uint64{},
-		region: map[string]string{}}
-	a, err := health.New(cfg, index, g.sink, seed, g.log)
+	g := &agg{t: t, sink: &memSink{}, log: &health.EventLog{}, cfg: cfg, index: index, idx: health.IndexAt(cfg.Checks, index, cfg.Aggregation.TableSize),
+		now: time.Unix(1000, 0), seq: map[string]uint64{}, region: map[string]string{}}
+	a, err := health.New(cfg, g.idx, g.sink, seed, g.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +253,7 @@ func TestQuorum(t *testing.T) {
 func TestHysteresis(t *testing.T) {
 	g := newAgg(t, []string{"web"}, tcp(1, 1))
 	g.cfg.Aggregation.Hysteresis = &config.Hysteresis{Down: 0.2, Up: 0.85}
-	g.a.Reconfigure(g.cfg, g.index)
+	g.a.Reconfigure(g.cfg, g.idx)
 	steps := []struct {
 		healthy int
 		want    bool
@@ -255,15 +270,14 @@ func TestHysteresis(t *testing.T) {
 
 func TestCalculatedAndExternal(t *testing.T) {
 	cfg := &config.Config{
-		CheckIDs: []string{"top", "calc", "a", "b", "ext", "web"},
-		HealthChecks: map[string]*config.Check{
+		Checks: checksOf([]string{"top", "calc", "a", "b", "ext", "web"}, map[string]*config.Check{
 			"a":    tcp(1, 1),
 			"b":    tcp(1, 1),
 			"calc": {Type: "calculated", Children: []string{"a", "b"}, MinHealthy: 2, Admin: health.AdminAuto},
 			"top":  {Type: "calculated", Children: []string{"calc"}, MinHealthy: 1, Admin: health.AdminAuto},
 			"ext":  {Type: "external", TTL: 10 * time.Second, Admin: health.AdminAuto},
 			"web":  tcp(1, 1),
-		},
+		}),
 		Hash:        1,
 		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.18, TableSize: tableSize},
 	}
@@ -379,7 +393,7 @@ func TestSeed(t *testing.T) {
 	if g := newAggFor(t, before.cfg, before.index, other); !g.push("down") || g.reason("down") != "no_results" {
 		t.Errorf("seed of another config: up=%v reason %s, want a fresh start", g.up("down"), g.reason("down"))
 	}
-	if _, err := health.New(before.cfg, before.index, &memSink{}, health.Seed{ConfigHash: seed.ConfigHash, Table: seed.Table[:8]}, &health.EventLog{}); err == nil {
+	if _, err := health.New(before.cfg, before.idx, &memSink{}, health.Seed{ConfigHash: seed.ConfigHash, Table: seed.Table[:8]}, &health.EventLog{}); err == nil {
 		t.Error("a seed of the wrong size was taken")
 	}
 }
@@ -395,10 +409,9 @@ func TestReconfigure(t *testing.T) {
 	}
 	g.push("web")
 	cfg := *g.cfg
-	cfg.CheckIDs = []string{"web", "mail"}
-	cfg.HealthChecks = map[string]*config.Check{"web": g.cfg.HealthChecks["web"], "mail": tcp(1, 1)}
-	g.cfg, g.index = &cfg, map[string]uint32{"web": 1, "mail": 2}
-	g.a.Reconfigure(g.cfg, g.index)
+	web, _ := g.cfg.Checks.Get("web")
+	cfg.Checks = checksOf([]string{"web", "mail"}, map[string]*config.Check{"web": &web, "mail": tcp(1, 1)})
+	g.reconfigure(&cfg, map[string]uint32{"web": 1, "mail": 2})
 	if !g.push("web") || g.reason("web") != "admin_up" {
 		t.Errorf("web after reload: up=%v reason %s, want the admin override kept", g.up("web"), g.reason("web"))
 	}
@@ -436,4 +449,10 @@ func TestEvents(t *testing.T) {
 	if s := g.status("web"); len(s.Results) != 1 || s.Results[0].Detail != "no reply in 1s" || s.Since != time.Unix(1001, 0) {
 		t.Errorf("status %+v: want the observed result and the last change's time", s)
 	}
+}
+
+// reconfigure applies cfg with its checks at the entries index gives them.
+func (g *agg) reconfigure(cfg *config.Config, index map[string]uint32) {
+	g.cfg, g.index, g.idx = cfg, index, health.IndexAt(cfg.Checks, index, cfg.Aggregation.TableSize)
+	g.a.Reconfigure(g.cfg, g.idx)
 }

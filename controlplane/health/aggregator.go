@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,11 +41,8 @@ type Aggregator struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	padding     *track              // takes padding entries' work; never read
-	ids         map[uint32]string   // slot → check id, for configured slots
-	children    map[uint32][]uint32 // calculated slot → its children's slots
-	types       map[string]string
-	index       map[string]uint32
+	index       *Index   // the checks and their slots; nil before the first Reconfigure
+	children    []uint32 // every calculated slot's children's slots, one list after the other (slotCfg.children)
 	calculated  []uint32 // calculated slots, children first
 	recent      map[string][]prober.Result
 	known       map[string]Saved // checks not configured now, by id: kept for a reload that adds them back
@@ -67,7 +63,7 @@ type Aggregator struct {
 // cfg.Aggregation.TableSize entries goes to out every push. index comes
 // from Assign. The seed gives the checks their first states; transitions
 // go to log.
-func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *EventLog) (*Aggregator, error) {
+func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (*Aggregator, error) {
 	n := cfg.Aggregation.TableSize
 	if err := seed.check(loader.HealthTableBytes(n)); err != nil {
 		return nil, err
@@ -80,11 +76,10 @@ func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *
 	for i := range t.states {
 		t.states[i].state, t.states[i].up = true, true
 	}
-	t.padding = newTrack(n, nil)
 	t.Reconfigure(cfg, index)
 	// A known check starts where it was, whatever entry it has now.
 	for id, s := range seed.Saved {
-		if i, ok := index[id]; ok {
+		if i, ok := index.Entry(id); ok {
 			t.restore(i, s)
 		} else {
 			t.known[id] = s
@@ -94,7 +89,8 @@ func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *
 	// The pinned table is newer than any saved state, when it was
 	// computed under this config.
 	if seed.Table != nil && seed.ConfigHash == cfg.Hash {
-		for _, i := range index {
+		for k := range index.Len() {
+			i := index.EntryOf(k)
 			st := &t.states[i]
 			st.up, st.reason, st.seeded = loader.HealthUp(seed.Table, i), loader.HealthReason(seed.Table, i), true
 			// A forced state says nothing of what the checkers saw.
@@ -109,34 +105,34 @@ func New(cfg *config.Config, index map[string]uint32, out Sink, seed Seed, log *
 // Reconfigure applies a new config. A check that stays keeps its state,
 // its checkers' progress through the thresholds and an admin override set
 // through the API; a slot that no check owns any more starts over.
-func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
+func (t *Aggregator) Reconfigure(cfg *config.Config, index *Index) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.states)
-	old, oldIDs := t.cfgs, t.ids
+	old := t.index
 	t.cfgs = make([]slotCfg, n)
-	t.ids = map[uint32]string{}
-	t.children = map[uint32][]uint32{}
-	t.types = map[string]string{}
+	t.children = nil
 	for i := range t.cfgs {
 		t.cfgs[i] = unusedSlot(cfg.Aggregation.PushInterval)
 	}
-	for id, c := range cfg.HealthChecks {
-		i := index[id]
-		t.cfgs[i] = newSlotCfg(c, &cfg.Aggregation)
-		t.ids[i] = id
-		t.types[id] = string(c.Type)
-		if old != nil && oldIDs[i] == id && t.states[i].apiSet {
+	checks := index.Checks()
+	for k := range checks.Len() {
+		c := checks.Check(k)
+		i := index.EntryOf(k)
+		t.cfgs[i] = newSlotCfg(&c, &cfg.Aggregation)
+		if old != nil && old.OwnerID(i) == c.ID && t.states[i].apiSet {
 			t.cfgs[i].admin = t.states[i].apiAdmin
 		}
+		t.cfgs[i].children = span{uint32(len(t.children)), uint32(len(c.Children))}
 		for _, ch := range c.Children {
-			t.children[i] = append(t.children[i], index[ch])
+			e, _ := index.Entry(ch) // the config has every child
+			t.children = append(t.children, e)
 		}
 	}
 	if old != nil {
 		for i := range uint32(n) {
-			if oldIDs[i] != t.ids[i] {
-				if id, ok := oldIDs[i]; ok {
+			if id, now := old.OwnerID(i), index.OwnerID(i); id != now {
+				if id != "" {
 					t.forget(id, i)
 				}
 				t.states[i] = slotState{state: true, up: true}
@@ -144,20 +140,20 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 					tr.seq[i], tr.okRun[i], tr.failRun[i], tr.reported[i], tr.counted[i] = 0, 0, 0, false, false
 					tr.up[i] = true
 				}
-				if s, ok := t.known[t.ids[i]]; ok {
+				if s, ok := t.known[now]; ok {
 					t.restore(i, s)
-					delete(t.known, t.ids[i])
+					delete(t.known, now)
 				}
 			}
 		}
 	}
 	for id := range t.recent {
-		if _, ok := cfg.HealthChecks[id]; !ok {
+		if !checks.Has(id) {
 			delete(t.recent, id)
 		}
 	}
 	t.trimKnown()
-	t.calculated = evalOrder(cfg, index)
+	t.calculated = evalOrder(index, t.cfgs, t.children)
 	t.index = index
 	t.hash = cfg.Hash
 	t.agg = cfg.Aggregation
@@ -165,7 +161,7 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index map[string]uint32) {
 }
 
 // Index is the current check-to-entry assignment.
-func (t *Aggregator) Index() map[string]uint32 {
+func (t *Aggregator) Index() *Index {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.index
@@ -179,7 +175,7 @@ func (t *Aggregator) SetAdmin(id, override string) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i, ok := t.index[id]
+	i, ok := t.index.Entry(id)
 	if !ok {
 		return fmt.Errorf("setting admin state of %s: %w", id, ErrUnknownCheck)
 	}
@@ -193,12 +189,13 @@ func (t *Aggregator) SetAdmin(id, override string) error {
 func (t *Aggregator) SetExternal(id string, up bool, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i, ok := t.index[id]
+	i, ok := t.index.Entry(id)
 	if !ok {
 		return fmt.Errorf("setting external state of %s: %w", id, ErrUnknownCheck)
 	}
 	if t.cfgs[i].kind != kindExternal {
-		return fmt.Errorf("setting external state of %s: it is a %s check", id, t.types[id])
+		k, _ := t.index.Owner(i)
+		return fmt.Errorf("setting external state of %s: it is a %s check", id, t.index.Checks().Type(k))
 	}
 	st := &t.states[i]
 	st.extUp, st.extSet, st.extExpires = up, true, now.Add(t.cfgs[i].ttl).UnixNano()
@@ -210,10 +207,17 @@ func (t *Aggregator) SetExternal(id string, up bool, now time.Time) error {
 func (t *Aggregator) Observe(r prober.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, known := t.index[r.ID]; !known {
+	if _, known := t.index.Entry(r.ID); !known {
 		return
 	}
 	rs := t.recent[r.ID]
+	// Kept while the check is, across reloads: one copy of the id, not a
+	// part of the config each result's id came from.
+	if len(rs) > 0 {
+		r.ID = rs[0].ID
+	} else {
+		r.ID = strings.Clone(r.ID)
+	}
 	if len(rs) == maxResults {
 		rs = append(rs[:0], rs[1:]...)
 	}
@@ -249,10 +253,13 @@ func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 	for k := range f.Entries {
 		e := &f.Entries[k]
 		if e.Seq == 0 {
-			// Padding does a real entry's work on the sink, at its own
-			// position, so a frame costs the same however full it is.
+			// Padding does a real entry's work, at its own position, on
+			// the checker's own track, where a result that does not count
+			// changes nothing: a frame costs the same however full it is,
+			// and leaves the same memory warm for the push, which reads
+			// every track whole.
 			if uint32(k) < n {
-				t.padding.apply(uint32(k), &t.cfgs[k], e, true, ns)
+				tr.apply(uint32(k), &t.cfgs[k], e, false, ns)
 			}
 			continue
 		}
@@ -304,10 +311,11 @@ func (t *Aggregator) OnPush(f func(time.Duration)) { t.onPush.Store(&f) }
 func (t *Aggregator) settle(i int, now time.Time) {
 	st := &t.states[i]
 	before := st.up
-	evaluate(i, &t.cfgs[i], st, t.states, t.trackList, t.children[uint32(i)], &t.agg, now)
+	c := &t.cfgs[i]
+	evaluate(i, c, st, t.states, t.trackList, t.children[c.children.off:c.children.off+c.children.n], &t.agg, now)
 	if st.pushed && before != st.up {
-		if id, ok := t.ids[uint32(i)]; ok {
-			t.log.Add(Event{Time: now, Check: id, From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+		if id := t.index.OwnerID(uint32(i)); id != "" {
+			t.log.Add(Event{Time: now, Check: strings.Clone(id), From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
 			t.touch()
 		}
 	}
@@ -390,10 +398,12 @@ type Vote struct {
 func (t *Aggregator) Statuses() []Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Status, 0, len(t.index))
-	for id, i := range t.index {
+	checks := t.index.Checks()
+	out := make([]Status, 0, checks.Len())
+	for _, k := range checks.ByID() {
+		id, i := checks.ID(int(k)), t.index.EntryOf(int(k))
 		st := &t.states[i]
-		s := Status{ID: id, Type: t.types[id], Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
+		s := Status{ID: id, Type: string(checks.Type(int(k))), Index: i, Up: st.up, Reason: ReasonName(st.reason), Admin: t.cfgs[i].admin.String(),
 			Checkers: int(st.fresh), Healthy: int(st.healthy), Counted: st.seq}
 		if st.pushed {
 			s.Since = time.Unix(0, st.since)
@@ -414,6 +424,5 @@ func (t *Aggregator) Statuses() []Status {
 		slices.SortFunc(s.Votes, func(a, b Vote) int { return strings.Compare(a.Checker, b.Checker) })
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

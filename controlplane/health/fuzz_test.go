@@ -17,10 +17,11 @@ import (
 // keeps entry 0, which candidates without a check read, up.
 func FuzzIngestFrame(f *testing.F) {
 	ids := []string{"a", "b", "c"}
-	cfg := &config.Config{CheckIDs: ids, HealthChecks: map[string]*config.Check{"a": tcp(1, 1), "b": tcp(2, 2), "c": tcp(1, 3)}, Hash: 0x5eed,
+	cfg := &config.Config{Checks: checksOf(ids, map[string]*config.Check{"a": tcp(1, 1), "b": tcp(2, 2), "c": tcp(1, 3)}), Hash: 0x5eed,
 		Aggregation: config.Aggregation{PushInterval: time.Second, Quorum: 0.5, StaleAfter: 10 * time.Second, TableSize: tableSize,
 			CheckerTimeout: 3 * time.Second}}
 	index := map[string]uint32{"a": 1, "b": 2, "c": 3}
+	idx := health.IndexAt(cfg.Checks, index, tableSize)
 	for _, fr := range []prober.Frame{
 		{Version: 1, ConfigHash: 0x5eed, Prober: "p1", Region: "eu", Entries: []prober.Entry{{Index: 1, Seq: 1, Healthy: true}, {Index: 2, Seq: 5, Reason: prober.ReasonTimeout}}},
 		{Version: 2, ConfigHash: 0x5eed, Prober: "p2", Entries: make([]prober.Entry, tableSize)},
@@ -35,7 +36,7 @@ func FuzzIngestFrame(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sink := &memSink{}
-		a, err := health.New(cfg, index, sink, health.Seed{}, &health.EventLog{})
+		a, err := health.New(cfg, idx, sink, health.Seed{}, &health.EventLog{})
 		if err != nil {
 			t.Fatal(err)
 		}

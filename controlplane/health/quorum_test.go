@@ -129,7 +129,7 @@ func TestQuorumEdges(t *testing.T) {
 			g := newAgg(t, []string{"web"}, tcp(1, 1))
 			if c.hyst != nil {
 				g.cfg.Aggregation.Hysteresis = c.hyst
-				g.a.Reconfigure(g.cfg, g.index)
+				g.a.Reconfigure(g.cfg, g.idx)
 			}
 			start := g.now
 			for k, st := range c.steps {

@@ -3,6 +3,7 @@ package health
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -38,13 +39,14 @@ type SavedExternal struct {
 func (t *Aggregator) Saved() map[string]Saved {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]Saved, len(t.index)+len(t.known))
+	checks := t.index.Checks()
+	out := make(map[string]Saved, checks.Len()+len(t.known))
 	for id, s := range t.known {
 		out[id] = s
 	}
-	for id, i := range t.index {
-		if st := &t.states[i]; st.pushed {
-			out[id] = t.saved(i)
+	for k := range checks.Len() {
+		if i := t.index.EntryOf(k); t.states[i].pushed {
+			out[checks.ID(k)] = t.saved(i)
 		}
 	}
 	return out
@@ -103,7 +105,8 @@ func (t *Aggregator) forget(id string, i uint32) {
 	if !t.states[i].pushed {
 		return
 	}
-	t.known[id] = t.saved(i)
+	// Kept beyond its config, which id is a part of.
+	t.known[strings.Clone(id)] = t.saved(i)
 }
 
 // forcedReason says whether a reason is an admin override's, which says

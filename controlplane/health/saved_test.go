@@ -76,8 +76,8 @@ func TestSavedKnownCheck(t *testing.T) {
 	saved := before.a.Saved()
 
 	cfg := *before.cfg
-	cfg.CheckIDs = []string{"db"}
-	cfg.HealthChecks = map[string]*config.Check{"db": before.cfg.HealthChecks["db"]}
+	db, _ := before.cfg.Checks.Get("db")
+	cfg.Checks = checksOf([]string{"db"}, map[string]*config.Check{"db": &db})
 	g := newAggFor(t, &cfg, map[string]uint32{"db": 2}, health.Seed{Saved: saved})
 	g.push("db")
 	if _, ok := g.a.Saved()["web"]; !ok {
@@ -85,10 +85,8 @@ func TestSavedKnownCheck(t *testing.T) {
 	}
 
 	grown := *before.cfg
-	grown.CheckIDs = []string{"db", "web", "new"}
-	grown.HealthChecks = map[string]*config.Check{"db": before.cfg.HealthChecks["db"], "web": tcp(1, 1), "new": tcp(1, 1)}
-	g.cfg, g.index = &grown, map[string]uint32{"db": 2, "web": 5, "new": 6}
-	g.a.Reconfigure(g.cfg, g.index)
+	grown.Checks = checksOf([]string{"db", "web", "new"}, map[string]*config.Check{"db": &db, "web": tcp(1, 1), "new": tcp(1, 1)})
+	g.reconfigure(&grown, map[string]uint32{"db": 2, "web": 5, "new": 6})
 	if g.push("web") || g.reason("web") != "timeout" {
 		t.Errorf("web added back: up=%v reason %s, want down as saved", g.up("web"), g.reason("web"))
 	}
@@ -97,11 +95,9 @@ func TestSavedKnownCheck(t *testing.T) {
 	}
 
 	// Removed by a reload, then added back: the same.
-	g.cfg, g.index = &cfg, map[string]uint32{"db": 2}
-	g.a.Reconfigure(g.cfg, g.index)
+	g.reconfigure(&cfg, map[string]uint32{"db": 2})
 	g.push("db")
-	g.cfg, g.index = &grown, map[string]uint32{"db": 2, "web": 7, "new": 6}
-	g.a.Reconfigure(g.cfg, g.index)
+	g.reconfigure(&grown, map[string]uint32{"db": 2, "web": 7, "new": 6})
 	if g.push("web") {
 		t.Error("web removed and added back by reloads started healthy")
 	}

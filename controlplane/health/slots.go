@@ -57,7 +57,11 @@ type slotCfg struct {
 	admin      admin
 	minHealthy int
 	ttl        time.Duration
+	children   span // a calculated slot's children's slots, in Aggregator.children
 }
+
+// span is a run of a slice that the slots share.
+type span struct{ off, n uint32 }
 
 // slotState is a slot's aggregated state.
 type slotState struct {
@@ -137,14 +141,14 @@ func (t *track) ingest(i uint32, cfg *slotCfg, e *prober.Entry, now int64) {
 func (t *track) apply(i uint32, cfg *slotCfg, e *prober.Entry, fresh bool, now int64) {
 	seq, okRun, failRun, up := t.seq[i], t.okRun[i], t.failRun[i], t.up[i]
 	reason, reported, seen := t.reason[i], t.reported[i], t.seen[i]
-	nOk, nFail, nUp := okRun, failRun, up
-	if e.Healthy != cfg.invert {
-		nOk, nFail = okRun+1, 0
-		nUp = up || nOk >= cfg.okN
-	} else {
-		nFail, nOk = failRun+1, 0
-		nUp = up && nFail < cfg.failN
-	}
+	// Success or failure is selected without a branch: with checks
+	// failing and passing at random entries, a branch on it would be
+	// mispredicted for half the entries of a frame, and a half-failing
+	// table would cost more than a healthy one.
+	ok := b2u(e.Healthy != cfg.invert)
+	nOk, nFail := (okRun+1)*ok, (failRun+1)*(1-ok)
+	u := b2u(up)
+	nUp := ok&(u|b2u(nOk >= cfg.okN))|(1-ok)&u&b2u(nFail < cfg.failN) != 0
 	if fresh {
 		seq, okRun, failRun, up = e.Seq, nOk, nFail, nUp
 		reason, reported = uint8(e.Reason), true
@@ -276,25 +280,27 @@ func ReasonName(r uint8) string {
 }
 
 // evalOrder lists the slots of calculated checks so that each comes after
-// its children; the config has no cycles.
-func evalOrder(cfg *config.Config, index map[string]uint32) []uint32 {
+// its children; the config has no cycles. cfgs and children are the
+// slots' configurations and their children's slots.
+func evalOrder(index *Index, cfgs []slotCfg, children []uint32) []uint32 {
 	var out []uint32
-	done := map[string]bool{}
-	var visit func(id string)
-	visit = func(id string) {
-		if done[id] {
+	done := make([]bool, len(cfgs))
+	var visit func(i uint32)
+	visit = func(i uint32) {
+		if done[i] {
 			return
 		}
-		done[id] = true
-		for _, ch := range cfg.HealthChecks[id].Children {
+		done[i] = true
+		c := &cfgs[i]
+		for _, ch := range children[c.children.off : c.children.off+c.children.n] {
 			visit(ch)
 		}
-		if cfg.HealthChecks[id].Type == config.CheckCalculated {
-			out = append(out, index[id])
+		if c.kind == kindCalculated {
+			out = append(out, i)
 		}
 	}
-	for _, id := range cfg.CheckIDs {
-		visit(id)
+	for k := range index.Len() {
+		visit(index.EntryOf(k))
 	}
 	return out
 }

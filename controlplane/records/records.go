@@ -70,10 +70,10 @@ func Wire(name string) string {
 }
 
 // Compile builds the sets. zones are the loaded zones in config order;
-// index maps check ids to health-table indexes. It marks each configured
+// entry gives a check's health-table index. It marks each configured
 // record as dynamic in its zone, which rejects names the zone cannot hold
 // there (below a cut, at a CNAME, already in the file).
-func Compile(cfg *config.Config, zones []*zone.Zone, index map[string]uint32) (*Compiled, error) {
+func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check string) (uint32, bool)) (*Compiled, error) {
 	c := &Compiled{byName: map[nameType]*Set{}}
 	all := zone.NewZones(zones...)
 	for i, r := range cfg.Records {
@@ -85,7 +85,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, index map[string]uint32) (*
 		if err := z.MarkDynamic(r.Name, r.Type); err != nil {
 			return nil, cfg.Errorf(key, "%v", err)
 		}
-		s, err := compileRecord(cfg, i, r, index)
+		s, err := compileRecord(cfg, i, r, entry)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +130,7 @@ var (
 	}
 )
 
-func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]uint32) (*Set, error) {
+func compileRecord(cfg *config.Config, i int, r config.Record, entry func(string) (uint32, bool)) (*Set, error) {
 	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true}
 	v := &s.Value
 	v.Ttl = r.TTL
@@ -145,7 +145,7 @@ func compileRecord(cfg *config.Config, i int, r config.Record, index map[string]
 		c := &v.Cand[j]
 		setAddr(c, a.Value)
 		if a.Check != "" {
-			idx, ok := index[a.Check]
+			idx, ok := entry(a.Check)
 			if !ok {
 				return nil, cfg.Errorf(fmt.Sprintf("records[%d].answers[%d].check", i, j), "check %q has no health-table index", a.Check)
 			}

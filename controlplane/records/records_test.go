@@ -72,7 +72,8 @@ func compile(t *testing.T, cfgText string) (*Compiled, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Compile(cfg, []*zone.Zone{z}, map[string]uint32{"a": 7, "b": 9})
+	index := map[string]uint32{"a": 7, "b": 9}
+	return Compile(cfg, []*zone.Zone{z}, func(id string) (uint32, bool) { i, ok := index[id]; return i, ok })
 }
 
 func TestCompile(t *testing.T) {
