@@ -186,6 +186,18 @@ func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return 0
 	}
+	if u, ok := w.(*udpWriter); ok {
+		if qtype, ok := s.answerFast(u, b); ok {
+			return qtype
+		}
+		// A selection the fast path drew is for this query alone.
+		defer func() { u.scratch.pre = preselected{} }()
+	}
+	return s.serveSlow(w, b)
+}
+
+// serveSlow answers b with miekg/dns: every query the fast path declines.
+func (s *Server) serveSlow(w dns.ResponseWriter, b []byte) uint16 {
 	// One unpack does for the screen and the handler.
 	var req dns.Msg
 	if parse(b, &req) != nil {
