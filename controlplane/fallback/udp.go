@@ -1,47 +1,56 @@
 package fallback
 
 import (
-	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // udpBatch is the most datagrams one recvmmsg or sendmmsg moves. Under
 // load batches fill, and what a call costs (entering and leaving the
-// kernel, the poller) is paid once per batch instead of once per query.
-const udpBatch = 32
+// kernel, waking the thread) is paid once per batch instead of once per
+// query.
+const udpBatch = 64
 
 // replyBuf is the room each reply of a batch is packed into: what UDP
 // carries at most (ednsSize), doubled, since miekg/dns packs a message
 // uncompressed first.
 const replyBuf = 2 * ednsSize
 
-// batchConn reads and writes datagrams in batches: an ipv4.PacketConn or
-// an ipv6.PacketConn (ipv4.Message and ipv6.Message are one type).
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
-}
+// idleWake bounds how long a loop blocks without a datagram before it
+// looks whether its socket is closing; close wakes it at once anyway.
+const idleWake = 200 * time.Millisecond
 
 // udpServer serves one UDP socket, of one per CPU on a port, with a loop
 // that reads a batch, answers its queries in turn and sends the replies as
 // a batch.
-// miekg/dns's own UDP server reads and writes one datagram per system call
-// and starts a goroutine per query; this does neither, and builds every
-// reply with the same handler.
+// The loop blocks in recvmmsg on a blocking socket, as the other
+// authoritative servers' threads do, instead of waiting in Go's netpoller:
+// a datagram wakes the sleeping thread directly, where the netpoller pays
+// a failed read, an epoll_wait and a goroutine wake-up on every idle
+// moment, which under load came to most of the fallback's context
+// switches. miekg/dns's own UDP server reads and writes one datagram per
+// system call and starts a goroutine per query; this does neither, and
+// builds every reply with the same handler.
 type udpServer struct {
 	s    *Server
 	conn *net.UDPConn
-	bc   batchConn
+	raw  syscall.RawConn
 	// A socket bound to a wildcard address replies from the address each
 	// query came to, which the kernel reports per datagram.
 	wildcard bool
 	v6       bool
+	closing  atomic.Bool
 	wg       sync.WaitGroup
 }
 
@@ -50,22 +59,36 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 	la := conn.LocalAddr().(*net.UDPAddr)
 	u.wildcard = la.IP.IsUnspecified()
 	u.v6 = la.IP.To4() == nil
-	if u.v6 {
-		pc := ipv6.NewPacketConn(conn)
-		if u.wildcard {
-			if err := pc.SetControlMessage(ipv6.FlagDst, true); err != nil {
-				return nil, err
-			}
+	if u.wildcard {
+		var err error
+		if u.v6 {
+			err = ipv6.NewPacketConn(conn).SetControlMessage(ipv6.FlagDst, true)
+		} else {
+			err = ipv4.NewPacketConn(conn).SetControlMessage(ipv4.FlagDst, true)
 		}
-		u.bc = pc
-	} else {
-		pc := ipv4.NewPacketConn(conn)
-		if u.wildcard {
-			if err := pc.SetControlMessage(ipv4.FlagDst, true); err != nil {
-				return nil, err
-			}
+		if err != nil {
+			return nil, err
 		}
-		u.bc = pc
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	u.raw = raw
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		// Blocking, with a receive timeout: the loop owns the socket's
+		// reads and writes, and the netpoller never waits on it.
+		if serr = unix.SetNonblock(int(fd), false); serr == nil {
+			tv := unix.NsecToTimeval(idleWake.Nanoseconds())
+			serr = unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if serr != nil {
+		return nil, fmt.Errorf("making the socket blocking: %w", serr)
 	}
 	return u, nil
 }
@@ -75,62 +98,108 @@ func (u *udpServer) start() {
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
-		u.loop()
+		// The loop keeps the descriptor for its whole life; close waits
+		// for it to return before closing the socket.
+		_ = u.raw.Control(func(fd uintptr) { u.loop(int(fd)) })
 	}()
 }
 
-// close closes the socket and waits for the loop, which answers the batch
-// in hand first.
+// close wakes the loop, waits for it, which answers the batch in hand
+// first, and closes the socket.
 func (u *udpServer) close() error {
-	err := u.conn.Close()
+	u.closing.Store(true)
+	// Shutting down reads wakes a thread blocked in recvmmsg, even on an
+	// unconnected socket, for which it reports ENOTCONN.
+	_ = u.raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
 	u.wg.Wait()
-	return err
+	return u.conn.Close()
 }
 
-func (u *udpServer) loop() {
-	in := make([]ipv4.Message, udpBatch)
-	for i := range in {
+// udpSlot is one datagram's room in a batch: the query, its sender's
+// address as the kernel wrote it (which sendmmsg takes back as the
+// reply's destination), its control messages, and the reply.
+type udpSlot struct {
+	buf    []byte
+	iov    unix.Iovec
+	name   unix.RawSockaddrInet6 // room for either family
+	oob    []byte
+	remote net.UDPAddr
+	ip     [net.IPv6len]byte
+	reply  []byte
+	outIov unix.Iovec
+}
+
+func (u *udpServer) loop(fd int) {
+	slots := make([]udpSlot, udpBatch)
+	in := make([]unix.Mmsghdr, udpBatch)
+	out := make([]unix.Mmsghdr, 0, udpBatch)
+	for i := range slots {
+		sl := &slots[i]
 		// Whole datagrams: a cut one would not parse.
-		in[i].Buffers = [][]byte{make([]byte, dns.MaxMsgSize)}
+		sl.buf = make([]byte, dns.MaxMsgSize)
+		sl.iov.Base = &sl.buf[0]
+		sl.iov.SetLen(len(sl.buf))
 		if u.wildcard {
-			in[i].OOB = make([]byte, 128)
+			sl.oob = make([]byte, 128)
 		}
-	}
-	replies := make([][]byte, udpBatch)
-	for i := range replies {
 		// A reply that needs more, one of many records before truncation,
 		// gets a bigger buffer from PackBuffer, which the slot keeps.
-		replies[i] = make([]byte, 0, replyBuf)
-	}
-	out := make([]ipv4.Message, 0, udpBatch)
-	w := &udpWriter{local: u.conn.LocalAddr()}
-	for {
-		n, err := u.bc.ReadBatch(in, 0)
-		if errors.Is(err, net.ErrClosed) {
-			return
+		sl.reply = make([]byte, 0, replyBuf)
+		h := &in[i].Hdr
+		h.Name = (*byte)(unsafe.Pointer(&sl.name))
+		h.Iov = &sl.iov
+		h.SetIovlen(1)
+		if u.wildcard {
+			h.Control = &sl.oob[0]
 		}
-		if err != nil {
-			continue // an error reading one datagram, as ICMP reports it: the next batch is fine
+	}
+	w := &udpWriter{local: u.conn.LocalAddr()}
+	for !u.closing.Load() {
+		for i := range in {
+			in[i].Hdr.Namelen = uint32(unsafe.Sizeof(slots[i].name))
+			in[i].Hdr.SetControllen(len(slots[i].oob))
+		}
+		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_WAITFORONE, 0, 0)
+		n := int(r)
+		if errno != 0 || n <= 0 {
+			// A timeout, a signal, the shutdown of close, or an error
+			// about one datagram, as ICMP reports it: the loop condition
+			// says whether to go on.
+			continue
 		}
 		out = out[:0]
 		for i := range in[:n] {
-			m := &in[i]
-			w.remote, w.reply, w.buf = m.Addr, nil, replies[i][:0]
-			u.s.serveUDP(w, m.Buffers[0][:m.N])
+			sl := &slots[i]
+			if !sl.setRemote(in[i].Hdr.Namelen) {
+				continue
+			}
+			w.remote, w.reply, w.buf = &sl.remote, nil, sl.reply[:0]
+			u.s.serveUDP(w, sl.buf[:in[i].Len])
 			if w.reply == nil {
 				continue
 			}
-			replies[i] = w.reply
-			out = append(out, ipv4.Message{Buffers: [][]byte{w.reply}, Addr: m.Addr, OOB: u.source(m)})
+			sl.reply = w.reply
+			sl.outIov.Base = unsafe.SliceData(w.reply)
+			sl.outIov.SetLen(len(w.reply))
+			var h unix.Mmsghdr
+			h.Hdr.Name, h.Hdr.Namelen = in[i].Hdr.Name, in[i].Hdr.Namelen
+			h.Hdr.Iov = &sl.outIov
+			h.Hdr.SetIovlen(1)
+			if src := u.source(sl.oob[:in[i].Hdr.Controllen]); src != nil {
+				h.Hdr.Control = &src[0]
+				h.Hdr.SetControllen(len(src))
+			}
+			out = append(out, h)
 		}
 		// A datagram that cannot be sent is dropped and the rest go on:
 		// the client retries or gives up, as after any lost reply.
 		for len(out) > 0 {
-			k, err := u.bc.WriteBatch(out, 0)
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if err != nil {
+			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), 0, 0, 0)
+			k := int(r)
+			switch {
+			case errno == unix.EINTR:
+				continue
+			case errno != 0 || k <= 0:
 				k = 1
 			}
 			out = out[k:]
@@ -138,23 +207,56 @@ func (u *udpServer) loop() {
 	}
 }
 
+// setRemote sets the slot's remote address from the sockaddr the kernel
+// wrote, of namelen bytes, reusing the slot's memory. It reports false
+// for an address of another family, which no UDP socket receives.
+func (sl *udpSlot) setRemote(namelen uint32) bool {
+	switch sl.name.Family {
+	case unix.AF_INET:
+		if namelen < unix.SizeofSockaddrInet4 {
+			return false
+		}
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sl.name))
+		copy(sl.ip[:], sa.Addr[:])
+		sl.remote.IP = sl.ip[:net.IPv4len]
+		sl.remote.Port = netPort(&sa.Port)
+	case unix.AF_INET6:
+		if namelen < unix.SizeofSockaddrInet6 {
+			return false
+		}
+		sl.ip = sl.name.Addr
+		sl.remote.IP = sl.ip[:]
+		sl.remote.Port = netPort(&sl.name.Port)
+	default:
+		return false
+	}
+	sl.remote.Zone = ""
+	return true
+}
+
+// netPort reads a sockaddr's port, which is in network byte order.
+func netPort(p *uint16) int {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	return int(b[0])<<8 | int(b[1])
+}
+
 // source is the control message that makes a reply leave from the address
 // its query came to, for a socket bound to a wildcard address. An IPv4
 // query on a dual-stack socket needs IPv4's: Linux ignores an IPv6 source
 // that is a mapped IPv4 address.
-func (u *udpServer) source(m *ipv4.Message) []byte {
+func (u *udpServer) source(oob []byte) []byte {
 	if !u.wildcard {
 		return nil
 	}
 	var dst net.IP
 	if u.v6 {
 		var cm ipv6.ControlMessage
-		if cm.Parse(m.OOB[:m.NN]) == nil {
+		if cm.Parse(oob) == nil {
 			dst = cm.Dst
 		}
 	} else {
 		var cm ipv4.ControlMessage
-		if cm.Parse(m.OOB[:m.NN]) == nil {
+		if cm.Parse(oob) == nil {
 			dst = cm.Dst
 		}
 	}
