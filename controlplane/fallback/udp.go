@@ -5,9 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -18,30 +16,35 @@ import (
 
 // udpBatch is the most datagrams one recvmmsg or sendmmsg moves. Under
 // load batches fill, and what a call costs (entering and leaving the
-// kernel, waking the thread) is paid once per batch instead of once per
-// query.
+// kernel, the poller) is paid once per batch instead of once per query.
 const udpBatch = 64
+
+// udpRcvBuf is the receive buffer each UDP socket asks for. The default
+// (net.core.rmem_default, 208 KiB) holds a few hundred small datagrams,
+// as the kernel counts their memory: when the loop's thread waits for the
+// CPU behind the NIC's softirq or NAPI thread, which on the same CPU
+// delivers queries in bursts, a full buffer drops them. Under a load of
+// 200k q/s the default dropped more than half the queries the loop would
+// have answered (Udp RcvbufErrors); 4 MiB, which the kernel doubles,
+// holds several milliseconds of such a load.
+const udpRcvBuf = 4 << 20
 
 // replyBuf is the room each reply of a batch is packed into: what UDP
 // carries at most (ednsSize), doubled, since miekg/dns packs a message
 // uncompressed first.
 const replyBuf = 2 * ednsSize
 
-// idleWake bounds how long a loop blocks without a datagram before it
-// looks whether its socket is closing; close wakes it at once anyway.
-const idleWake = 200 * time.Millisecond
-
 // udpServer serves one UDP socket, of one per CPU on a port, with a loop
 // that reads a batch, answers its queries in turn and sends the replies as
 // a batch.
-// The loop blocks in recvmmsg on a blocking socket, as the other
-// authoritative servers' threads do, instead of waiting in Go's netpoller:
-// a datagram wakes the sleeping thread directly, where the netpoller pays
-// a failed read, an epoll_wait and a goroutine wake-up on every idle
-// moment, which under load came to most of the fallback's context
-// switches. miekg/dns's own UDP server reads and writes one datagram per
-// system call and starts a goroutine per query; this does neither, and
-// builds every reply with the same handler.
+// The loop calls recvmmsg and sendmmsg itself, on mmsghdrs it reuses, and
+// waits in Go's netpoller only when the socket has nothing to read:
+// golang.org/x/net's batches allocate an address per datagram read and
+// marshal one per datagram sent, where here each reply goes back to the
+// sockaddr the kernel wrote for its query. miekg/dns's own UDP server
+// reads and writes one datagram per system call and starts a goroutine
+// per query; this does neither, and builds every reply with the same
+// handler.
 type udpServer struct {
 	s    *Server
 	conn *net.UDPConn
@@ -50,7 +53,6 @@ type udpServer struct {
 	// query came to, which the kernel reports per datagram.
 	wildcard bool
 	v6       bool
-	closing  atomic.Bool
 	wg       sync.WaitGroup
 }
 
@@ -77,18 +79,17 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 	u.raw = raw
 	var serr error
 	err = raw.Control(func(fd uintptr) {
-		// Blocking, with a receive timeout: the loop owns the socket's
-		// reads and writes, and the netpoller never waits on it.
-		if serr = unix.SetNonblock(int(fd), false); serr == nil {
-			tv := unix.NsecToTimeval(idleWake.Nanoseconds())
-			serr = unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		// Past net.core.rmem_max for a privileged process, which the
+		// server is to attach XDP; SO_RCVBUF, capped there, otherwise.
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpRcvBuf) != nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, udpRcvBuf)
 		}
 	})
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = serr
 	}
-	if serr != nil {
-		return nil, fmt.Errorf("making the socket blocking: %w", serr)
+	if err != nil {
+		return nil, fmt.Errorf("setting the receive buffer: %w", err)
 	}
 	return u, nil
 }
@@ -98,21 +99,16 @@ func (u *udpServer) start() {
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
-		// The loop keeps the descriptor for its whole life; close waits
-		// for it to return before closing the socket.
-		_ = u.raw.Control(func(fd uintptr) { u.loop(int(fd)) })
+		u.loop()
 	}()
 }
 
-// close wakes the loop, waits for it, which answers the batch in hand
-// first, and closes the socket.
+// close closes the socket and waits for the loop, which answers the batch
+// in hand first.
 func (u *udpServer) close() error {
-	u.closing.Store(true)
-	// Shutting down reads wakes a thread blocked in recvmmsg, even on an
-	// unconnected socket, for which it reports ENOTCONN.
-	_ = u.raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
+	err := u.conn.Close()
 	u.wg.Wait()
-	return u.conn.Close()
+	return err
 }
 
 // udpSlot is one datagram's room in a batch: the query, its sender's
@@ -129,7 +125,7 @@ type udpSlot struct {
 	outIov unix.Iovec
 }
 
-func (u *udpServer) loop(fd int) {
+func (u *udpServer) loop() {
 	slots := make([]udpSlot, udpBatch)
 	in := make([]unix.Mmsghdr, udpBatch)
 	out := make([]unix.Mmsghdr, 0, udpBatch)
@@ -154,18 +150,43 @@ func (u *udpServer) loop(fd int) {
 		}
 	}
 	w := &udpWriter{local: u.conn.LocalAddr()}
-	for !u.closing.Load() {
+	// The socket is non-blocking: each call returns at once, and on
+	// EAGAIN the callback says so and the netpoller waits for the socket.
+	var n int
+	read := func(fd uintptr) bool {
 		for i := range in {
 			in[i].Hdr.Namelen = uint32(unsafe.Sizeof(slots[i].name))
 			in[i].Hdr.SetControllen(len(slots[i].oob))
 		}
-		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_WAITFORONE, 0, 0)
-		n := int(r)
-		if errno != 0 || n <= 0 {
-			// A timeout, a signal, the shutdown of close, or an error
-			// about one datagram, as ICMP reports it: the loop condition
-			// says whether to go on.
-			continue
+		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_DONTWAIT, 0, 0)
+		if errno == unix.EAGAIN || errno == unix.EINTR {
+			return false
+		}
+		// An error about one datagram, as ICMP reports it, reads
+		// nothing: the next call is fine.
+		n = int(r)
+		if errno != 0 {
+			n = 0
+		}
+		return true
+	}
+	var sent int
+	write := func(fd uintptr) bool {
+		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), unix.MSG_DONTWAIT, 0, 0)
+		if errno == unix.EAGAIN || errno == unix.EINTR {
+			return false
+		}
+		// A datagram that cannot be sent is dropped and the rest go on:
+		// the client retries or gives up, as after any lost reply.
+		sent = int(r)
+		if errno != 0 || sent <= 0 {
+			sent = 1
+		}
+		return true
+	}
+	for {
+		if u.raw.Read(read) != nil {
+			return // closed
 		}
 		out = out[:0]
 		for i := range in[:n] {
@@ -191,18 +212,11 @@ func (u *udpServer) loop(fd int) {
 			}
 			out = append(out, h)
 		}
-		// A datagram that cannot be sent is dropped and the rest go on:
-		// the client retries or gives up, as after any lost reply.
 		for len(out) > 0 {
-			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), 0, 0, 0)
-			k := int(r)
-			switch {
-			case errno == unix.EINTR:
-				continue
-			case errno != 0 || k <= 0:
-				k = 1
+			if u.raw.Write(write) != nil {
+				return
 			}
-			out = out[k:]
+			out = out[sent:]
 		}
 	}
 }
