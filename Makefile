@@ -43,7 +43,7 @@ test: deps
 # written under the package's testdata/fuzz/, where `make test` runs it.
 FUZZTIME  ?= 30s
 FUZZFLAGS ?=
-FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/config:FuzzParse \
+FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/fallback:FuzzFastPath ./controlplane/config:FuzzParse \
 	./controlplane/zone:FuzzLoad ./prober:FuzzDecode ./controlplane/health:FuzzIngestFrame \
 	./controlplane/daemon:FuzzMergeTable ./controlplane/daemon:FuzzDecodeState \
 	./controlplane/transport:FuzzReassemble

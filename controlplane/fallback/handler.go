@@ -148,6 +148,9 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
 	}
 	v := s.view.Load()
+	if sc != nil && sc.pre.v != nil {
+		v = sc.pre.v // the view the fast path drew a selection from
+	}
 	if v == nil {
 		return done(dns.RcodeRefused, OutcomeRefused)
 	}
@@ -185,7 +188,10 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query, sc *scratch) (int, string) {
 	var sel Selection
 	ok := false
-	if recs != nil {
+	switch {
+	case sc != nil && sc.pre.v != nil:
+		sel, ok = sc.pre.sel, true
+	case recs != nil:
 		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query)
 	}
 	if !ok || sel.Action == ServFail {
@@ -245,6 +251,7 @@ type aaaaRecord struct {
 // scratch is the memory one UDP loop builds its replies in, reused from
 // query to query; a nil scratch allocates.
 type scratch struct {
+	pre  preselected // what the fast path drew for the query in hand
 	m    dns.Msg
 	rrs  []dns.RR
 	a    []aRecord

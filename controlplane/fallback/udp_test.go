@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // TestUDPBatches sends a burst of queries faster than one is answered, so
@@ -191,6 +193,33 @@ func TestUDPScratchReuse(t *testing.T) {
 		if string(w.reply) != string(want) {
 			t.Errorf("query %d (%s %s): reply through a reused writer differs from a fresh one's:\n%x\n%x",
 				i, q.name, dns.TypeToString[q.qtype], w.reply, want)
+		}
+	}
+}
+
+// TestUDPReceiveBuffer: each UDP socket holds udpRcvBuf of queued
+// datagrams (the kernel reports twice what was set), past
+// net.core.rmem_max, so that bursts delivered while the loop waits for the
+// CPU are not dropped. Only root may pass rmem_max.
+func TestUDPReceiveBuffer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SO_RCVBUFFORCE needs root")
+	}
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	if len(ts.s.udp) == 0 {
+		t.Fatal("no UDP socket")
+	}
+	for _, u := range ts.s.udp {
+		var got int
+		var gerr error
+		if err := u.raw.Control(func(fd uintptr) {
+			got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}); err != nil || gerr != nil {
+			t.Fatal(err, gerr)
+		}
+		if got < 2*udpRcvBuf {
+			t.Errorf("receive buffer of %d bytes, want %d", got, 2*udpRcvBuf)
 		}
 	}
 }
