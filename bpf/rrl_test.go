@@ -162,20 +162,12 @@ func TestRRLKeyTwin(t *testing.T) {
 	for _, c := range cases {
 		client := netip.MustParseAddr(c.client)
 		verdicts(t, o, from(client, query(c.name, c.qtype, nil)), 1)
-		k := rrlTest.RRLKey(client, c.resp)
-		var st bpf.SteadydnsRrlState
-		if err := o.Rrl.Lookup(&k, &st); err != nil {
-			t.Errorf("%s %s from %s: no entry under the loader's key %+v: %v", c.name, dns.TypeToString[c.qtype], c.client, k, err)
+		if _, ok := o.RRLTat(client, c.resp); !ok {
+			t.Errorf("%s %s from %s: no account under the loader's key", c.name, dns.TypeToString[c.qtype], c.client)
 		}
 	}
-	var n int
-	var k bpf.SteadydnsRrlKey
-	var st bpf.SteadydnsRrlState
-	for it := o.Rrl.Iterate(); it.Next(&k, &st); {
-		n++
-	}
-	if n != len(cases) {
-		t.Errorf("%d entries, want %d", n, len(cases))
+	if n := o.RRLAccounts(); n != len(cases) {
+		t.Errorf("%d accounts, want %d", n, len(cases))
 	}
 
 	// XDP's 5 answers leave the fallback nothing.
