@@ -19,7 +19,7 @@ func Options(c *config.RRL) loader.RRL {
 	if c == nil {
 		return loader.RRL{}
 	}
-	return loader.RRL{Rate: c.Rate, Slip: c.Slip, Window: c.Window, IPv4Prefix: c.IPv4Prefix, IPv6Prefix: c.IPv6Prefix, Exempt: c.Exempt}
+	return loader.RRL{Rate: c.Rate, Slip: c.Slip, Window: c.Window, IPv4Prefix: c.IPv4Prefix, IPv6Prefix: c.IPv6Prefix, Exempt: c.Exempt, TableSize: c.TableSize}
 }
 
 // Accounts is the shared state: loader.Objects.
