@@ -3,8 +3,8 @@
  * client's prefix and what it is answered, struct rrl_way) in the rrl
  * table, which the fallback accounts its replies in too (loader/rrl.go;
  * bpf/rrl.go is the same rules in Go). Over the limit, every slip-th
- * reply goes out truncated and the rest are dropped. Off, the verifier removes all of it: rrl_on is a
- * load-time constant. */
+ * reply goes out truncated and the rest are dropped. Off, the verifier
+ * removes all of it: rrl_on is a load-time constant. */
 #ifndef STEADYDNS_RRL_H
 #define STEADYDNS_RRL_H
 
@@ -49,9 +49,9 @@ static __always_inline __u64 rrl_hash(__u64 seed, __u64 client, __u32 v6, __u64 
 }
 
 /* rrl_charge charges one reply of the key hashed h to its account in set
- * at now and returns its verdict; bpf.RRLCharge is the same in Go. A key
- * without an account takes the way whose tat is earliest: an empty or
- * idle one if there is one (a tat that has passed holds nothing a new
+ * at now and returns its verdict; bpf.RRLRule.Charge is the same in Go.
+ * A key without an account takes the way whose tat is earliest: an empty
+ * or idle one if there is one (a tat that has passed holds nothing a new
  * account would not), else the key furthest under its limit, so that new
  * keys, however many, do not push out a key that is over its limit. A
  * CPU or the fallback charging the same set at the same moment may

@@ -197,15 +197,14 @@ func (o *Objects) way(client netip.Addr, resp uint64) (*bpf.SteadydnsRrlSet, uin
 // in bpf/rrl.h, through bpf.RRLCharge. Like the program, it reads and
 // writes the account without a lock: a reply XDP charges to the same set
 // meanwhile may be lost, which lets one more reply through. The table is
-// memory, so this cannot fail; the error is for the Accounts interface's
-// other implementations.
-func (o *Objects) RRLAccount(client netip.Addr, resp uint64, now uint64) (bpf.SteadydnsRrlVerdict, error) {
+// mapped memory: no system call, and nothing that can fail.
+func (o *Objects) RRLAccount(client netip.Addr, resp uint64, now uint64) bpf.SteadydnsRrlVerdict {
 	set, h := o.way(client, resp)
 	v := o.rrlTable.rule.Charge(set, h, now)
 	if v != RRLSend && o.rrl.exempt(client) {
-		return RRLSend, nil
+		return RRLSend
 	}
-	return v, nil
+	return v
 }
 
 // RRLTat is the account of a reply of kind resp to client: its

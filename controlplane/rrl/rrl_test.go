@@ -95,10 +95,10 @@ func TestResp(t *testing.T) {
 // fakeAccounts returns the verdicts in order.
 type fakeAccounts []loader.RRLVerdict
 
-func (f *fakeAccounts) RRLAccount(netip.Addr, uint64, uint64) (loader.RRLVerdict, error) {
+func (f *fakeAccounts) RRLAccount(netip.Addr, uint64, uint64) loader.RRLVerdict {
 	v := (*f)[0]
 	*f = (*f)[1:]
-	return v, nil
+	return v
 }
 
 // TestLimiter: the loader's verdicts become the fallback's.
