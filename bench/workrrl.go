@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -106,9 +104,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			}
 			// Every cell starts from no accounts: a flood's would limit
 			// the next cell's key.
-			if err := clearRRL(o); err != nil {
-				return err
-			}
+			o.ClearRRL()
 			file := queries
 			if c.oneName {
 				file = one
@@ -162,24 +158,4 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 // o's attach pinned, so the veth and its NAPI thread stay as they are.
 func (r *rig) attachWork(p *loader.Objects) error {
 	return r.env.Edge.Do(func() error { _, err := p.Attach(r.env.Edge.Link, loader.ModeNative); return err })
-}
-
-// clearRRL deletes every rate-limit account.
-func clearRRL(o *loader.Objects) error {
-	var keys []bpf.SteadydnsRrlKey
-	var k bpf.SteadydnsRrlKey
-	var v bpf.SteadydnsRrlState
-	it := o.Rrl.Iterate()
-	for it.Next(&k, &v) {
-		keys = append(keys, k)
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the rrl accounts: %w", err)
-	}
-	for _, k := range keys {
-		if err := o.Rrl.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("deleting an rrl account: %w", err)
-		}
-	}
-	return nil
 }

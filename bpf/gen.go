@@ -3,6 +3,6 @@
 // committed, so building needs no clang; `make generate` needs clang-19.
 package bpf
 
-//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux -type rrset -type candidate -type health_entry -type table_meta -type outcome -type policy -type when_all_down -type stale_policy -type candidate_flags -type rrset_flags -type health_state -type health_reason -type geo_key4 -type geo_key6 -type geo_match -type geo_order -type zone_soa -type rec_slot -type slot_state -type action -type limits -type outcome_counts -type rrl_key -type rrl_state -type rrl_verdict Steadydns steadydns.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux -type rrset -type candidate -type health_entry -type table_meta -type outcome -type policy -type when_all_down -type stale_policy -type candidate_flags -type rrset_flags -type health_state -type health_reason -type geo_key4 -type geo_key6 -type geo_match -type geo_order -type zone_soa -type rec_slot -type slot_state -type action -type limits -type outcome_counts -type rrl_way -type rrl_set -type rrl_verdict Steadydns steadydns.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux Pass pass.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux Reflector reflector.c -- -I/usr/include/x86_64-linux-gnu

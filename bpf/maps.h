@@ -130,14 +130,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rr_counter SEC(".maps");
 
-/* Response rate limiting's accounts (struct rrl_key to struct
- * rrl_state): the XDP program and the fallback, through the loader, read
- * and write the same entries. */
+/* Response rate limiting's accounts: sets of RRL_WAYS (struct rrl_set,
+ * one cache line each), the set of a key chosen by its hash. The XDP
+ * program and the fallback, through the loader's memory mapping, read and
+ * write the same accounts, without a lock. max_entries is
+ * server.rrl.table_size / RRL_WAYS, which the loader sets with
+ * rrl_set_bits (rrl.h). The pages of a small table stay in the TLB; a
+ * hash map's buckets and elements did not. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, RRL_ENTRIES);
-	__type(key, struct rrl_key);
-	__type(value, struct rrl_state);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RRL_TABLE_DEFAULT / RRL_WAYS);
+	__type(key, __u32);
+	__type(value, struct rrl_set);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rrl SEC(".maps");
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Response rate limiting: every reply is accounted to its key (struct
- * rrl_key: the client's prefix and what it is answered) in the rrl map,
- * which the fallback accounts its replies in too (loader/rrl.go, the same
- * rules in Go). Over the limit, every slip-th reply goes out truncated and
- * the rest are dropped. Off, the verifier removes all of it: rrl_on is a
- * load-time constant. */
+/* Response rate limiting: every reply is accounted to its key (the
+ * client's prefix and what it is answered, struct rrl_way) in the rrl
+ * table, which the fallback accounts its replies in too (loader/rrl.go;
+ * bpf/rrl.go is the same rules in Go). Over the limit, every slip-th
+ * reply goes out truncated and the rest are dropped. Off, the verifier
+ * removes all of it: rrl_on is a load-time constant. */
 #ifndef STEADYDNS_RRL_H
 #define STEADYDNS_RRL_H
 
@@ -25,22 +25,83 @@ volatile const __u32 rrl_slip = 0;        /* 0: drop every reply over the limit 
 volatile const __u32 rrl_mask4 = 0;
 volatile const __u64 rrl_mask6 = 0;
 
-/* rrl_account charges one reply to st at now and returns its verdict;
- * loader.RRLAccount is the same in Go. A CPU that accounts the key at the
- * same moment may overwrite this one's update: the limit then lets a
- * reply more through, which is as exact as limiting needs to be. */
-static __always_inline enum rrl_verdict rrl_account(struct rrl_state *st, __u64 now)
+/* log2 of the rrl map's max_entries (its sets), set at load time. */
+volatile const __u32 rrl_set_bits = 14;
+
+/* The multiplier of rrl_hash, as of name_hash: 2^64 over the golden
+ * ratio. */
+#define RRL_HASH_MUL 0x9E3779B97F4A7C15ULL
+/* The bits of a way's tag that count replies over the limit. */
+#define RRL_COUNT_MASK 0xffffULL
+
+/* rrl_hash is a key's hash under seed: its set is the top rrl_set_bits
+ * bits, its tag the low 48. Each step is a bijection of the running
+ * value, and the family goes in a step of its own, so that no IPv4 key
+ * is an IPv6 key with a bit flipped. bpf.RRLHash is the same in Go. */
+static __always_inline __u64 rrl_hash(__u64 seed, __u64 client, __u32 v6, __u64 resp)
 {
-	__u64 tat = st->tat > now ? st->tat : now;
+	__u64 h = (seed ^ resp) * RRL_HASH_MUL;
+	h ^= h >> 29;
+	h = (h ^ client) * RRL_HASH_MUL;
+	h ^= h >> 29;
+	h = (h ^ v6) * RRL_HASH_MUL;
+	return h ^ (h >> 32);
+}
+
+/* rrl_charge charges one reply of the key hashed h to its account in set
+ * at now and returns its verdict; bpf.RRLRule.Charge is the same in Go.
+ * A key without an account takes the way whose tat is earliest: an empty
+ * or idle one if there is one (a tat that has passed holds nothing a new
+ * account would not), else the key furthest under its limit, so that new
+ * keys, however many, do not push out a key that is over its limit. A
+ * CPU or the fallback charging the same set at the same moment may
+ * overwrite this update or mix the two ways' words: the limit then lets
+ * a reply more through, or one fewer, which is as exact as limiting
+ * needs to be. */
+static __always_inline enum rrl_verdict rrl_charge(struct rrl_set *set, __u64 h, __u64 now)
+{
+	__u64 fp = h << 16;
+	__u32 w = 0;
+	__u64 tag = 0, old = 0, least = ~0ULL;
+	int found = 0;
+	for (__u32 i = 0; i < RRL_WAYS; i++) {
+		__u64 t = set->way[i].tag, a = set->way[i].tat;
+		if (((t ^ fp) & ~RRL_COUNT_MASK) == 0) {
+			w = i;
+			tag = t;
+			old = a;
+			found = 1;
+			break;
+		}
+		if (a < least) {
+			least = a;
+			w = i;
+		}
+	}
+	if (!found)
+		tag = fp;
+	struct rrl_way *way = &set->way[w & (RRL_WAYS - 1)];
+
+	__u64 tat = old > now ? old : now;
 	tat += rrl_interval_ns;
 	int over = tat - now > NSEC_PER_SEC;
 	if (tat - now > rrl_window_ns)
 		tat = now + rrl_window_ns;
-	st->tat = tat;
-	if (!over)
-		return RRL_SEND;
-	__u32 n = ++st->limited;
-	return rrl_slip && n % rrl_slip == 0 ? RRL_SLIP : RRL_DROP;
+	enum rrl_verdict v = RRL_SEND;
+	if (over) {
+		v = RRL_DROP;
+		if (rrl_slip) {
+			__u64 n = (tag & RRL_COUNT_MASK) + 1;
+			if (n >= rrl_slip) {
+				n = 0;
+				v = RRL_SLIP;
+			}
+			tag = (tag & ~RRL_COUNT_MASK) | n;
+		}
+	}
+	way->tag = tag;
+	way->tat = tat;
+	return v;
 }
 
 /* rrl_exempt_client looks the client up in the exempt prefixes. */
@@ -57,51 +118,45 @@ static __always_inline int rrl_exempt_client(const __u8 *src, int v6)
 	return bpf_map_lookup_elem(&rrl_exempt, &k) != 0;
 }
 
-/* rrl_check accounts one reply of kind resp (struct rrl_key) to the
+/* rrl_check accounts one reply of kind resp (struct rrl_way) to the
  * client src. The clock is the timer's (struct rrl_clock): the helper
  * cost about 65 ns a query here (BenchmarkRRLCost), a map read nothing
  * measurable. The exempt prefixes are read only for a reply over the
  * limit. */
 static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 resp)
 {
-	struct rrl_key k = {};
+	__u64 client;
 	if (v6) {
-		__u64 a;
-		__builtin_memcpy(&a, src, 8);
-		a &= rrl_mask6;
-		__builtin_memcpy(k.client, &a, 8);
-		k.v6 = 1;
+		__builtin_memcpy(&client, src, 8);
+		client &= rrl_mask6;
 	} else {
 		__u32 a;
 		__builtin_memcpy(&a, src, 4);
-		a &= rrl_mask4;
-		__builtin_memcpy(k.client, &a, 4);
+		client = a & rrl_mask4;
 	}
-	k.resp = resp;
 	/* The timer's clock; the helper's until the timer first fires. */
 	__u32 zero = 0;
 	struct rrl_clock *c = bpf_map_lookup_elem(&rrl_clock, &zero);
-	__u64 now = c ? c->now : 0;
+	if (!c)
+		return RRL_SEND;
+	__u64 now = c->now;
 	if (!now)
 		now = bpf_ktime_get_boot_ns();
-	struct rrl_state *st = bpf_map_lookup_elem(&rrl, &k);
-	if (!st) {
-		/* A first reply is always within the limit (rate >= 1). If
-		 * another CPU or the fallback adds the key meanwhile, its
-		 * entry stands. */
-		struct rrl_state fresh = { .tat = now + rrl_interval_ns };
-		bpf_map_update_elem(&rrl, &k, &fresh, BPF_NOEXIST);
+	__u64 h = rrl_hash(c->seed, client, v6 != 0, resp);
+	__u32 i = h >> (64 - rrl_set_bits);
+	struct rrl_set *set = bpf_map_lookup_elem(&rrl, &i);
+	if (!set)
 		return RRL_SEND;
-	}
-	enum rrl_verdict v = rrl_account(st, now);
+	enum rrl_verdict v = rrl_charge(set, h, now);
 	if (v != RRL_SEND && rrl_exempt_client(src, v6))
 		return RRL_SEND;
 	return v;
 }
 
 /* rrl_tick keeps the clock: it writes the boot clock and fires again in
- * RRL_TICK_NS, for as long as the map lives. */
-static int rrl_tick(void *map, __u32 *key, struct rrl_clock *c)
+ * RRL_TICK_NS, for as long as the map lives. Unused in a program that
+ * includes this header for its rules alone (bpf/twin). */
+static __attribute__((unused)) int rrl_tick(void *map, __u32 *key, struct rrl_clock *c)
 {
 	c->now = bpf_ktime_get_boot_ns();
 	bpf_timer_start(&c->t, RRL_TICK_NS, 0);

@@ -162,34 +162,26 @@ func TestRRLKeyTwin(t *testing.T) {
 	for _, c := range cases {
 		client := netip.MustParseAddr(c.client)
 		verdicts(t, o, from(client, query(c.name, c.qtype, nil)), 1)
-		k := rrlTest.RRLKey(client, c.resp)
-		var st bpf.SteadydnsRrlState
-		if err := o.Rrl.Lookup(&k, &st); err != nil {
-			t.Errorf("%s %s from %s: no entry under the loader's key %+v: %v", c.name, dns.TypeToString[c.qtype], c.client, k, err)
+		if _, ok := o.RRLTat(client, c.resp); !ok {
+			t.Errorf("%s %s from %s: no account under the loader's key", c.name, dns.TypeToString[c.qtype], c.client)
 		}
 	}
-	var n int
-	var k bpf.SteadydnsRrlKey
-	var st bpf.SteadydnsRrlState
-	for it := o.Rrl.Iterate(); it.Next(&k, &st); {
-		n++
-	}
-	if n != len(cases) {
-		t.Errorf("%d entries, want %d", n, len(cases))
+	if n := o.RRLAccounts(); n != len(cases) {
+		t.Errorf("%d accounts, want %d", n, len(cases))
 	}
 
 	// XDP's 5 answers leave the fallback nothing.
 	client := netip.MustParseAddr("198.18.3.1")
 	a := loader.RRLAnswer(wire(t, "www.example.test."), dns.TypeA)
 	verdicts(t, o, from(client, query("www.example.test.", dns.TypeA, nil)), 5)
-	if v, err := o.RRLAccount(client, a, loader.BootNs()); err != nil || v == loader.RRLSend {
-		t.Errorf("the fallback's reply after XDP's 5: %v, %v; want it limited", v, err)
+	if v := o.RRLAccount(client, a, loader.BootNs()); v == loader.RRLSend {
+		t.Errorf("the fallback's reply after XDP's 5: %v; want it limited", v)
 	}
 	// The fallback's 5 leave XDP nothing.
 	client = netip.MustParseAddr("198.18.4.1")
 	for i := range 5 {
-		if v, err := o.RRLAccount(client, a, loader.BootNs()); err != nil || v != loader.RRLSend {
-			t.Fatalf("the fallback's reply %d: %v, %v; want it sent", i+1, v, err)
+		if v := o.RRLAccount(client, a, loader.BootNs()); v != loader.RRLSend {
+			t.Fatalf("the fallback's reply %d: %v; want it sent", i+1, v)
 		}
 	}
 	if got := verdicts(t, o, from(client, query("www.example.test.", dns.TypeA, nil)), 1); got[0] == "answer" {

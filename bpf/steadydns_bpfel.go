@@ -107,20 +107,23 @@ const (
 type SteadydnsLimits uint32
 
 const (
-	SteadydnsLimitsMAX_CANDIDATES   SteadydnsLimits = 8
-	SteadydnsLimitsMSG_MAX          SteadydnsLimits = 1024
-	SteadydnsLimitsNAME_MAX_WIRE    SteadydnsLimits = 255
-	SteadydnsLimitsMAX_REGIONS      SteadydnsLimits = 64
-	SteadydnsLimitsGEO_RANKS        SteadydnsLimits = 4
-	SteadydnsLimitsSOA_RDATA_MAX    SteadydnsLimits = 256
-	SteadydnsLimitsMAX_ZONES        SteadydnsLimits = 256
-	SteadydnsLimitsMAX_SERVER_ADDRS SteadydnsLimits = 8
-	SteadydnsLimitsEDNS_UDP_SIZE    SteadydnsLimits = 1232
-	SteadydnsLimitsPROBE_MAX        SteadydnsLimits = 16
-	SteadydnsLimitsNSID_MAX         SteadydnsLimits = 128
-	SteadydnsLimitsRRL_ENTRIES      SteadydnsLimits = 65536
-	SteadydnsLimitsRRL_V6PREFIX_MAX SteadydnsLimits = 64
-	SteadydnsLimitsRRL_TICK_NS      SteadydnsLimits = 1000000
+	SteadydnsLimitsMAX_CANDIDATES    SteadydnsLimits = 8
+	SteadydnsLimitsMSG_MAX           SteadydnsLimits = 1024
+	SteadydnsLimitsNAME_MAX_WIRE     SteadydnsLimits = 255
+	SteadydnsLimitsMAX_REGIONS       SteadydnsLimits = 64
+	SteadydnsLimitsGEO_RANKS         SteadydnsLimits = 4
+	SteadydnsLimitsSOA_RDATA_MAX     SteadydnsLimits = 256
+	SteadydnsLimitsMAX_ZONES         SteadydnsLimits = 256
+	SteadydnsLimitsMAX_SERVER_ADDRS  SteadydnsLimits = 8
+	SteadydnsLimitsEDNS_UDP_SIZE     SteadydnsLimits = 1232
+	SteadydnsLimitsPROBE_MAX         SteadydnsLimits = 16
+	SteadydnsLimitsNSID_MAX          SteadydnsLimits = 128
+	SteadydnsLimitsRRL_WAYS          SteadydnsLimits = 4
+	SteadydnsLimitsRRL_TABLE_DEFAULT SteadydnsLimits = 65536
+	SteadydnsLimitsRRL_TABLE_MIN     SteadydnsLimits = 1024
+	SteadydnsLimitsRRL_TABLE_MAX     SteadydnsLimits = 16777216
+	SteadydnsLimitsRRL_V6PREFIX_MAX  SteadydnsLimits = 64
+	SteadydnsLimitsRRL_TICK_NS       SteadydnsLimits = 1000000
 )
 
 type SteadydnsNsidOption struct {
@@ -215,22 +218,13 @@ type SteadydnsRrlClock struct {
 		_ structs.HostLayout
 		_ [16]byte
 	}
-	Now uint64
+	Now  uint64
+	Seed uint64
 }
 
-type SteadydnsRrlKey struct {
-	_      structs.HostLayout
-	Client [8]uint8
-	Resp   uint64
-	V6     uint8
-	Pad    [7]uint8
-}
-
-type SteadydnsRrlState struct {
-	_       structs.HostLayout
-	Tat     uint64
-	Limited uint32
-	Pad     uint32
+type SteadydnsRrlSet struct {
+	_   structs.HostLayout
+	Way [4]SteadydnsRrlWay
 }
 
 type SteadydnsRrlVerdict uint32
@@ -240,6 +234,12 @@ const (
 	SteadydnsRrlVerdictRRL_SLIP SteadydnsRrlVerdict = 1
 	SteadydnsRrlVerdictRRL_DROP SteadydnsRrlVerdict = 2
 )
+
+type SteadydnsRrlWay struct {
+	_   structs.HostLayout
+	Tag uint64
+	Tat uint64
+}
 
 type SteadydnsRrset struct {
 	_           structs.HostLayout
@@ -406,6 +406,7 @@ const (
 	SteadydnsVarRrlMask4      = "rrl_mask4"
 	SteadydnsVarRrlMask6      = "rrl_mask6"
 	SteadydnsVarRrlOn         = "rrl_on"
+	SteadydnsVarRrlSetBits    = "rrl_set_bits"
 	SteadydnsVarRrlSlip       = "rrl_slip"
 	SteadydnsVarRrlWindowNs   = "rrl_window_ns"
 	SteadydnsVarServerV4      = "server_v4"
@@ -493,6 +494,7 @@ type SteadydnsVariableSpecs struct {
 	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
 	RrlOn         *ebpf.VariableSpec `ebpf:"rrl_on"`
+	RrlSetBits    *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip       *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs   *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
 	ServerV4      *ebpf.VariableSpec `ebpf:"server_v4"`
@@ -570,6 +572,7 @@ type SteadydnsVariables struct {
 	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
 	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`
 	RrlOn         *ebpf.Variable `ebpf:"rrl_on"`
+	RrlSetBits    *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip       *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs   *ebpf.Variable `ebpf:"rrl_window_ns"`
 	ServerV4      *ebpf.Variable `ebpf:"server_v4"`

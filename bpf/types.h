@@ -45,9 +45,14 @@ enum limits {
 	PROBE_MAX = 16,
 	/* Longest NSID value (RFC 5001) replies carry, server.nsid. */
 	NSID_MAX = 128,
-	/* Response rate limiting: the keys the state holds (least recently
-	 * used go first), and the longest IPv6 prefix a key can carry. */
-	RRL_ENTRIES = 65536,
+	/* Response rate limiting: the accounts one set of the table holds
+	 * (one cache line of struct rrl_way), the table's accounts by
+	 * default and at least and at most (server.rrl.table_size, a power
+	 * of two), and the longest IPv6 prefix a key can carry. */
+	RRL_WAYS = 4,
+	RRL_TABLE_DEFAULT = 65536,
+	RRL_TABLE_MIN = 1024,
+	RRL_TABLE_MAX = 16777216,
 	RRL_V6_PREFIX_MAX = 64,
 	/* The period of the clock rate limiting reads in XDP, 1 ms: the
 	 * clock lags by at most this, against limits in replies per second. */
@@ -304,33 +309,38 @@ struct nsid_option {
 };
 
 /* Response rate limiting (rrl.h). A key is a client prefix together with
- * what it is answered, as BIND, Knot and NSD key it; XDP and the fallback
- * account every reply in the one map, so a client cannot double its
- * budget by mixing paths. */
-struct rrl_key {
-	/* The client's address masked to its prefix: IPv4 in bytes 0..3,
-	 * IPv6's first 8 bytes (prefixes up to /64). */
-	__u8 client[8];
-	/* What the reply is: the name_hash of the lowercased query name and
-	 * type for an answer or NODATA; of the zone's name with type 0 for
-	 * NXDOMAIN; the rcode for any other error. */
-	__u64 resp;
-	__u8 v6;
-	__u8 _pad[7];
+ * what it is answered, as BIND, Knot and NSD key it: the client's address
+ * masked to its prefix (IPv4, or IPv6's first 64 bits), the family, and
+ * what the reply is: the name_hash of the lowercased query name and type
+ * for an answer or NODATA; of the zone's name with type 0 for NXDOMAIN;
+ * the rcode for any other error. XDP and the fallback account every reply
+ * in the one table, so a client cannot double its budget by mixing paths.
+ *
+ * The table is an array of sets of RRL_WAYS accounts, one 64-byte cache
+ * line each. A key's hash (rrl_hash, keyed with the clock's seed) picks
+ * its set by its top bits and is kept, its low 48 bits, as the account's
+ * tag. */
+struct rrl_way {
+	/* The key's hash's low 48 bits in bits 16..63; in bits 0..15 the
+	 * replies over the limit so far, modulo slip: every slip-th is sent
+	 * truncated. An empty way is all zero: an account whose tat has long
+	 * passed, as good as none. */
+	__u64 tag;
+	/* The account, by the generic cell rate algorithm: the theoretical
+	 * arrival time, on the CLOCK_BOOTTIME clock (bpf_ktime_get_boot_ns),
+	 * of the key's next reply at its rate. Every reply moves it one
+	 * interval (1 s / rate) on; a reply is within the limit while tat
+	 * stays within a second of now, which allows `rate` replies in a
+	 * burst and `rate` a second after; tat is kept within window of now,
+	 * so a flood stays limited for up to window after it stops. */
+	__u64 tat;
 };
 
-/* A key's account, by the generic cell rate algorithm: tat is the
- * theoretical arrival time, on the CLOCK_BOOTTIME clock
- * (bpf_ktime_get_boot_ns), of the key's next reply at its rate. Every reply
- * moves it one interval (1 s / rate) on; a reply is within the limit while
- * tat stays within a second of now, which allows `rate` replies in a burst
- * and `rate` a second after; tat is kept within window of now, so a flood
- * stays limited for up to window after it stops. */
-struct rrl_state {
-	__u64 tat;
-	__u32 limited;   /* replies over the limit, for slip: every slip-th is sent truncated */
-	__u32 _pad;
+struct rrl_set {
+	struct rrl_way way[RRL_WAYS];
 };
+
+_Static_assert(sizeof(struct rrl_set) == 64, "an rrl set is one cache line");
 
 /* The clock rate limiting reads in XDP: a timer writes the boot clock
  * into now every RRL_TICK_NS, so a query reads memory instead of calling
@@ -338,6 +348,10 @@ struct rrl_state {
 struct rrl_clock {
 	struct bpf_timer t;
 	__u64 now;
+	/* The key of rrl_hash, drawn by the loader when it creates the map:
+	 * kept with the clock, which every query reads anyway, and pinned,
+	 * so a restart finds the accounts it left. */
+	__u64 seed;
 };
 
 enum rrl_verdict {

@@ -41,10 +41,11 @@ type Options struct {
 // Objects are the loaded program and maps, pinned under Dir.
 type Objects struct {
 	bpf.SteadydnsObjects
-	Dir     string // the maps' pins: Base/v<layout hash>
-	Base    string // the links' pins, which outlive a change of layout
-	records *recordTable
-	rrl     RRL
+	Dir      string // the maps' pins: Base/v<layout hash>
+	Base     string // the links' pins, which outlive a change of layout
+	records  *recordTable
+	rrl      RRL
+	rrlTable *rrlTable
 }
 
 // Load loads the program and reuses or creates the pinned maps.
@@ -77,7 +78,7 @@ func Load(opts Options) (*Objects, error) {
 	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
 		return nil, err
 	}
-	if err := setRRL(&specs.SteadydnsVariableSpecs, opts.RRL); err != nil {
+	if err := setRRL(&specs, opts.RRL); err != nil {
 		return nil, err
 	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
@@ -110,13 +111,17 @@ func Load(opts Options) (*Objects, error) {
 		}
 		return nil, fmt.Errorf("loading the xdp program: %w", permissionError(err, capBPF))
 	}
-	if err := errors.Join(o.syncExempt(), o.armClock()); err != nil {
+	if err := o.openRRL(specs.Rrl.MaxEntries); err != nil {
 		o.SteadydnsObjects.Close()
+		return nil, err
+	}
+	if err := errors.Join(o.syncExempt(), o.armClock()); err != nil {
+		o.Close()
 		return nil, err
 	}
 	o.records, err = openRecordTable(o.Records.FD(), o.RecBits, slots, opts.RecordCapacity)
 	if err != nil {
-		o.SteadydnsObjects.Close()
+		o.Close()
 		return nil, err
 	}
 	return o, nil
@@ -125,7 +130,7 @@ func Load(opts Options) (*Objects, error) {
 // Close unmaps the record table and releases the program and maps; pinned
 // maps stay.
 func (o *Objects) Close() error {
-	return errors.Join(o.records.close(), o.SteadydnsObjects.Close())
+	return errors.Join(o.records.close(), o.rrlTable.close(), o.SteadydnsObjects.Close())
 }
 
 // maxServerAddrs is how many addresses of each family the program

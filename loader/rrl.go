@@ -1,13 +1,18 @@
 package loader
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
 )
@@ -22,6 +27,29 @@ type RRL struct {
 	IPv4Prefix int           // 0..32
 	IPv6Prefix int           // 0..RRLMaxIPv6Prefix
 	Exempt     []netip.Prefix
+	// TableSize is how many accounts the table holds, RRLTableMin to
+	// RRLTableMax, rounded up to a power of two; 0 is
+	// RRLTableDefault. The table is sized so even with rate limiting
+	// off, so that turning it on keeps the pinned maps' layout.
+	TableSize int
+}
+
+// The rate-limit table's accounts: by default, at least and at most.
+const (
+	RRLTableDefault = int(bpf.SteadydnsLimitsRRL_TABLE_DEFAULT)
+	RRLTableMin     = int(bpf.SteadydnsLimitsRRL_TABLE_MIN)
+	RRLTableMax     = int(bpf.SteadydnsLimitsRRL_TABLE_MAX)
+	rrlWays         = int(bpf.SteadydnsLimitsRRL_WAYS)
+	rrlSetSize      = int(unsafe.Sizeof(bpf.SteadydnsRrlSet{}))
+)
+
+// RRLTableSets is the number of sets of the table of size accounts (0:
+// the default): a power of two.
+func RRLTableSets(size int) uint32 {
+	if size == 0 {
+		size = RRLTableDefault
+	}
+	return 1 << bits.Len32(uint32((size+rrlWays-1)/rrlWays)-1)
 }
 
 // RRLMaxIPv6Prefix is the longest IPv6 client prefix a key holds.
@@ -57,22 +85,18 @@ func (r RRL) masks() (uint32, uint64) {
 	return binary.LittleEndian.Uint32(b4[:]), binary.LittleEndian.Uint64(b6[:])
 }
 
-// RRLKey is the key of a reply of kind resp to client, as rrl_check in
-// bpf/rrl.h builds it: the client's prefix with resp, which RRLAnswer,
-// RRLNXDomain and RRLError give.
-func (r RRL) RRLKey(client netip.Addr, resp uint64) bpf.SteadydnsRrlKey {
+// client is the client's prefix as rrl_check in bpf/rrl.h loads it: the
+// masked address's first 4 (IPv4) or 8 bytes as a little-endian word, and
+// the family.
+func (r RRL) client(client netip.Addr) (uint64, bool) {
 	client = client.Unmap()
-	k := bpf.SteadydnsRrlKey{Resp: resp}
 	m4, m6 := r.masks()
 	if client.Is4() {
 		a := client.As4()
-		binary.LittleEndian.PutUint32(k.Client[:4], binary.LittleEndian.Uint32(a[:])&m4)
-		return k
+		return uint64(binary.LittleEndian.Uint32(a[:]) & m4), false
 	}
 	a := client.As16()
-	binary.LittleEndian.PutUint64(k.Client[:], binary.LittleEndian.Uint64(a[:8])&m6)
-	k.V6 = 1
-	return k
+	return binary.LittleEndian.Uint64(a[:8]) & m6, true
 }
 
 // RRLAnswer is the kind of an answer or NODATA: its name and type, as
@@ -87,24 +111,6 @@ func RRLNXDomain(zoneWire string) uint64 { return NameHash(zoneWire, 0) }
 // RRLError is the kind of any other error reply: its rcode.
 func RRLError(rcode int) uint64 { return uint64(rcode) }
 
-// rrlAccount charges one reply to st at now: rrl_account in bpf/rrl.h.
-func (r RRL) rrlAccount(st *bpf.SteadydnsRrlState, now uint64) bpf.SteadydnsRrlVerdict {
-	tat := max(st.Tat, now) + r.interval()
-	over := tat-now > uint64(time.Second)
-	if window := uint64(r.Window); tat-now > window {
-		tat = now + window
-	}
-	st.Tat = tat
-	if !over {
-		return RRLSend
-	}
-	st.Limited++
-	if r.Slip > 0 && st.Limited%uint32(r.Slip) == 0 {
-		return RRLSlip
-	}
-	return RRLDrop
-}
-
 func (r RRL) exempt(client netip.Addr) bool {
 	client = client.Unmap()
 	for _, p := range r.Exempt {
@@ -115,39 +121,137 @@ func (r RRL) exempt(client netip.Addr) bool {
 	return false
 }
 
-// RRLAccount charges a reply of kind resp to client at now (BootNs) in
-// the map XDP charges its replies in, and returns the verdict. Like the
-// program, it reads and writes the entry without a lock: a reply XDP
-// accounts for the same key meanwhile may be lost, which lets one more
-// reply through.
-func (o *Objects) RRLAccount(client netip.Addr, resp uint64, now uint64) (bpf.SteadydnsRrlVerdict, error) {
-	r := o.rrl
-	k := r.RRLKey(client, resp)
-	var st bpf.SteadydnsRrlState
-	if err := o.Rrl.Lookup(&k, &st); errors.Is(err, ebpf.ErrKeyNotExist) {
-		st = bpf.SteadydnsRrlState{Tat: now + r.interval()}
-		if err := o.Rrl.Update(&k, &st, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
-			return RRLSend, fmt.Errorf("adding a rate-limit entry: %w", err)
-		}
-		return RRLSend, nil
-	} else if err != nil {
-		return RRLSend, fmt.Errorf("reading a rate-limit entry: %w", err)
-	}
-	v := r.rrlAccount(&st, now)
-	if err := o.Rrl.Update(&k, &st, ebpf.UpdateAny); err != nil {
-		return RRLSend, fmt.Errorf("writing a rate-limit entry: %w", err)
-	}
-	if v != RRLSend && r.exempt(client) {
-		return RRLSend, nil
-	}
-	return v, nil
+// rrlTable is the rate-limit table as the loader maps it: the accounts
+// XDP charges its replies to, and the key of their hashes.
+type rrlTable struct {
+	mem  []byte
+	bits uint32 // log2 of the sets
+	seed uint64
+	rule bpf.RRLRule
 }
+
+// set is set i, in the mapping.
+func (t *rrlTable) set(i uint32) *bpf.SteadydnsRrlSet {
+	return (*bpf.SteadydnsRrlSet)(unsafe.Pointer(&t.mem[int(i)*rrlSetSize]))
+}
+
+// openRRL maps the table, and draws the key of its hashes unless the
+// pinned clock already holds one: the accounts a restart finds are then
+// still found. It runs before the clock's timer is armed, since a write
+// of the clock's value from here would cancel the timer.
+func (o *Objects) openRRL(sets uint32) error {
+	var zero uint32
+	var c bpf.SteadydnsRrlClock
+	if err := o.RrlClock.Lookup(&zero, &c); err != nil {
+		return fmt.Errorf("reading the rrl clock: %w", err)
+	}
+	for c.Seed == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("drawing the rrl hash key: %w", err)
+		}
+		c.Seed = binary.LittleEndian.Uint64(b[:])
+		if c.Seed == 0 {
+			continue
+		}
+		if err := o.RrlClock.Update(&zero, &c, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing the rrl hash key: %w", err)
+		}
+	}
+	mem, err := unix.Mmap(o.Rrl.FD(), 0, int(sets)*rrlSetSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mapping the rrl table: %w", err)
+	}
+	o.rrlTable = &rrlTable{mem: mem, bits: uint32(bits.Len32(sets - 1)), seed: c.Seed, rule: o.rrl.rule()}
+	return nil
+}
+
+func (t *rrlTable) close() error {
+	if t == nil || t.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(t.mem)
+	t.mem = nil
+	return err
+}
+
+// rule is the program's load-time constants that rrl_charge reads.
+func (r RRL) rule() bpf.RRLRule {
+	if r.Rate <= 0 {
+		return bpf.RRLRule{}
+	}
+	return bpf.RRLRule{IntervalNs: r.interval(), WindowNs: uint64(r.Window), Slip: uint32(r.Slip)}
+}
+
+// way finds the account of a reply of kind resp to client: its set and
+// hash.
+func (o *Objects) way(client netip.Addr, resp uint64) (*bpf.SteadydnsRrlSet, uint64) {
+	t := o.rrlTable
+	c, v6 := o.rrl.client(client)
+	h := bpf.RRLHash(t.seed, c, v6, resp)
+	return t.set(bpf.RRLSetIndex(h, t.bits)), h
+}
+
+// RRLAccount charges a reply of kind resp to client at now (BootNs) in
+// the table XDP charges its replies in, and returns the verdict: rrl_check
+// in bpf/rrl.h, through bpf.RRLCharge. Like the program, it reads and
+// writes the account without a lock: a reply XDP charges to the same set
+// meanwhile may be lost, which lets one more reply through. The table is
+// mapped memory: no system call, and nothing that can fail.
+func (o *Objects) RRLAccount(client netip.Addr, resp uint64, now uint64) bpf.SteadydnsRrlVerdict {
+	set, h := o.way(client, resp)
+	v := o.rrlTable.rule.Charge(set, h, now)
+	if v != RRLSend && o.rrl.exempt(client) {
+		return RRLSend
+	}
+	return v
+}
+
+// RRLTat is the account of a reply of kind resp to client: its
+// theoretical arrival time (struct rrl_way), and whether the table holds
+// an account of that key.
+func (o *Objects) RRLTat(client netip.Addr, resp uint64) (uint64, bool) {
+	set, h := o.way(client, resp)
+	for i := range set.Way {
+		if (atomic.LoadUint64(&set.Way[i].Tag)^h<<16)>>16 == 0 {
+			return atomic.LoadUint64(&set.Way[i].Tat), true
+		}
+	}
+	return 0, false
+}
+
+// RRLAccounts counts the accounts in the table: its ways not empty.
+func (o *Objects) RRLAccounts() int {
+	t := o.rrlTable
+	n := 0
+	for i := range uint32(1) << t.bits {
+		s := t.set(i)
+		for j := range s.Way {
+			if atomic.LoadUint64(&s.Way[j].Tag) != 0 || atomic.LoadUint64(&s.Way[j].Tat) != 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ClearRRL empties the table: every key starts from no account.
+func (o *Objects) ClearRRL() { clear(o.rrlTable.mem) }
 
 // RRLOn reports whether the program was loaded with rate limiting on.
 func (o *Objects) RRLOn() bool { return o.rrl.Rate > 0 }
 
-// setRRL sets the program's rate-limiting constants.
-func setRRL(vars *bpf.SteadydnsVariableSpecs, r RRL) error {
+// setRRL sizes the table and sets the program's rate-limiting constants.
+func setRRL(specs *bpf.SteadydnsSpecs, r RRL) error {
+	if r.TableSize != 0 && (r.TableSize < RRLTableMin || r.TableSize > RRLTableMax) {
+		return fmt.Errorf("setting rrl: table size %d, want %d..%d", r.TableSize, RRLTableMin, RRLTableMax)
+	}
+	sets := RRLTableSets(r.TableSize)
+	specs.Rrl.MaxEntries = sets
+	vars := &specs.SteadydnsVariableSpecs
+	if err := vars.RrlSetBits.Set(uint32(bits.Len32(sets - 1))); err != nil {
+		return fmt.Errorf("setting rrl_set_bits: %w", err)
+	}
 	if r.Rate <= 0 {
 		return nil
 	}

@@ -5,13 +5,16 @@
  * very functions the program runs (table_old, table_open, query_draw,
  * select_answers, answer_ttl)
  * on inputs carried in the test packet instead of a parsed query, and
- * writes the outcome back over the packet. The server never loads it. */
+ * writes the outcome back over the packet; and, in rrl_twin, the rules of
+ * rate limiting (rrl_hash, rrl_charge) on one set. The server never loads
+ * it. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 #include "../types.h"
 #include "../maps.h"
 #include "../select.h"
+#include "../rrl.h"
 
 /* One selection's inputs, as the packet carries them. The health table is
  * the health map, which the test writes through its memory mapping. */
@@ -77,6 +80,54 @@ int twin(struct xdp_md *ctx)
 		.open = s->draw.open,
 		.draw = query_draw(in->port, in->id, in->hash),
 	};
+	if (bpf_xdp_store_bytes(ctx, 0, &out, sizeof(out)))
+		return XDP_ABORTED;
+	return XDP_PASS;
+}
+
+/* One charge of rate limiting: a key, as rrl_check has it once it has
+ * masked the client, and the set its hash picks, as it stands. */
+struct rrl_input {
+	struct rrl_set set;
+	__u64 seed;
+	__u64 client;
+	__u64 resp;
+	__u64 now;
+	__u32 v6;
+	__u32 _pad;
+};
+
+/* The set after the charge, the key's hash and the verdict. */
+struct rrl_output {
+	struct rrl_set set;
+	__u64 hash;
+	__u32 verdict;
+	__u32 _pad;
+};
+
+/* rrl_charge writes the set in map memory, as in the program's table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rrl_input);
+} rrl_inputs SEC(".maps");
+
+const struct rrl_output rrl_output_anchor __attribute__((unused));
+
+SEC("xdp")
+int rrl_twin(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct rrl_input *in = bpf_map_lookup_elem(&rrl_inputs, &zero);
+	if (!in)
+		return XDP_ABORTED;
+	if (bpf_xdp_load_bytes(ctx, 0, in, sizeof(*in)))
+		return XDP_ABORTED;
+	struct rrl_output out = {};
+	out.hash = rrl_hash(in->seed, in->client, in->v6 != 0, in->resp);
+	out.verdict = rrl_charge(&in->set, out.hash, in->now);
+	out.set = in->set;
 	if (bpf_xdp_store_bytes(ctx, 0, &out, sizeof(out)))
 		return XDP_ABORTED;
 	return XDP_PASS;

@@ -161,3 +161,85 @@ func recode(dst, src any) error {
 	}
 	return nil
 }
+
+// RRLHarness is the program loaded with one rule of rate limiting: what
+// rrl_charge reads from its load-time constants.
+type RRLHarness struct {
+	objs TwinObjects
+}
+
+// RRLCharge is one charge as the program makes it.
+type RRLCharge struct {
+	Set     bpf.SteadydnsRrlSet // the set after the charge
+	Hash    uint64              // rrl_hash of the key
+	Verdict bpf.SteadydnsRrlVerdict
+}
+
+// LoadRRL loads the program with rule. It needs the privileges of
+// BPF_PROG_LOAD.
+func LoadRRL(rule bpf.RRLRule) (*RRLHarness, error) {
+	spec, err := LoadTwin()
+	if err != nil {
+		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	var specs TwinSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+	}
+	// The header's tables go unused here.
+	specs.Records.MaxEntries = 1
+	specs.Rrl.MaxEntries = 1
+	for _, s := range []struct {
+		v    *ebpf.VariableSpec
+		data any
+	}{{specs.RrlOn, uint32(1)}, {specs.RrlIntervalNs, rule.IntervalNs}, {specs.RrlWindowNs, rule.WindowNs}, {specs.RrlSlip, rule.Slip}} {
+		if err := s.v.Set(s.data); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", s.v.Name, err)
+		}
+	}
+	h := &RRLHarness{}
+	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the twin: %w", err)
+	}
+	return h, nil
+}
+
+// Close releases the program and its maps.
+func (h *RRLHarness) Close() error { return h.objs.Close() }
+
+// Charge hashes the key (seed, client, v6, resp) with rrl_hash and
+// charges a reply to it in set at now with rrl_charge.
+func (h *RRLHarness) Charge(set bpf.SteadydnsRrlSet, seed, client uint64, v6 bool, resp, now uint64) (RRLCharge, error) {
+	var in TwinRrlInput
+	if err := recode(&in.Set, &set); err != nil {
+		return RRLCharge{}, err
+	}
+	in.Seed, in.Client, in.Resp, in.Now = seed, client, resp, now
+	if v6 {
+		in.V6 = 1
+	}
+	pkt, err := binary.Append(nil, binary.LittleEndian, &in)
+	if err != nil {
+		return RRLCharge{}, fmt.Errorf("encoding the twin's input: %w", err)
+	}
+	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
+	ret, err := h.objs.RrlTwin.Run(opts)
+	if err != nil {
+		return RRLCharge{}, fmt.Errorf("running the twin: %w", err)
+	}
+	if ret != xdpPass {
+		return RRLCharge{}, fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
+	}
+	var out TwinRrlOutput
+	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
+		return RRLCharge{}, fmt.Errorf("decoding the twin's output: %w", err)
+	}
+	c := RRLCharge{Hash: out.Hash, Verdict: bpf.SteadydnsRrlVerdict(out.Verdict)}
+	if err := recode(&c.Set, &out.Set); err != nil {
+		return RRLCharge{}, err
+	}
+	return c, nil
+}

@@ -76,29 +76,72 @@ type TwinOutput struct {
 	Draw uint32
 }
 
+type TwinRrlInput struct {
+	_   structs.HostLayout
+	Set struct {
+		_   structs.HostLayout
+		Way [4]struct {
+			_   structs.HostLayout
+			Tag uint64
+			Tat uint64
+		}
+	}
+	Seed   uint64
+	Client uint64
+	Resp   uint64
+	Now    uint64
+	V6     uint32
+	Pad    uint32
+}
+
+type TwinRrlOutput struct {
+	_   structs.HostLayout
+	Set struct {
+		_   structs.HostLayout
+		Way [4]struct {
+			_   structs.HostLayout
+			Tag uint64
+			Tat uint64
+		}
+	}
+	Hash    uint64
+	Verdict uint32
+	Pad     uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TwinMapCounters     = "counters"
-	TwinMapGeo4         = "geo4"
-	TwinMapGeo6         = "geo6"
-	TwinMapGeoRank      = "geo_rank"
-	TwinMapHealth       = "health"
-	TwinMapHealthBits   = "health_bits"
-	TwinMapHealthMeta   = "health_meta"
-	TwinMapInputs       = "inputs"
-	TwinMapRecBits      = "rec_bits"
-	TwinMapRecords      = "records"
-	TwinMapRrCounter    = "rr_counter"
-	TwinMapRrl          = "rrl"
-	TwinMapRrlClock     = "rrl_clock"
-	TwinMapRrlExempt    = "rrl_exempt"
-	TwinMapScratch      = "scratch"
-	TwinMapStaleTimer   = "stale_timer"
-	TwinMapZones        = "zones"
-	TwinProgTwin        = "twin"
-	TwinVarOutputAnchor = "output_anchor"
+	TwinMapCounters        = "counters"
+	TwinMapGeo4            = "geo4"
+	TwinMapGeo6            = "geo6"
+	TwinMapGeoRank         = "geo_rank"
+	TwinMapHealth          = "health"
+	TwinMapHealthBits      = "health_bits"
+	TwinMapHealthMeta      = "health_meta"
+	TwinMapInputs          = "inputs"
+	TwinMapRecBits         = "rec_bits"
+	TwinMapRecords         = "records"
+	TwinMapRrCounter       = "rr_counter"
+	TwinMapRrl             = "rrl"
+	TwinMapRrlClock        = "rrl_clock"
+	TwinMapRrlExempt       = "rrl_exempt"
+	TwinMapRrlInputs       = "rrl_inputs"
+	TwinMapScratch         = "scratch"
+	TwinMapStaleTimer      = "stale_timer"
+	TwinMapZones           = "zones"
+	TwinProgRrlTwin        = "rrl_twin"
+	TwinProgTwin           = "twin"
+	TwinVarOutputAnchor    = "output_anchor"
+	TwinVarRrlIntervalNs   = "rrl_interval_ns"
+	TwinVarRrlMask4        = "rrl_mask4"
+	TwinVarRrlMask6        = "rrl_mask6"
+	TwinVarRrlOn           = "rrl_on"
+	TwinVarRrlOutputAnchor = "rrl_output_anchor"
+	TwinVarRrlSetBits      = "rrl_set_bits"
+	TwinVarRrlSlip         = "rrl_slip"
+	TwinVarRrlWindowNs     = "rrl_window_ns"
 )
 
 // LoadTwin returns the embedded CollectionSpec for Twin.
@@ -143,7 +186,8 @@ type TwinSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinProgramSpecs struct {
-	Twin *ebpf.ProgramSpec `ebpf:"twin"`
+	RrlTwin *ebpf.ProgramSpec `ebpf:"rrl_twin"`
+	Twin    *ebpf.ProgramSpec `ebpf:"twin"`
 }
 
 // TwinMapSpecs contains maps before they are loaded into the kernel.
@@ -164,6 +208,7 @@ type TwinMapSpecs struct {
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
 	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
+	RrlInputs  *ebpf.MapSpec `ebpf:"rrl_inputs"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -173,7 +218,15 @@ type TwinMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinVariableSpecs struct {
-	OutputAnchor *ebpf.VariableSpec `ebpf:"output_anchor"`
+	OutputAnchor    *ebpf.VariableSpec `ebpf:"output_anchor"`
+	RrlIntervalNs   *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
+	RrlMask4        *ebpf.VariableSpec `ebpf:"rrl_mask4"`
+	RrlMask6        *ebpf.VariableSpec `ebpf:"rrl_mask6"`
+	RrlOn           *ebpf.VariableSpec `ebpf:"rrl_on"`
+	RrlOutputAnchor *ebpf.VariableSpec `ebpf:"rrl_output_anchor"`
+	RrlSetBits      *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
+	RrlSlip         *ebpf.VariableSpec `ebpf:"rrl_slip"`
+	RrlWindowNs     *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
 }
 
 // TwinObjects contains all objects after they have been loaded into the kernel.
@@ -210,6 +263,7 @@ type TwinMaps struct {
 	Rrl        *ebpf.Map `ebpf:"rrl"`
 	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
+	RrlInputs  *ebpf.Map `ebpf:"rrl_inputs"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -231,6 +285,7 @@ func (m *TwinMaps) Close() error {
 		m.Rrl,
 		m.RrlClock,
 		m.RrlExempt,
+		m.RrlInputs,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,
@@ -241,18 +296,28 @@ func (m *TwinMaps) Close() error {
 //
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinVariables struct {
-	OutputAnchor *ebpf.Variable `ebpf:"output_anchor"`
+	OutputAnchor    *ebpf.Variable `ebpf:"output_anchor"`
+	RrlIntervalNs   *ebpf.Variable `ebpf:"rrl_interval_ns"`
+	RrlMask4        *ebpf.Variable `ebpf:"rrl_mask4"`
+	RrlMask6        *ebpf.Variable `ebpf:"rrl_mask6"`
+	RrlOn           *ebpf.Variable `ebpf:"rrl_on"`
+	RrlOutputAnchor *ebpf.Variable `ebpf:"rrl_output_anchor"`
+	RrlSetBits      *ebpf.Variable `ebpf:"rrl_set_bits"`
+	RrlSlip         *ebpf.Variable `ebpf:"rrl_slip"`
+	RrlWindowNs     *ebpf.Variable `ebpf:"rrl_window_ns"`
 }
 
 // TwinPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinPrograms struct {
-	Twin *ebpf.Program `ebpf:"twin"`
+	RrlTwin *ebpf.Program `ebpf:"rrl_twin"`
+	Twin    *ebpf.Program `ebpf:"twin"`
 }
 
 func (p *TwinPrograms) Close() error {
 	return _TwinClose(
+		p.RrlTwin,
 		p.Twin,
 	)
 }

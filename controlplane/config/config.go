@@ -91,6 +91,7 @@ type RRL struct {
 	IPv4Prefix int           // client prefix length that makes one key
 	IPv6Prefix int
 	Exempt     []netip.Prefix // clients never limited
+	TableSize  int            // accounts the table holds (rounded up to a power of two)
 }
 
 // Debug is server.debug: a TXT name that explains the health of a record

@@ -128,6 +128,7 @@ func TestErrors(t *testing.T) {
 		{"rrl ipv4 prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    ipv4_prefix: 33\n", `config.yaml:5: server.rrl.ipv4_prefix: 33 out of range 0-32`},
 		{"rrl ipv6 prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    ipv6_prefix: 128\n", `config.yaml:5: server.rrl.ipv6_prefix: 128 out of range 0-64`},
 		{"rrl exempt", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    exempt: [198.18.0.1]\n", `config.yaml:5: server.rrl.exempt[0]: invalid prefix "198.18.0.1", want a CIDR such as 198.18.0.0/24`},
+		{"rrl table small", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    table_size: 1000\n", `config.yaml:5: server.rrl.table_size: 1000 out of range 1024-16777216`},
 		{"rrl unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    responses_per_second: 5\n", `config.yaml:5: server.rrl.responses_per_second: unknown key`},
 		{"api beyond loopback without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 0.0.0.0:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on 0.0.0.0:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
 		{"api on a name without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: api.example.test:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on api.example.test:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
@@ -324,7 +325,7 @@ func TestFull(t *testing.T) {
 		NSID:       []byte("edge-ams-1"),
 		Debug:      Debug{Name: "_debug.example.test.", Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
 		TCP:        TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
-		RRL: &RRL{Rate: 20, Slip: 3, Window: 5 * time.Second, IPv4Prefix: 28, IPv6Prefix: 48,
+		RRL: &RRL{Rate: 20, Slip: 3, Window: 5 * time.Second, IPv4Prefix: 28, IPv6Prefix: 48, TableSize: 20000,
 			Exempt: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
 		APITokenFile: tokenFile,
 		Geo: &Geo{Regions: []Region{
@@ -624,7 +625,7 @@ func TestRRLDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same(t, "RRL", c.Server.RRL, &RRL{Rate: 10, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
+	same(t, "RRL", c.Server.RRL, &RRL{Rate: 10, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536})
 	c, err = Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n"))
 	if err != nil {
 		t.Fatal(err)

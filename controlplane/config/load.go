@@ -141,7 +141,7 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
 	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file"}
-	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt"}
+	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
@@ -267,9 +267,9 @@ func (d *decoder) server(f fields) Server {
 }
 
 // rrl decodes server.rrl. The defaults are BIND's: slip 2, window 15 s,
-// /24 and /56.
+// /24 and /56; the table's is the program's.
 func (d *decoder) rrl(f fields) *RRL {
-	r := &RRL{Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
+	r := &RRL{Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: int(bpf.SteadydnsLimitsRRL_TABLE_DEFAULT)}
 	if !f.has("rate") {
 		d.missing(f.key("rate"), "required: replies per second per client prefix and response, such as 10")
 	}
@@ -284,6 +284,7 @@ func (d *decoder) rrl(f fields) *RRL {
 	f.duration("window", &r.Window)
 	f.int("ipv4_prefix", &r.IPv4Prefix)
 	f.int("ipv6_prefix", &r.IPv6Prefix)
+	f.int("table_size", &r.TableSize)
 	if len(d.errs) == errs {
 		// BIND's ranges, but for the IPv6 prefix, which the key holds up
 		// to /64.
@@ -297,6 +298,7 @@ func (d *decoder) rrl(f fields) *RRL {
 		}, " whole seconds")
 		within("ipv4_prefix", 0, 32, func() int64 { return int64(r.IPv4Prefix) }, "")
 		within("ipv6_prefix", 0, int64(bpf.SteadydnsLimitsRRL_V6PREFIX_MAX), func() int64 { return int64(r.IPv6Prefix) }, "")
+		within("table_size", int64(bpf.SteadydnsLimitsRRL_TABLE_MIN), int64(bpf.SteadydnsLimitsRRL_TABLE_MAX), func() int64 { return int64(r.TableSize) }, "")
 	}
 	f.prefixes("exempt", &r.Exempt)
 	return r

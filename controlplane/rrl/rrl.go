@@ -19,12 +19,12 @@ func Options(c *config.RRL) loader.RRL {
 	if c == nil {
 		return loader.RRL{}
 	}
-	return loader.RRL{Rate: c.Rate, Slip: c.Slip, Window: c.Window, IPv4Prefix: c.IPv4Prefix, IPv6Prefix: c.IPv6Prefix, Exempt: c.Exempt}
+	return loader.RRL{Rate: c.Rate, Slip: c.Slip, Window: c.Window, IPv4Prefix: c.IPv4Prefix, IPv6Prefix: c.IPv6Prefix, Exempt: c.Exempt, TableSize: c.TableSize}
 }
 
 // Accounts is the shared state: loader.Objects.
 type Accounts interface {
-	RRLAccount(client netip.Addr, resp uint64, now uint64) (loader.RRLVerdict, error)
+	RRLAccount(client netip.Addr, resp uint64, now uint64) loader.RRLVerdict
 }
 
 // Limiter is the fallback's fallback.Limiter.
@@ -33,15 +33,9 @@ type Limiter struct{ a Accounts }
 // New returns a limiter that accounts in a.
 func New(a Accounts) *Limiter { return &Limiter{a: a} }
 
-// Limit implements fallback.Limiter. A reply whose account cannot be read
-// or written is sent: the map is in memory, and failing there would be a
-// bug, not a client to silence.
+// Limit implements fallback.Limiter.
 func (l *Limiter) Limit(client netip.Addr, r fallback.Reply) fallback.Verdict {
-	v, err := l.a.RRLAccount(client, Resp(r), loader.BootNs())
-	if err != nil {
-		return fallback.Send
-	}
-	switch v {
+	switch l.a.RRLAccount(client, Resp(r), loader.BootNs()) {
 	case loader.RRLSlip:
 		return fallback.Slip
 	case loader.RRLDrop:

@@ -65,10 +65,8 @@ func TestSameKeyAsXDP(t *testing.T) {
 		t.Fatalf("xdp: action %d, %v; want XDP_TX", ret, err)
 	}
 	for _, name := range []string{"wWw.EXAMPLE.test.", "www.example.test.", "WWW.EXAMPLE.TEST"} {
-		k := opts.RRLKey(netip.MustParseAddr("198.18.0.200"), rrl.Resp(fallback.Reply{Qname: name, Qtype: dns.TypeA}))
-		var st bpf.SteadydnsRrlState
-		if err := o.Rrl.Lookup(&k, &st); err != nil {
-			t.Errorf("%s: no entry under the fallback's key %+v: %v", name, k, err)
+		if _, ok := o.RRLTat(netip.MustParseAddr("198.18.0.200"), rrl.Resp(fallback.Reply{Qname: name, Qtype: dns.TypeA})); !ok {
+			t.Errorf("%s: no account under the fallback's key", name)
 		}
 	}
 }
@@ -97,10 +95,10 @@ func TestResp(t *testing.T) {
 // fakeAccounts returns the verdicts in order.
 type fakeAccounts []loader.RRLVerdict
 
-func (f *fakeAccounts) RRLAccount(netip.Addr, uint64, uint64) (loader.RRLVerdict, error) {
+func (f *fakeAccounts) RRLAccount(netip.Addr, uint64, uint64) loader.RRLVerdict {
 	v := (*f)[0]
 	*f = (*f)[1:]
-	return v, nil
+	return v
 }
 
 // TestLimiter: the loader's verdicts become the fallback's.
