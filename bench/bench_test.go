@@ -173,8 +173,13 @@ func checkRRL(t *testing.T, cells []bench.RRLResult) {
 		if slip0.Limited < 0.9 || slip0.Answered.Median*100 > one.Answered.Median {
 			t.Errorf("rrl K=%d slip 0: %.3f limited, %v answered/s against %v unlimited", slip0.K, slip0.Limited, slip0.Answered.Median, one.Answered.Median)
 		}
-		if slip2.Limited < 0.9 || slip2.Answered.Median < 0.2*one.Answered.Median {
-			t.Errorf("rrl K=%d slip 2: %.3f limited, %v answered/s against %v unlimited", slip2.K, slip2.Limited, slip2.Answered.Median, one.Answered.Median)
+		// The program's own counters, not rates measured minutes apart on a
+		// shared CPU: slip 2 sends every second limited reply truncated.
+		if slip0.Slipped != 0 {
+			t.Errorf("rrl K=%d slip 0: %.3f of the limited replies slipped, want none", slip0.K, slip0.Slipped)
+		}
+		if slip2.Limited < 0.9 || slip2.Slipped < 0.45 || slip2.Slipped > 0.55 || slip2.Answered.Median <= 0 {
+			t.Errorf("rrl K=%d slip 2: %.3f limited, %.3f of them slipped (want 0.5), %v answered/s", slip2.K, slip2.Limited, slip2.Slipped, slip2.Answered.Median)
 		}
 	}
 }

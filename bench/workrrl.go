@@ -20,6 +20,7 @@ type RRLResult struct {
 	Cell     string  // what rrlCells calls it
 	OneName  bool    // kxdpgun asks one name, so every query is one key; else every name once per pass
 	Limited  float64 // share of the program's runs over the limit (slipped or dropped), over all rounds
+	Slipped  float64 // share of those over the limit that went out truncated rather than dropped
 	LoadNs   Summary // in-kernel ns per packet under kxdpgun
 	Answered Summary // replies per second under kxdpgun
 }
@@ -95,7 +96,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 	}
 	defer func() { err = errors.Join(err, r.attachWork(o)) }()
 	samples := make([]sample, len(rrlCells))
-	runs, limited := make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells))
+	runs, limited, slipped := make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells))
 	for range r.o.Runs {
 		for i, c := range rrlCells {
 			p := progs[i]
@@ -132,6 +133,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			for j := range after {
 				runs[i] += after[j] - before[j]
 			}
+			slipped[i] += after[bpf.SteadydnsOutcomeOUT_RRL_SLIPPED] - before[bpf.SteadydnsOutcomeOUT_RRL_SLIPPED]
 			limited[i] += after[bpf.SteadydnsOutcomeOUT_RRL_SLIPPED] - before[bpf.SteadydnsOutcomeOUT_RRL_SLIPPED] +
 				after[bpf.SteadydnsOutcomeOUT_RRL_DROPPED] - before[bpf.SteadydnsOutcomeOUT_RRL_DROPPED]
 			w.OtherLoad = max(w.OtherLoad, other)
@@ -148,7 +150,11 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 		if c.limited && share < 0.9 || !c.limited && limited[i] > 0 {
 			return fmt.Errorf("rrl cell %q, %d names, K=%d: %d of %d queries over the limit", c.name, n, k, limited[i], runs[i])
 		}
-		w.RRL = append(w.RRL, RRLResult{Names: n, K: k, Cell: c.name, OneName: c.oneName, Limited: share,
+		var slipShare float64
+		if limited[i] > 0 {
+			slipShare = float64(slipped[i]) / float64(limited[i])
+		}
+		w.RRL = append(w.RRL, RRLResult{Names: n, K: k, Cell: c.name, OneName: c.oneName, Limited: share, Slipped: slipShare,
 			LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered)})
 	}
 	return nil
