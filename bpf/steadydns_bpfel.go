@@ -206,7 +206,7 @@ type SteadydnsRecSlot struct {
 	Hash  uint64
 	Name  [256]int8
 	Rr    SteadydnsRrset
-	Pad   [76]uint8
+	_     [12]byte
 }
 
 type SteadydnsRrlClock struct {

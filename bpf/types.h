@@ -129,16 +129,6 @@ enum slot_state {
 	SLOT_USED = 1,
 };
 
-/* The bytes of a slot's fields, and its size: whole cache lines, an odd
- * number of them. A slot of 2^n lines would put the same line of every
- * slot (the first, read by every probe) in the same 1/2^n of the caches'
- * sets, where the live region's first lines evict each other long before
- * the cache is full; an odd stride spreads them over all the sets. At
- * K = 8 the fields take 500 bytes: 9 lines, 576 bytes, instead of 8. */
-#define REC_SLOT_FIELDS (16 + NAME_MAX_WIRE + 1 + sizeof(struct rrset))
-#define REC_SLOT_LINES ((REC_SLOT_FIELDS + 63) / 64)
-#define REC_SLOT_BYTES ((REC_SLOT_LINES | 1) * 64)
-
 /* One slot of the record table, an open-addressing hash table in an array
  * map (the verifier inlines array lookups; a hash map's lookup is a call
  * that hashes the whole key). A set lives in the slot its hash's top bits
@@ -156,11 +146,7 @@ struct rec_slot {
 	__u64 hash;      /* name_hash of the name and qtype */
 	char name[NAME_MAX_WIRE + 1];  /* lowercased wire name, zero-filled */
 	struct rrset rr;
-	__u8 _pad[REC_SLOT_BYTES - REC_SLOT_FIELDS];
-} __attribute__((aligned(64)));
-
-_Static_assert(sizeof(struct rec_slot) == REC_SLOT_BYTES,
-	       "struct rec_slot must take an odd number of cache lines");
+} __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
 
 enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,
