@@ -7,7 +7,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
-	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -22,12 +21,7 @@ import (
 func BenchmarkNSIDCost(b *testing.B) {
 	off := load(b)
 	on := loadWith(b, loader.Options{NSID: []byte("edge-ams-1")})
-	pinCPU(b, 1)
-	var pass bpf.PassObjects
-	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
-		b.Fatal(err)
-	}
-	defer pass.Close()
+	pass := passProgram(b)
 	for _, o := range []*loader.Objects{off, on} {
 		put(b, o, "www.example.test.", dns.TypeA, rrset(30, 8, cand{addr: "198.18.1.1", check: 1}, cand{addr: "198.18.1.2", check: 2}, cand{addr: "198.18.1.3", check: 3}))
 		setHealth(b, o, 1, 2, 3)
@@ -47,7 +41,7 @@ func BenchmarkNSIDCost(b *testing.B) {
 	samples := make([][]float64, len(cells))
 	for range b.N {
 		for range rounds {
-			base := runCost(b, pass.XdpPass, plain, 2)
+			base := runCost(b, pass, plain, 2)
 			for i, c := range cells {
 				samples[i] = append(samples[i], float64(runCost(b, c.prog, c.in, 3)-base))
 			}

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -26,12 +24,7 @@ import (
 //	go test ./bpf -run '^$' -bench RotatingCost -benchtime 1x
 func BenchmarkRotatingCost(b *testing.B) {
 	o := load(b)
-	pinCPU(b, 1)
-	var pass bpf.PassObjects
-	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
-		b.Fatal(err)
-	}
-	defer pass.Close()
+	pass := passProgram(b)
 
 	const names = 1000
 	k := len(bpf.SteadydnsRrset{}.Cand)
@@ -57,7 +50,7 @@ func BenchmarkRotatingCost(b *testing.B) {
 	rotating, hot := map[int][]float64{}, map[int][]float64{}
 	for range b.N {
 		for range rounds {
-			base := rotateCost(b, pass.XdpPass, frames[1], 2)
+			base := rotateCost(b, pass, frames[1], 2)
 			for _, n := range cells {
 				rotating[n] = append(rotating[n], float64(rotateCost(b, o.Steadydns, frames[n], 3)-base))
 				hot[n] = append(hot[n], float64(rotateCost(b, o.Steadydns, frames[n][:1], 3)-base))
@@ -73,19 +66,4 @@ func BenchmarkRotatingCost(b *testing.B) {
 		b.ReportMetric(median(rotating[n]), fmt.Sprintf("ns/%dnames-%dcand", names, n))
 		b.ReportMetric(median(hot[n]), fmt.Sprintf("ns/1name-%dcand", n))
 	}
-}
-
-// rotateCost is runCost over a list of frames: prog's mean time per run
-// over perRound runs, run i on frame i mod len(in); every run must return
-// want.
-func rotateCost(b *testing.B, prog *ebpf.Program, in [][]byte, want uint32) time.Duration {
-	var total time.Duration
-	for i := range perRound {
-		ret, d, err := prog.Benchmark(in[i%len(in)], 1, nil)
-		if err != nil || ret != want {
-			b.Fatalf("action %d, %v", ret, err)
-		}
-		total += d
-	}
-	return total / perRound
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
-	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -26,12 +25,7 @@ func BenchmarkRRLCost(b *testing.B) {
 	off := load(b)
 	under := loadRRL(b, loader.RRL{Rate: 1000000, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
 	over := loadRRL(b, loader.RRL{Rate: 1, Slip: 0, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
-	pinCPU(b, 1)
-	var pass bpf.PassObjects
-	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
-		b.Fatal(err)
-	}
-	defer pass.Close()
+	pass := passProgram(b)
 	var cs []cand
 	for j := range 8 {
 		cs = append(cs, cand{addr: "198.18.8." + string(rune('1'+j)), check: uint32(1 + j)})
@@ -58,7 +52,7 @@ func BenchmarkRRLCost(b *testing.B) {
 	samples := map[string][]float64{}
 	for range b.N {
 		for range rounds {
-			base := float64(runCost(b, pass.XdpPass, in, 2))
+			base := float64(runCost(b, pass, in, 2))
 			for _, c := range cells {
 				samples[c.name] = append(samples[c.name], float64(runCost(b, c.prog, in, c.want))-base)
 			}

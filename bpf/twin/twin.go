@@ -121,22 +121,9 @@ func (h *Harness) Select(in Input) (Result, error) {
 	}
 	ti.Now, ti.Rnd, ti.Turn = in.Now, in.Rnd, in.Turn
 	ti.Port, ti.Id, ti.Hash = in.Port, in.ID, in.Hash
-	pkt, err := binary.Append(nil, binary.LittleEndian, &ti)
-	if err != nil {
-		return Result{}, fmt.Errorf("encoding the twin's input: %w", err)
-	}
-
-	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
-	ret, err := h.objs.Twin.Run(opts)
-	if err != nil {
-		return Result{}, fmt.Errorf("running the twin: %w", err)
-	}
-	if ret != xdpPass {
-		return Result{}, fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
-	}
 	var out TwinOutput
-	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
-		return Result{}, fmt.Errorf("decoding the twin's output: %w", err)
+	if err := run(h.objs.Twin, &ti, &out); err != nil {
+		return Result{}, err
 	}
 	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0, Draw: out.Draw}
 	for i := range min(int(out.Pick.N), len(out.Pick.Order)) {
@@ -147,6 +134,28 @@ func (h *Harness) Select(in Input) (Result, error) {
 
 // recode copies a value of a bpf type into the twin's copy of the same C
 // type: bpf2go gives each package its own Go type, and the bytes agree.
+// run passes in to a twin program as its packet and decodes what the
+// program wrote over it into out. The program returns XDP_PASS once it
+// has written its output; anything else means it did not.
+func run(p *ebpf.Program, in, out any) error {
+	pkt, err := binary.Append(nil, binary.LittleEndian, in)
+	if err != nil {
+		return fmt.Errorf("encoding the twin's input: %w", err)
+	}
+	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
+	ret, err := p.Run(opts)
+	if err != nil {
+		return fmt.Errorf("running the twin: %w", err)
+	}
+	if ret != xdpPass {
+		return fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
+	}
+	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, out); err != nil {
+		return fmt.Errorf("decoding the twin's output: %w", err)
+	}
+	return nil
+}
+
 func recode(dst, src any) error {
 	b, err := binary.Append(nil, binary.LittleEndian, src)
 	if err != nil {
@@ -221,21 +230,9 @@ func (h *RRLHarness) Charge(set bpf.SteadydnsRrlSet, seed, client uint64, v6 boo
 	if v6 {
 		in.V6 = 1
 	}
-	pkt, err := binary.Append(nil, binary.LittleEndian, &in)
-	if err != nil {
-		return RRLCharge{}, fmt.Errorf("encoding the twin's input: %w", err)
-	}
-	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
-	ret, err := h.objs.RrlTwin.Run(opts)
-	if err != nil {
-		return RRLCharge{}, fmt.Errorf("running the twin: %w", err)
-	}
-	if ret != xdpPass {
-		return RRLCharge{}, fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
-	}
 	var out TwinRrlOutput
-	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, &out); err != nil {
-		return RRLCharge{}, fmt.Errorf("decoding the twin's output: %w", err)
+	if err := run(h.objs.RrlTwin, &in, &out); err != nil {
+		return RRLCharge{}, err
 	}
 	c := RRLCharge{Hash: out.Hash, Verdict: bpf.SteadydnsRrlVerdict(out.Verdict)}
 	if err := recode(&c.Set, &out.Set); err != nil {
