@@ -57,22 +57,30 @@ type Result struct {
 	Draw     uint32              // query_draw of Input's Port, ID and Hash
 }
 
-// Load loads the program. It needs the privileges of BPF_PROG_LOAD.
-func Load() (*Harness, error) {
+// loadSpec reads the twin's collection spec, its maps unpinned: they come
+// from the XDP program's header, which pins them, and the twin's are
+// private and must not meet a running server's. The generated specs point
+// into the collection spec, so what is set through them is what loads.
+func loadSpec() (*ebpf.CollectionSpec, *TwinSpecs, error) {
 	spec, err := LoadTwin()
 	if err != nil {
-		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+		return nil, nil, fmt.Errorf("reading the twin's spec: %w", err)
 	}
-	// The maps come from the XDP program's header, which pins them; the
-	// twin's are private and must not meet a running server's.
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
-	// The generated specs point into spec, so what is set through them
-	// is what loads.
 	var specs TwinSpecs
 	if err := spec.Assign(&specs); err != nil {
-		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+		return nil, nil, fmt.Errorf("reading the twin's spec: %w", err)
+	}
+	return spec, &specs, nil
+}
+
+// Load loads the program. It needs the privileges of BPF_PROG_LOAD.
+func Load() (*Harness, error) {
+	spec, specs, err := loadSpec()
+	if err != nil {
+		return nil, err
 	}
 	specs.Health.MaxEntries = HealthEntries
 	specs.HealthBits.MaxEntries = loader.HealthBitsWords(HealthEntries)
@@ -187,16 +195,9 @@ type RRLCharge struct {
 // LoadRRL loads the program with rule. It needs the privileges of
 // BPF_PROG_LOAD.
 func LoadRRL(rule bpf.RRLRule) (*RRLHarness, error) {
-	spec, err := LoadTwin()
+	spec, specs, err := loadSpec()
 	if err != nil {
-		return nil, fmt.Errorf("reading the twin's spec: %w", err)
-	}
-	for _, m := range spec.Maps {
-		m.Pinning = ebpf.PinNone
-	}
-	var specs TwinSpecs
-	if err := spec.Assign(&specs); err != nil {
-		return nil, fmt.Errorf("reading the twin's spec: %w", err)
+		return nil, err
 	}
 	// The header's tables go unused here.
 	specs.Records.MaxEntries = 1
