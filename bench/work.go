@@ -212,15 +212,7 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 	samples := make([]sample, len(variants))
 	for range r.o.Runs {
 		for i := range variants {
-			var cost, answered float64
-			other, err := r.quietly(func() error {
-				g, c, err := r.loadRun(ctx, o.Steadydns, files[i], r.o.Rate)
-				if err != nil {
-					return err
-				}
-				cost, answered = c, g.replies
-				return r.clientPass(false)
-			})
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, files[i])
 			if err != nil {
 				return err
 			}
@@ -273,15 +265,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			if err := writeWorkHealth(o, down); err != nil {
 				return err
 			}
-			var cost, answered float64
-			other, err := r.quietly(func() error {
-				g, c, err := r.loadRun(ctx, o.Steadydns, queries, r.o.Rate)
-				if err != nil {
-					return err
-				}
-				cost, answered = c, g.replies
-				return r.clientPass(false)
-			})
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, queries)
 			if err != nil {
 				return err
 			}
@@ -327,4 +311,20 @@ func loadReflector() (*ebpf.Program, func(), error) {
 		return nil, nil, fmt.Errorf("loading the reflector: %w", err)
 	}
 	return objs.Reflector, func() { objs.Close() }, nil
+}
+
+// workRun is one constant-work run of prog under kxdpgun asking file's
+// queries, while the CPUs are quiet: the program's ns per packet, the
+// replies a second, and the largest share of the CPUs other processes
+// took. The client's pass afterwards checks the link still answers.
+func (r *rig) workRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
+	other, err = r.quietly(func() error {
+		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate)
+		if err != nil {
+			return err
+		}
+		cost, answered = c, g.replies
+		return r.clientPass(false)
+	})
+	return cost, answered, other, err
 }

@@ -114,15 +114,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			if err != nil {
 				return err
 			}
-			var cost, answered float64
-			other, err := r.quietly(func() error {
-				g, cs, err := r.loadRun(ctx, p.Steadydns, file, r.o.Rate)
-				if err != nil {
-					return err
-				}
-				cost, answered = cs, g.replies
-				return r.clientPass(false)
-			})
+			cost, answered, other, err := r.workRun(ctx, p.Steadydns, file)
 			if err != nil {
 				return err
 			}

@@ -2,12 +2,10 @@ package bpf_test
 
 import (
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -17,20 +15,7 @@ import (
 // loadRRL loads the program with rate limiting on, into a private bpffs.
 func loadRRL(t testing.TB, r loader.RRL) *loader.Objects {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	o, err := loader.Load(loader.Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{server4, server6}, RRL: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { o.Close() })
-	return o
+	return loadWith(t, loader.Options{RRL: r})
 }
 
 // rrlTest is 5 replies a second per key, every second reply over the limit
