@@ -116,11 +116,7 @@ func (s *Server) TCPLimits() TCPLimits { return s.tcp.lim }
 func (s *Server) Start() error {
 	var lns []*net.TCPListener
 	for _, ap := range s.opts.Listen {
-		// A socket per CPU the process may run on, not per P: serve keeps
-		// a P more than its CPUs, and on one CPU a second socket split the
-		// queries between two loops that took turns on it, each waking
-		// for half the batch.
-		pcs, l, err := listen(ap, runtime.NumCPU())
+		pcs, l, err := listen(ap, runtime.GOMAXPROCS(0))
 		if err != nil {
 			s.closeAll(lns)
 			return err
