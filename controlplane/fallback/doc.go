@@ -22,7 +22,7 @@
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
 // datagram per system call and starts a goroutine per query: each listen
-// address has a UDP socket per CPU, bound with SO_REUSEPORT so the kernel
+// address has a UDP socket per P, bound with SO_REUSEPORT so the kernel
 // spreads queries across them and a second server can bind beside a
 // running one (an upgrade without a gap); each socket's loop reads up to
 // 64 datagrams with one recvmmsg, answers them in turn with the same

@@ -34,7 +34,7 @@ const udpRcvBuf = 4 << 20
 // uncompressed first.
 const replyBuf = 2 * ednsSize
 
-// udpServer serves one UDP socket, of one per CPU on a port, with a loop
+// udpServer serves one UDP socket, of one per P on a port, with a loop
 // that reads a batch, answers its queries in turn and sends the replies as
 // a batch.
 // The loop calls recvmmsg and sendmmsg itself, on mmsghdrs it reuses, and
