@@ -52,7 +52,7 @@ const replyBuf = 2 * ednsSize
 // of a thread that stays longer than 20 µs in an ordinary system call and
 // starts another thread to run it; the loop's own thread then parks on
 // return and waits to be woken. Under load that was a context switch every
-// 5 to 9 answers, with futex wakes, the monitor's sleeps and extra
+// 3 to 9 answers, with futex wakes, the monitor's sleeps and extra
 // netpoller polls, and a fifth more CPU per answer than raw calls take
 // (BENCHMARKS.md, the fallback against the peers).
 // A raw call keeps the P, so the loop runs on one thread from batch to
@@ -61,8 +61,9 @@ const replyBuf = 2 * ednsSize
 // lost: it woke for every datagram or two (on loopback 3 to 4 answers per
 // context switch against 7 to 13), and the monitor took its P on every
 // wait. Yielding the CPU and polling again before waiting in the
-// netpoller (sched_yield between recvmmsg calls) made the loop switch for
-// every datagram: 0.4 to 1.6 answers per context switch.
+// netpoller (sched_yield between recvmmsg calls) gained nothing with raw
+// calls, and with ordinary ones made the loop switch for every datagram
+// or two.
 type udpServer struct {
 	s    *Server
 	conn *net.UDPConn
