@@ -22,11 +22,12 @@
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
 // datagram per system call and starts a goroutine per query: each listen
-// address has a UDP socket per CPU, bound with SO_REUSEPORT so the kernel
+// address has a UDP socket per P, bound with SO_REUSEPORT so the kernel
 // spreads queries across them and a second server can bind beside a
 // running one (an upgrade without a gap); each socket's loop reads up to
-// 32 datagrams with one recvmmsg, answers them in turn with the same
-// handler, and sends the replies with one sendmmsg. TCP listens with
+// 64 datagrams with one recvmmsg, answers them in turn with the same
+// handler, and sends the replies with one sendmmsg, both raw system calls
+// that keep the loop on its thread. TCP listens with
 // SO_REUSEPORT too, and is served here as well, to bound what clients
 // hold (TCPLimits): connections in all and per client prefix, the longest
 // idle closed to make room, an idle timeout, queries per connection.

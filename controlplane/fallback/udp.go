@@ -34,7 +34,7 @@ const udpRcvBuf = 4 << 20
 // uncompressed first.
 const replyBuf = 2 * ednsSize
 
-// udpServer serves one UDP socket, of one per CPU on a port, with a loop
+// udpServer serves one UDP socket, of one per P on a port, with a loop
 // that reads a batch, answers its queries in turn and sends the replies as
 // a batch.
 // The loop calls recvmmsg and sendmmsg itself, on mmsghdrs it reuses, and
@@ -45,12 +45,25 @@ const replyBuf = 2 * ednsSize
 // reads and writes one datagram per system call and starts a goroutine
 // per query; this does neither, and builds every reply with the same
 // handler.
-// Two other loops were measured under load and lost: a thread blocking in
-// recvmmsg on a blocking socket woke for every datagram or two (on
-// loopback 3 to 4 answers per context switch against 7 to 13 here, and
-// Go's monitor took its P on every wait), and raw system calls, which keep
-// the P, left the socket undrained (two thirds of the queries dropped with
-// the CPU three quarters idle).
+// recvmmsg and sendmmsg are raw system calls: the socket is non-blocking,
+// so each returns at once, but a sendmmsg of a full batch runs for tens
+// to hundreds of microseconds (the kernel sends each reply down the stack,
+// on a veth through the peer's receive path too). Go's monitor takes the P
+// of a thread that stays longer than 20 µs in an ordinary system call and
+// starts another thread to run it; the loop's own thread then parks on
+// return and waits to be woken. Under load that was a context switch every
+// 3 to 9 answers, with futex wakes, the monitor's sleeps and extra
+// netpoller polls, and a fifth more CPU per answer than raw calls take
+// (BENCHMARKS.md, the fallback against the peers).
+// A raw call keeps the P, so the loop runs on one thread from batch to
+// batch; the longest any other goroutine waits for the P is one call.
+// A thread blocking in recvmmsg on a blocking socket was measured too and
+// lost: it woke for every datagram or two (on loopback 3 to 4 answers per
+// context switch against 7 to 13), and the monitor took its P on every
+// wait. Yielding the CPU and polling again before waiting in the
+// netpoller (sched_yield between recvmmsg calls) gained nothing with raw
+// calls, and with ordinary ones made the loop switch for every datagram
+// or two.
 type udpServer struct {
 	s    *Server
 	conn *net.UDPConn
@@ -158,13 +171,14 @@ func (u *udpServer) loop() {
 	w := &udpWriter{local: u.conn.LocalAddr()}
 	// The socket is non-blocking: each call returns at once, and on
 	// EAGAIN the callback says so and the netpoller waits for the socket.
+	// Raw calls, as the type's comment says why.
 	var n int
 	read := func(fd uintptr) bool {
 		for i := range in {
 			in[i].Hdr.Namelen = uint32(unsafe.Sizeof(slots[i].name))
 			in[i].Hdr.SetControllen(len(slots[i].oob))
 		}
-		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_DONTWAIT, 0, 0)
+		r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_DONTWAIT, 0, 0)
 		if errno == unix.EAGAIN || errno == unix.EINTR {
 			return false
 		}
@@ -178,7 +192,7 @@ func (u *udpServer) loop() {
 	}
 	var sent int
 	write := func(fd uintptr) bool {
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), unix.MSG_DONTWAIT, 0, 0)
+		r, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), unix.MSG_DONTWAIT, 0, 0)
 		if errno == unix.EAGAIN || errno == unix.EINTR {
 			return false
 		}
