@@ -26,6 +26,14 @@ type Options struct {
 	LatencyRate int           // queries per second dnsperf offers for the latency runs
 	Duration    time.Duration // one load run; kxdpgun takes whole seconds
 	Runs        int           // runs per measurement; reports give the median and the spread
+	// RRLRounds is how many rounds the rate-limiting cells take turns
+	// in, and RRLDuration how long each cell runs in a round. The rounds
+	// go in pairs, the second in the reverse order of the first, and
+	// each pair gives one ratio per cell: RRL's cost is a few percent,
+	// so it is read from many short paired rounds, not from a few long
+	// ones (see workRRL).
+	RRLRounds   int
+	RRLDuration time.Duration
 	Servers     []string      // servers to measure, from ServerNames, in this order
 	WorkNames   []int         // zone sizes of the constant-work runs; none skips them
 	Iterations  int           // BPF_PROG_RUN calls per constant-work run
@@ -47,6 +55,8 @@ func Defaults() Options {
 		LatencyRate: 20_000,
 		Duration:    5 * time.Second,
 		Runs:        3,
+		RRLRounds:   16,
+		RRLDuration: time.Second,
 		Servers:     ServerNames(),
 		WorkNames:   []int{1000, 1_000_000},
 		Iterations:  100_000,
@@ -64,6 +74,7 @@ func Quick() Options {
 	o := Defaults()
 	o.Duration = 2 * time.Second
 	o.Runs = 1
+	o.RRLRounds = 2
 	o.LatencyRate = 5_000
 	o.Servers = []string{"reflector", "steadydns"}
 	o.WorkNames = []int{1000}
@@ -77,6 +88,12 @@ func Quick() Options {
 func (o *Options) check() error {
 	if o.Names < 1 || o.Rate < 1 || o.SocketRate < 1 || o.LatencyRate < 1 || o.Runs < 1 || o.Iterations < 1 {
 		return errors.New("names, rate, socket rate, latency rate, runs and iterations must be positive")
+	}
+	if o.RRLRounds < 2 || o.RRLRounds%2 != 0 {
+		return fmt.Errorf("rrl rounds %d: want an even number, at least 2 (the rounds go in pairs)", o.RRLRounds)
+	}
+	if o.RRLDuration < time.Second {
+		return fmt.Errorf("rrl duration %v: kxdpgun runs for whole seconds, at least 1s", o.RRLDuration)
 	}
 	if o.PushRounds < 0 {
 		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)

@@ -21,8 +21,14 @@ type RRLResult struct {
 	OneName  bool    // kxdpgun asks one name, so every query is one key; else every name once per pass
 	Limited  float64 // share of the program's runs over the limit (slipped or dropped), over all rounds
 	Slipped  float64 // share of those over the limit that went out truncated rather than dropped
-	LoadNs   Summary // in-kernel ns per packet under kxdpgun
+	LoadNs   Summary // in-kernel ns per packet under kxdpgun, one figure per round
 	Answered Summary // replies per second under kxdpgun
+	// Reference is the cell this one is read against ("" for none), and
+	// Ratio this cell's ns per packet over the reference's, one figure
+	// per pair of rounds: the pair's two runs of this cell over the same
+	// pair's two runs of the reference.
+	Reference string
+	Ratio     Summary
 }
 
 // rrlUnder is rate limiting with a rate no key reaches: every reply is
@@ -37,29 +43,38 @@ func rrlFlood(slip int) loader.RRL {
 	return loader.RRL{Rate: 10, Slip: slip, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
 }
 
-// rrlCells are the cells, in the order each round runs them. "off" with
-// every name is the constant work's 0% level again, run in the same
-// rounds as "on" so that their ratio is a same-run one.
+// rrlCells are the cells, in the order the first round of each pair runs
+// them; the second runs them in reverse, so that a drift over the pair
+// (the machine's other load, a warming cache) falls on a cell and its
+// reference alike. "off" with every name is the constant work's 0% level
+// again, run in the same rounds as "on" so that their ratio is a
+// same-run one. "off again" is the same program loaded a second time: its
+// ratio to "off" is the method's own noise, what two identical cells
+// differ by, against which "on"'s rise is read.
 var rrlCells = []struct {
 	name    string
 	oneName bool
 	rrl     loader.RRL
 	limited bool // the cell's queries must be limited; else none may be
+	ref     int  // the index of the cell this one is read against, or -1
 }{
-	{"off", false, loader.RRL{}, false},
-	{"on", false, rrlUnder, false},
-	{"on", true, rrlUnder, false},
-	{"limited, slip 0", true, rrlFlood(0), true},
-	{"limited, slip 2", true, rrlFlood(2), true},
+	{"off", false, loader.RRL{}, false, -1},
+	{"off again", false, loader.RRL{}, false, 0},
+	{"on", false, rrlUnder, false, 0},
+	{"on", true, rrlUnder, false, -1},
+	{"limited, slip 0", true, rrlFlood(0), true, 3},
+	{"limited, slip 2", true, rrlFlood(2), true, 3},
 }
 
 // rrlPrograms loads the program once per cell with the cell's rate
 // limiting, on the pins of opts (o's): the cells share o's records,
 // health table, counters and rate-limit accounts, and take turns on o's
-// link. A cell without rate limiting is o itself.
+// link. The first cell is o itself; every other is a program of its own,
+// "off again" too, so that it differs from "off" as "on" does, by being
+// another load.
 func rrlPrograms(o *loader.Objects, opts loader.Options) (progs []*loader.Objects, err error) {
-	for _, c := range rrlCells {
-		if c.rrl.Rate == 0 {
+	for i, c := range rrlCells {
+		if i == 0 {
 			progs = append(progs, o)
 			continue
 		}
@@ -85,7 +100,11 @@ func closePrograms(o *loader.Objects, progs []*loader.Objects) error {
 }
 
 // workRRL measures the rate-limiting cells of one size and K under load,
-// every candidate up, in rounds; o's program is back on the link after.
+// every candidate up, in Options.RRLRounds rounds of RRLDuration per cell;
+// o's program is back on the link after. RRL adds 15 to 50 ns to some
+// 250, of the order of what a whole run moves by on a shared machine, so
+// the cost is read as a ratio within each pair of rounds (forward, then
+// reversed) and summed up by the median of the pairs' ratios.
 func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*loader.Objects, queries string, first, n, k int) (err error) {
 	if err := writeWorkHealth(o, 0); err != nil {
 		return err
@@ -95,11 +114,16 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 		return err
 	}
 	defer func() { err = errors.Join(err, r.attachWork(o)) }()
+	secs := int(r.o.RRLDuration / time.Second)
 	samples := make([]sample, len(rrlCells))
 	runs, limited, slipped := make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells))
-	for range r.o.Runs {
-		for i, c := range rrlCells {
-			p := progs[i]
+	for round := range r.o.RRLRounds {
+		for j := range rrlCells {
+			i := j
+			if round%2 == 1 {
+				i = len(rrlCells) - 1 - j
+			}
+			c, p := rrlCells[i], progs[i]
 			if err := r.attachWork(p); err != nil {
 				return err
 			}
@@ -114,7 +138,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			if err != nil {
 				return err
 			}
-			cost, answered, other, err := r.workRun(ctx, p.Steadydns, file)
+			cost, answered, other, err := r.workRun(ctx, p.Steadydns, file, secs)
 			if err != nil {
 				return err
 			}
@@ -146,10 +170,29 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 		if limited[i] > 0 {
 			slipShare = float64(slipped[i]) / float64(limited[i])
 		}
-		w.RRL = append(w.RRL, RRLResult{Names: n, K: k, Cell: c.name, OneName: c.oneName, Limited: share, Slipped: slipShare,
-			LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered)})
+		res := RRLResult{Names: n, K: k, Cell: c.name, OneName: c.oneName, Limited: share, Slipped: slipShare,
+			LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered)}
+		if c.ref >= 0 {
+			res.Reference = rrlCells[c.ref].name
+			res.Ratio = summarize(pairRatios(samples[i].load, samples[c.ref].load))
+		}
+		w.RRL = append(w.RRL, res)
 	}
 	return nil
+}
+
+// pairRatios divides x by ref pair of rounds by pair: (x[2p] + x[2p+1]) /
+// (ref[2p] + ref[2p+1]). Within a pair, one cell ran before the other in
+// the first round and after it in the second, so a drift that is linear
+// over the pair adds the same to both sums.
+func pairRatios(x, ref []float64) []float64 {
+	var out []float64
+	for p := 0; p+1 < len(x) && p+1 < len(ref); p += 2 {
+		if d := ref[p] + ref[p+1]; d > 0 {
+			out = append(out, (x[p]+x[p+1])/d)
+		}
+	}
+	return out
 }
 
 // attachWork puts p's program on the server's veth: it updates the link
