@@ -118,6 +118,7 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 	samples := make([]sample, len(rrlCells))
 	runs, limited, slipped := make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells)), make([]uint64, len(rrlCells))
 	for round := range r.o.RRLRounds {
+		fmt.Fprintf(r.o.Log, "bench: rate limiting, %d names, K=%d, round %d of %d\n", n, k, round+1, r.o.RRLRounds)
 		for j := range rrlCells {
 			i := j
 			if round%2 == 1 {
