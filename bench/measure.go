@@ -84,10 +84,7 @@ func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err erro
 	for range r.o.Runs {
 		var g gunRun
 		var cost float64
-		other, err := r.quietly(func() (err error) {
-			g, cost, err = r.loadRun(ctx, prog, r.zone.queries, rate, r.o.seconds())
-			return err
-		})
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.queries, rate); return err })
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -104,9 +101,9 @@ func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err erro
 	return res, nil
 }
 
-// loadRun runs kxdpgun once at rate for secs seconds and reads the in-kernel ns per packet of prog,
+// loadRun runs kxdpgun once at rate and reads the in-kernel ns per packet of prog,
 // when there is one, over the run.
-func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, rate, secs int) (gunRun, float64, error) {
+func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, rate int) (gunRun, float64, error) {
 	var before, after *ebpf.ProgramStats
 	var err error
 	if prog != nil {
@@ -114,7 +111,7 @@ func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, r
 			return gunRun{}, 0, fmt.Errorf("reading program stats: %w", err)
 		}
 	}
-	g, err := r.kxdpgun(ctx, queries, rate, secs)
+	g, err := r.kxdpgun(ctx, queries, rate, r.o.seconds())
 	if err != nil || prog == nil {
 		return g, 0, err
 	}

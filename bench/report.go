@@ -129,7 +129,7 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 		}
 	}
 	if len(wk.RRL) > 0 {
-		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLDuration)
+		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLSlice)
 	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
@@ -142,7 +142,7 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
 	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off, and loaded a second time: off again), with it at a rate no key reaches (on: every reply accounted and sent), "+
 		"and with one name's key far over a rate of 10 (limited: slip 0 drops every reply over the limit, slip 2 sends every second one truncated). "+
-		"In each of %d rounds the cells run %v each, one after another on the same link, every cell from no accounts; every second round runs them in reverse. "+
+		"The cells that ask the same queries share one kxdpgun run and take turns on the same link within it, in %d rounds of a %v slice per cell, every slice from no accounts; every second round runs them in reverse. "+
 		"The ratio is per pair of rounds (the cell's two runs over its reference's two): the median of the %d pairs, with their range. "+
 		"Off again over off is the method's own noise.\n\n", rounds, d, rounds/2)
 	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load | ratio per pair of rounds | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")

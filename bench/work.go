@@ -212,7 +212,7 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 	samples := make([]sample, len(variants))
 	for range r.o.Runs {
 		for i := range variants {
-			cost, answered, other, err := r.workRun(ctx, o.Steadydns, files[i], r.o.seconds())
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, files[i])
 			if err != nil {
 				return err
 			}
@@ -265,7 +265,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			if err := writeWorkHealth(o, down); err != nil {
 				return err
 			}
-			cost, answered, other, err := r.workRun(ctx, o.Steadydns, queries, r.o.seconds())
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, queries)
 			if err != nil {
 				return err
 			}
@@ -314,12 +314,12 @@ func loadReflector() (*ebpf.Program, func(), error) {
 }
 
 // workRun is one constant-work run of prog under kxdpgun asking file's
-// queries for secs seconds, while the CPUs are quiet: the program's ns per packet, the
+// queries, while the CPUs are quiet: the program's ns per packet, the
 // replies a second, and the largest share of the CPUs other processes
 // took. The client's pass afterwards checks the link still answers.
-func (r *rig) workRun(ctx context.Context, prog *ebpf.Program, file string, secs int) (cost, answered, other float64, err error) {
+func (r *rig) workRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
 	other, err = r.quietly(func() error {
-		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate, secs)
+		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate)
 		if err != nil {
 			return err
 		}
