@@ -168,8 +168,9 @@ func checkRRL(t *testing.T, cells []bench.RRLResult, rounds int) {
 			}
 		}
 		for c, ref := range map[bench.RRLResult]string{off: "", again: "off", on: "off", one: "", slip0: "on", slip2: "on"} {
-			if c.Reference != ref || (ref == "") != (c.Ratio.N == 0) || ref != "" && (c.Ratio.N != rounds/2 || c.Ratio.Median <= 0) {
-				t.Errorf("rrl K=%d %s one name %v: ratio %+v to %q, want one per pair of rounds to %q", c.K, c.Cell, c.OneName, c.Ratio, c.Reference, ref)
+			if c.Reference != ref || (ref == "") != (c.Ratio.N == 0) || ref != "" && (c.Ratio.N != rounds/2 || c.Ratio.Median <= 0 ||
+				c.RatioCI[0] > c.Ratio.Median || c.RatioCI[1] < c.Ratio.Median) {
+				t.Errorf("rrl K=%d %s one name %v: ratio %+v (CI %v) to %q, want one per pair of rounds to %q", c.K, c.Cell, c.OneName, c.Ratio, c.RatioCI, c.Reference, ref)
 			}
 		}
 		for _, c := range []bench.RRLResult{off, again, on, one} {

@@ -143,16 +143,16 @@ func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
 	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off, and loaded a second time: off again), with it at a rate no key reaches (on: every reply accounted and sent), "+
 		"and with one name's key far over a rate of 10 (limited: slip 0 drops every reply over the limit, slip 2 sends every second one truncated). "+
 		"The cells that ask the same queries share one kxdpgun run and take turns on the same link within it, in %d rounds of a %v slice per cell, every slice from no accounts; every second round runs them in reverse. "+
-		"The ratio is per pair of rounds (the cell's two runs over its reference's two): the median of the %d pairs, with their range. "+
+		"The ratio is per pair of rounds (the cell's two slices over its reference's two): the median of the %d pairs, a 95%% confidence interval of that median (from the pairs' order statistics), and the pairs' range. "+
 		"Off again over off is the method's own noise.\n\n", rounds, d, rounds/2)
-	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load | ratio per pair of rounds | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load, per slice | ratio per pair of rounds | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
 		queries, ratio := "every name", ""
 		if c.OneName {
 			queries = "one name"
 		}
 		if c.Reference != "" {
-			ratio = fmt.Sprintf("%s of %s", c.Ratio.format(1, 3), c.Reference)
+			ratio = fmt.Sprintf("%.3f of %s (CI %.3f–%.3f; pairs %.3f–%.3f)", c.Ratio.Median, c.Reference, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
 			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))

@@ -29,6 +29,9 @@ type RRLResult struct {
 	// pair's two runs of the reference.
 	Reference string
 	Ratio     Summary
+	// RatioCI is a 95% confidence interval of Ratio's median (medianCI):
+	// what the median would move by in another run like this one.
+	RatioCI [2]float64
 }
 
 // rrlUnder is rate limiting with a rate no key reaches: every reply is
@@ -164,7 +167,9 @@ func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*
 			LoadNs: summarize(sl.ns), Answered: summarize(sl.replies)}
 		if c.ref >= 0 {
 			res.Reference = rrlCells[c.ref].name
-			res.Ratio = summarize(pairRatios(sl.ns, meas[c.ref].ns))
+			ratios := pairRatios(sl.ns, meas[c.ref].ns)
+			res.Ratio = summarize(ratios)
+			res.RatioCI[0], res.RatioCI[1] = medianCI(ratios)
 		}
 		w.RRL = append(w.RRL, res)
 	}
