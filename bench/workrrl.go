@@ -195,11 +195,12 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 	if err != nil {
 		return nil, err
 	}
-	// kxdpgun takes whole seconds: twice the slices' time, for the
-	// attaching and reading between slices, and time to start. It is
-	// stopped once the slices are done.
+	// kxdpgun takes whole seconds: four times the slices' time, for the
+	// attaching and reading between slices on a loaded machine, and time
+	// to start. It is stopped once the slices are done.
 	need := time.Duration(r.o.RRLRounds*len(cells)) * r.o.RRLSlice
-	secs := 2*int((need+time.Second-1)/time.Second) + rrlStart
+	secs := 4*int((need+time.Second-1)/time.Second) + rrlStart
+	start := time.Now()
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	gun := make(chan error, 1)
@@ -220,14 +221,26 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 			if round%2 == 1 {
 				j = len(cells) - 1 - j
 			}
-			s, err := r.rrlSlice(o, progs[cells[j]])
-			if err != nil {
-				stop()
-				return nil, errors.Join(err, <-gun)
-			}
-			if s.runs == 0 {
-				stop()
-				return nil, errors.Join(fmt.Errorf("slice %d of round %d: no queries (the generator stopped early)", j, round), <-gun)
+			var s rrlSliceResult
+			for try := 0; ; try++ {
+				if s, err = r.rrlSlice(o, progs[cells[j]]); err != nil {
+					stop()
+					return nil, errors.Join(err, <-gun)
+				}
+				if s.runs > 0 {
+					break
+				}
+				// No query in the slice: the generator was kept off its
+				// CPU, and the slice runs again, or it has ended.
+				select {
+				case err := <-gun:
+					return nil, errors.Join(fmt.Errorf("the generator ended after %v, in round %d of %d", time.Since(start).Round(time.Second), round+1, r.o.RRLRounds), err)
+				default:
+				}
+				if try == rrlTries {
+					stop()
+					return nil, errors.Join(fmt.Errorf("round %d: %d slices in a row without a query", round+1, rrlTries+1), <-gun)
+				}
 			}
 			c := &out[j]
 			c.ns, c.replies = append(c.ns, s.ns), append(c.replies, s.replies)
@@ -237,6 +250,9 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 	stop()
 	return out, <-gun
 }
+
+// rrlTries is how many times a slice without a query runs again.
+const rrlTries = 10
 
 // rrlStart is how many seconds the generator's run has beyond the slices:
 // kxdpgun attaches its own program before it sends, and the slices start
