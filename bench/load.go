@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // gunRun is one kxdpgun run.
@@ -28,6 +30,11 @@ func (r *rig) kxdpgun(ctx context.Context, queries string, rate, secs int) (gunR
 	c := r.command(ctx, r.env.Client, r.o.GenCPU, "kxdpgun",
 		"-t", strconv.Itoa(secs), "-Q", strconv.Itoa(rate), "-F", strconv.Itoa(r.o.GenCPU),
 		"-I", r.env.Client.Link, "-i", queries, r.env.Edge.V4.String())
+	// Stopped early (the rate-limiting slices stop it when done), it is
+	// interrupted, not killed: killed, it leaves its XDP socket on the
+	// client's veth busy for the next run.
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGINT) }
+	c.WaitDelay = 5 * time.Second
 	r.record(c)
 	out, err := c.CombinedOutput()
 	if err != nil {
