@@ -251,6 +251,10 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 	return out, <-gun
 }
 
+// rrlHandover is how long a slice waits after attaching its program before
+// it clears the accounts and starts; polls last microseconds.
+const rrlHandover = 20 * time.Millisecond
+
 // rrlTries is how many times a slice without a query runs again.
 const rrlTries = 10
 
@@ -297,12 +301,16 @@ type rrlSliceResult struct {
 }
 
 // rrlSlice attaches p, clears the accounts (a flood's would limit the next
-// cell's key), and measures p's program for one slice.
+// cell's key), and measures p's program for one slice. It clears them
+// rrlHandover after attaching: a poll of the link that began before may
+// still run the previous program, and a flooding one would charge the key
+// past its limit again after the clearing.
 func (r *rig) rrlSlice(o *loader.Objects, p *loader.Objects) (rrlSliceResult, error) {
 	prog := p.Steadydns
 	if err := r.attachWork(p); err != nil {
 		return rrlSliceResult{}, err
 	}
+	time.Sleep(rrlHandover)
 	o.ClearRRL()
 	before, err := prog.Stats()
 	if err != nil {
