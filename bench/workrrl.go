@@ -230,8 +230,8 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 				if s.runs > 0 {
 					break
 				}
-				// No query in the slice: the generator was kept off its
-				// CPU, and the slice runs again, or it has ended.
+				// No query in the slice: the generator stalled (on a
+				// loaded machine), and the slice runs again, or it ended.
 				select {
 				case err := <-gun:
 					return nil, errors.Join(fmt.Errorf("the generator ended after %v, in round %d of %d", time.Since(start).Round(time.Second), round+1, r.o.RRLRounds), err)
@@ -255,8 +255,10 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 // it clears the accounts and starts; polls last microseconds.
 const rrlHandover = 20 * time.Millisecond
 
-// rrlTries is how many times a slice without a query runs again.
-const rrlTries = 10
+// rrlTries is how many times a slice without a query runs again: some
+// 10 s. On a loaded machine no query reached the program for 2.5 s once,
+// kxdpgun still running.
+const rrlTries = 40
 
 // rrlStart is how many seconds the generator's run has beyond the slices:
 // kxdpgun attaches its own program before it sends, and the slices start
