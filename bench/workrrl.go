@@ -251,8 +251,8 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 	return out, <-gun
 }
 
-// rrlHandover is how long a slice waits after attaching its program before
-// it clears the accounts and starts; polls last microseconds.
+// rrlHandover is how long a slice waits after attaching o's program before
+// it clears the accounts; polls last microseconds.
 const rrlHandover = 20 * time.Millisecond
 
 // rrlTries is how many times a slice without a query runs again: some
@@ -302,18 +302,22 @@ type rrlSliceResult struct {
 	runs, limited, slipped uint64
 }
 
-// rrlSlice attaches p, clears the accounts (a flood's would limit the next
-// cell's key), and measures p's program for one slice. It clears them
-// rrlHandover after attaching: a poll of the link that began before may
-// still run the previous program, and a flooding one would charge the key
-// past its limit again after the clearing.
+// rrlSlice clears the accounts (a flood's would limit the next cell's
+// key), attaches p, and measures p's program for one slice. It clears
+// them while o's program, which keeps no accounts, has the link, and
+// rrlHandover after attaching it, when no poll still runs the previous
+// program: a program charging a key while the table is cleared can read
+// the flood's account before the clearing and write it back after.
 func (r *rig) rrlSlice(o *loader.Objects, p *loader.Objects) (rrlSliceResult, error) {
 	prog := p.Steadydns
-	if err := r.attachWork(p); err != nil {
+	if err := r.attachWork(o); err != nil {
 		return rrlSliceResult{}, err
 	}
 	time.Sleep(rrlHandover)
 	o.ClearRRL()
+	if err := r.attachWork(p); err != nil {
+		return rrlSliceResult{}, err
+	}
 	before, err := prog.Stats()
 	if err != nil {
 		return rrlSliceResult{}, fmt.Errorf("reading program stats: %w", err)
