@@ -104,7 +104,7 @@ func TestQuick(t *testing.T) {
 	if res.Servers[0].Ratio != 1 || res.Servers[1].Ratio <= 0 {
 		t.Errorf("ratios to the ceiling %v and %v", res.Servers[0].Ratio, res.Servers[1].Ratio)
 	}
-	checkWork(t, res.Work)
+	checkWork(t, res.Work, o.RRLRounds)
 	checkAggregator(t, res.Agg)
 
 	dir := t.TempDir()
@@ -124,7 +124,7 @@ func TestQuick(t *testing.T) {
 }
 
 // checkWork wants every constant-work cell measured both ways.
-func checkWork(t *testing.T, w *bench.Work) {
+func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 	t.Helper()
 	if w == nil || len(w.Cells) != 6 {
 		t.Fatalf("constant work: %+v, want 6 cells (K=1 and K=8, three health levels)", w)
@@ -147,25 +147,33 @@ func checkWork(t *testing.T, w *bench.Work) {
 			t.Errorf("%d names K=%d %s EDNS %v: %+v", v.Names, v.K, v.Qtype, v.EDNS, v)
 		}
 	}
-	checkRRL(t, w.RRL)
+	checkRRL(t, w.RRL, rrlRounds)
 }
 
-// checkRRL wants rate limiting's five cells for K=1 and K=8, with what a
+// checkRRL wants rate limiting's six cells for K=1 and K=8, with what a
 // user sees of each: on, every query answered; over the limit, with slip
-// 0 next to nothing, with slip 2 about every second query answered.
-func checkRRL(t *testing.T, cells []bench.RRLResult) {
+// 0 next to nothing, with slip 2 about every second query answered; and
+// every cell but the references read against its reference, one ratio
+// per pair of rounds.
+func checkRRL(t *testing.T, cells []bench.RRLResult, rounds int) {
 	t.Helper()
-	if len(cells) != 10 {
-		t.Fatalf("rrl: %d cells, want 10 (K=1 and K=8: off, on, on with one name, limited with slip 0 and 2)", len(cells))
+	if len(cells) != 12 {
+		t.Fatalf("rrl: %d cells, want 12 (K=1 and K=8: off, off again, on, on with one name, limited with slip 0 and 2)", len(cells))
 	}
-	for i := 0; i < len(cells); i += 5 {
-		off, on, one, slip0, slip2 := cells[i], cells[i+1], cells[i+2], cells[i+3], cells[i+4]
-		for _, c := range []bench.RRLResult{off, on, one, slip0, slip2} {
-			if c.LoadNs.Median <= 0 {
-				t.Errorf("rrl K=%d %s one name %v: no cost measured: %+v", c.K, c.Cell, c.OneName, c)
+	for i := 0; i < len(cells); i += 6 {
+		off, again, on, one, slip0, slip2 := cells[i], cells[i+1], cells[i+2], cells[i+3], cells[i+4], cells[i+5]
+		for _, c := range []bench.RRLResult{off, again, on, one, slip0, slip2} {
+			if c.LoadNs.Median <= 0 || c.LoadNs.N != rounds {
+				t.Errorf("rrl K=%d %s one name %v: no cost measured in each of %d rounds: %+v", c.K, c.Cell, c.OneName, rounds, c)
 			}
 		}
-		for _, c := range []bench.RRLResult{off, on, one} {
+		for c, ref := range map[bench.RRLResult]string{off: "", again: "off", on: "off", one: "", slip0: "on", slip2: "on"} {
+			if c.Reference != ref || (ref == "") != (c.Ratio.N == 0) || ref != "" && (c.Ratio.N != rounds/2 || c.Ratio.Median <= 0 ||
+				c.RatioCI[0] > c.Ratio.Median || c.RatioCI[1] < c.Ratio.Median) {
+				t.Errorf("rrl K=%d %s one name %v: ratio %+v (CI %v) to %q, want one per pair of rounds to %q", c.K, c.Cell, c.OneName, c.Ratio, c.RatioCI, c.Reference, ref)
+			}
+		}
+		for _, c := range []bench.RRLResult{off, again, on, one} {
 			if c.Limited != 0 || c.Answered.Median <= 0 {
 				t.Errorf("rrl K=%d %s one name %v: %.3f limited, %v answered/s", c.K, c.Cell, c.OneName, c.Limited, c.Answered.Median)
 			}

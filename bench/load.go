@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // gunRun is one kxdpgun run.
@@ -21,13 +23,18 @@ var (
 	gunRcode = regexp.MustCompile(`^responded (\S+):\s+(\d+)`)
 )
 
-// kxdpgun offers rate queries per second from the client host for the
-// run's duration. It counts replies by rcode, not whether they are right: the
+// kxdpgun offers rate queries per second from the client host for secs
+// seconds. It counts replies by rcode, not whether they are right: the
 // spot check does that.
-func (r *rig) kxdpgun(ctx context.Context, queries string, rate int) (gunRun, error) {
+func (r *rig) kxdpgun(ctx context.Context, queries string, rate, secs int) (gunRun, error) {
 	c := r.command(ctx, r.env.Client, r.o.GenCPU, "kxdpgun",
-		"-t", strconv.Itoa(r.o.seconds()), "-Q", strconv.Itoa(rate), "-F", strconv.Itoa(r.o.GenCPU),
+		"-t", strconv.Itoa(secs), "-Q", strconv.Itoa(rate), "-F", strconv.Itoa(r.o.GenCPU),
 		"-I", r.env.Client.Link, "-i", queries, r.env.Edge.V4.String())
+	// Stopped early (the rate-limiting slices stop it when done), it is
+	// interrupted, not killed: killed, it leaves its XDP socket on the
+	// client's veth busy for the next run.
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGINT) }
+	c.WaitDelay = 5 * time.Second
 	r.record(c)
 	out, err := c.CombinedOutput()
 	if err != nil {

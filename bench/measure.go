@@ -111,7 +111,7 @@ func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, r
 			return gunRun{}, 0, fmt.Errorf("reading program stats: %w", err)
 		}
 	}
-	g, err := r.kxdpgun(ctx, queries, rate)
+	g, err := r.kxdpgun(ctx, queries, rate, r.o.seconds())
 	if err != nil || prog == nil {
 		return g, 0, err
 	}

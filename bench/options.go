@@ -26,16 +26,24 @@ type Options struct {
 	LatencyRate int           // queries per second dnsperf offers for the latency runs
 	Duration    time.Duration // one load run; kxdpgun takes whole seconds
 	Runs        int           // runs per measurement; reports give the median and the spread
-	Servers     []string      // servers to measure, from ServerNames, in this order
-	WorkNames   []int         // zone sizes of the constant-work runs; none skips them
-	Iterations  int           // BPF_PROG_RUN calls per constant-work run
-	PushRounds  int           // aggregator pushes per cell per run; 0 skips the aggregator
-	Binary      string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
-	Prefix      string        // testenv prefix; short, since NAPI thread names hold 15 bytes
-	GenCPU      int           // the CPU of the load generators
-	ServerCPU   int           // the CPU of the servers and of the server veth's NAPI thread
-	Settle      time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
-	Log         io.Writer     `json:"-"` // progress; nil is quiet
+	// RRLRounds is how many rounds the rate-limiting cells take turns
+	// in, within one generator run, and RRLSlice how long each cell has
+	// the link in a round. The rounds go in pairs, the second in the
+	// reverse order of the first, and each pair gives one ratio per
+	// cell: RRL's cost is a few percent, so it is read from many short
+	// paired slices, not from a few long runs (see workRRL).
+	RRLRounds  int
+	RRLSlice   time.Duration
+	Servers    []string      // servers to measure, from ServerNames, in this order
+	WorkNames  []int         // zone sizes of the constant-work runs; none skips them
+	Iterations int           // BPF_PROG_RUN calls per constant-work run
+	PushRounds int           // aggregator pushes per cell per run; 0 skips the aggregator
+	Binary     string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
+	Prefix     string        // testenv prefix; short, since NAPI thread names hold 15 bytes
+	GenCPU     int           // the CPU of the load generators
+	ServerCPU  int           // the CPU of the servers and of the server veth's NAPI thread
+	Settle     time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
+	Log        io.Writer     `json:"-"` // progress; nil is quiet
 }
 
 // Defaults are the options of `steadydns-bench`: the full comparison.
@@ -47,6 +55,8 @@ func Defaults() Options {
 		LatencyRate: 20_000,
 		Duration:    5 * time.Second,
 		Runs:        3,
+		RRLRounds:   40,
+		RRLSlice:    200 * time.Millisecond,
 		Servers:     ServerNames(),
 		WorkNames:   []int{1000, 1_000_000},
 		Iterations:  100_000,
@@ -64,6 +74,7 @@ func Quick() Options {
 	o := Defaults()
 	o.Duration = 2 * time.Second
 	o.Runs = 1
+	o.RRLRounds = 2
 	o.LatencyRate = 5_000
 	o.Servers = []string{"reflector", "steadydns"}
 	o.WorkNames = []int{1000}
@@ -77,6 +88,12 @@ func Quick() Options {
 func (o *Options) check() error {
 	if o.Names < 1 || o.Rate < 1 || o.SocketRate < 1 || o.LatencyRate < 1 || o.Runs < 1 || o.Iterations < 1 {
 		return errors.New("names, rate, socket rate, latency rate, runs and iterations must be positive")
+	}
+	if o.RRLRounds < 2 || o.RRLRounds%2 != 0 {
+		return fmt.Errorf("rrl rounds %d: want an even number, at least 2 (the rounds go in pairs)", o.RRLRounds)
+	}
+	if o.RRLSlice < 10*time.Millisecond {
+		return fmt.Errorf("rrl slice %v: want at least 10ms, so that a slice holds thousands of queries", o.RRLSlice)
 	}
 	if o.PushRounds < 0 {
 		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)

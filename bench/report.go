@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/steadydns/steadydns/internal/compliance"
 )
@@ -84,7 +85,7 @@ func Markdown(w io.Writer, res *Results) {
 	}
 	complianceMarkdown(w, res.Servers)
 	if res.Work != nil {
-		workMarkdown(w, res.Work)
+		workMarkdown(w, res.Work, o)
 	}
 	if res.Agg != nil {
 		aggMarkdown(w, res.Agg)
@@ -94,7 +95,7 @@ func Markdown(w io.Writer, res *Results) {
 	}
 }
 
-func workMarkdown(w io.Writer, wk *Work) {
+func workMarkdown(w io.Writer, wk *Work, o Options) {
 	fmt.Fprintf(w, "\n## Constant work\n\n")
 	fmt.Fprintf(w, "The steadydns XDP program with synthetic multivalue A sets of K health-checked candidates. "+
 		"BPF_PROG_RUN runs each query once on a fresh copy (a repeat count would rerun the program on its own reply); "+
@@ -128,7 +129,7 @@ func workMarkdown(w io.Writer, wk *Work) {
 		}
 	}
 	if len(wk.RRL) > 0 {
-		rrlMarkdown(w, wk.RRL)
+		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLSlice)
 	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
@@ -136,34 +137,26 @@ func workMarkdown(w io.Writer, wk *Work) {
 }
 
 // rrlMarkdown prints rate limiting's cells, each with its ratio to the
-// cell it is read against: "on" to "off" over every name, a limited cell
-// to "on" over the same one name.
-func rrlMarkdown(w io.Writer, cells []RRLResult) {
-	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off), with it at a rate no key reaches (on: every reply accounted and sent), "+
+// cell it is read against: "on" and "off again" to "off" over every name,
+// a limited cell to "on" over the same one name.
+func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
+	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off, and loaded a second time: off again), with it at a rate no key reaches (on: every reply accounted and sent), "+
 		"and with one name's key far over a rate of 10 (limited: slip 0 drops every reply over the limit, slip 2 sends every second one truncated). "+
-		"In each round the cells run one after another on the same link, every cell from no accounts.\n\n")
-	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load | ratio | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")
+		"The cells that ask the same queries share one kxdpgun run and take turns on the same link within it, in %d rounds of a %v slice per cell, every slice from no accounts; every second round runs them in reverse. "+
+		"The ratio is per pair of rounds (the cell's two slices over its reference's two): the median of the %d pairs, a 95%% confidence interval of that median (from the pairs' order statistics), and the pairs' range. "+
+		"Off again over off is the method's own noise.\n\n", rounds, d, rounds/2)
+	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load, per slice | ratio per pair of rounds | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
 		queries, ratio := "every name", ""
 		if c.OneName {
 			queries = "one name"
 		}
-		for _, ref := range cells {
-			if ref.Names == c.Names && ref.K == c.K && ref.OneName == c.OneName && ref != c && ref.Cell == rrlReference(c) {
-				ratio = fmt.Sprintf("%.3f of %s", c.LoadNs.Median/ref.LoadNs.Median, ref.Cell)
-			}
+		if c.Reference != "" {
+			ratio = fmt.Sprintf("%.3f of %s (CI %.3f–%.3f; pairs %.3f–%.3f)", c.Ratio.Median, c.Reference, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
 			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))
 	}
-}
-
-// rrlReference is the cell c is read against.
-func rrlReference(c RRLResult) string {
-	if c.OneName {
-		return "on"
-	}
-	return "off"
 }
 
 func aggMarkdown(w io.Writer, a *Aggregator) {

@@ -43,3 +43,31 @@ func percentile(sorted []float64, p float64) float64 {
 	hi := min(lo+1, len(sorted)-1)
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(x-float64(lo))
 }
+
+// medianCI is a 95% confidence interval of the median of xs from their
+// order statistics, whatever their distribution: the k-th smallest of n
+// lies above the true median with probability P(Binomial(n, ½) < k). With
+// too few values for 95% it is their whole range.
+func medianCI(xs []float64) (lo, hi float64) {
+	n := len(xs)
+	if n == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	// below is P(Binomial(n, ½) ≤ k-1), the chance that fewer than k
+	// values lie below the median.
+	k, below, c := 0, 0.0, math.Pow(0.5, float64(n))
+	for i := 0; i <= n/2; i++ {
+		if below+c > 0.025 {
+			break
+		}
+		below += c
+		k = i + 1
+		c = c * float64(n-i) / float64(i+1)
+	}
+	if k == 0 {
+		return s[0], s[n-1]
+	}
+	return s[k-1], s[n-k]
+}

@@ -559,6 +559,9 @@ int steadydns(struct xdp_md *ctx)
 
 	if (hash_name(ctx, s, f.dns_off))
 		return count(OUT_MALFORMED);
+	/* An answer's account, fetched while the record slot is. */
+	if (rrl_on)
+		rrl_touch(f.src, f.v6, s->q.hash);
 	int si = find_slot(s);
 	if (si < 0)
 		return count(OUT_NOT_FOUND);

@@ -55,6 +55,8 @@ func run(args []string) error {
 	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
 	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
 	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
+	rrlRounds := fs.Int("rrl-rounds", d.RRLRounds, "rounds of the rate-limiting cells, an even number: each pair gives one on/off ratio")
+	rrlSlice := fs.Duration("rrl-slice", d.RRLSlice, "how long each rate-limiting cell has the link in a round")
 	out := fs.String("out", "bench/results", "directory for results.md, results.json and the charts")
 	servers := fs.String("servers", strings.Join(d.Servers, ","), "servers to measure, comma-separated, of "+strings.Join(bench.ServerNames(), ","))
 	settle := fs.Duration("settle", d.Settle, "wait up to this long before each measurement for other processes to leave the CPUs quiet")
@@ -86,6 +88,10 @@ func run(args []string) error {
 			o.Duration = *duration
 		case "runs":
 			o.Runs = *runs
+		case "rrl-rounds":
+			o.RRLRounds = *rrlRounds
+		case "rrl-slice":
+			o.RRLSlice = *rrlSlice
 		case "binary":
 			o.Binary = *binary
 		case "prefix":
