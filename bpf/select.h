@@ -197,11 +197,11 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	 * verifier then sees unknown numbers instead of one constant per
 	 * subset, and its states converge. */
 	volatile struct set_stats *st = &s->chosen;
-	st->mask = 0;
-	st->low_mask = 0;
-	st->low_prio = ~0u;
-	st->wsum = 0;
 	if (rr->policy == POLICY_FAILOVER || rr->policy == POLICY_WEIGHTED) {
+		st->mask = 0;
+		st->low_mask = 0;
+		st->low_prio = ~0u;
+		st->wsum = 0;
 #pragma unroll
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= n)
@@ -212,13 +212,14 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 
 	__u32 pc = __builtin_popcount(e);
 	__u32 mask = e, start = 0, limit = rr->max_answers;
-	__u32 wsum = st->wsum;
+	__u32 wsum;
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
 		mask = st->low_mask;
 		break;
 	case POLICY_WEIGHTED:
 		limit = 1;
+		wsum = st->wsum;
 		if (wsum)
 			start = weighted_member(rr, mask, rnd % wsum, n);
 		else if (pc)
