@@ -163,18 +163,23 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	__u32 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: the nearest rank with a healthy candidate; with none, the
-	 * nearest with any primary, to fail open there. */
-	__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
-	__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
+	 * nearest with any primary, to fail open there. Without geo every
+	 * candidate ranks 0: the branch is on the set's configuration, never
+	 * on health, so the work stays the same at every health level. */
+	__u32 rmask = ~0u;
+	if (order) {
+		__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
+		__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
 #pragma unroll
-	for (__u32 r = 0; r < GEO_RANKS; r++) {
-		if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
-			in_h = r;
-		if (in_a == GEO_RANKS && (prim_all & rank[r]))
-			in_a = r;
+		for (__u32 r = 0; r < GEO_RANKS; r++) {
+			if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
+				in_h = r;
+			if (in_a == GEO_RANKS && (prim_all & rank[r]))
+				in_a = r;
+		}
+		__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
+		rmask = rank[r & (GEO_RANKS - 1)];
 	}
-	__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
-	__u32 rmask = rank[r & (GEO_RANKS - 1)];
 	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
 	/* Backups are eligible only while no primary is healthy. */
