@@ -149,7 +149,10 @@ __attribute__((noinline)) int parse_query(struct xdp_md *ctx, struct scratch *s,
 		return OUT_MALFORMED;
 	if (h[2] & 0xf8)
 		return OUT_NOT_QUERY;
-	if (h[4] || h[5] != 1 || h[6] || h[7] || h[8] || h[9] || h[10] || h[11] > 1)
+	/* The four counts in one load, little-endian: QDCOUNT's low byte
+	 * (h[5]) is bits 8..15, ARCOUNT's (h[11]) bits 56..63, which may be
+	 * 0 or 1. */
+	if ((*(const __u64 *)(h + 4) & ~(1ULL << 56)) != 0x100)
 		return OUT_NOT_QUERY;
 	q->id = ((__u16)h[0] << 8) | h[1];
 	q->flags2 = h[2];

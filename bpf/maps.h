@@ -22,6 +22,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } records SEC(".maps");
 
+/* The record table's hot index: for every slot, the name_hash of the set
+ * it holds with its lowest bit set (rec_tag in table.h), or 0 while the
+ * slot is empty. A query's probe reads these, eight to a cache line, and
+ * loads a slot only when its tag is the query's; the slot's own hash and
+ * name decide. The loader writes a slot's tag after its content, so a tag
+ * never leads to a set that is not there yet, and sizes the map as the
+ * record table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 17);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rec_tags SEC(".maps");
+
 /* log2 of the record table's live region: the sets sit in its first
  * 1 << bits slots, the smallest power of two that keeps them at a load of
  * at most one half, so a small zone's sets share few pages and the TLB

@@ -163,18 +163,23 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	__u32 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: the nearest rank with a healthy candidate; with none, the
-	 * nearest with any primary, to fail open there. */
-	__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
-	__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
+	 * nearest with any primary, to fail open there. Without geo every
+	 * candidate ranks 0: the branch is on the set's configuration, never
+	 * on health, so the work stays the same at every health level. */
+	__u32 rmask = ~0u;
+	if (order) {
+		__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
+		__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
 #pragma unroll
-	for (__u32 r = 0; r < GEO_RANKS; r++) {
-		if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
-			in_h = r;
-		if (in_a == GEO_RANKS && (prim_all & rank[r]))
-			in_a = r;
+		for (__u32 r = 0; r < GEO_RANKS; r++) {
+			if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
+				in_h = r;
+			if (in_a == GEO_RANKS && (prim_all & rank[r]))
+				in_a = r;
+		}
+		__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
+		rmask = rank[r & (GEO_RANKS - 1)];
 	}
-	__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
-	__u32 rmask = rank[r & (GEO_RANKS - 1)];
 	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
 	/* Backups are eligible only while no primary is healthy. */
@@ -197,11 +202,11 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	 * verifier then sees unknown numbers instead of one constant per
 	 * subset, and its states converge. */
 	volatile struct set_stats *st = &s->chosen;
-	st->mask = 0;
-	st->low_mask = 0;
-	st->low_prio = ~0u;
-	st->wsum = 0;
 	if (rr->policy == POLICY_FAILOVER || rr->policy == POLICY_WEIGHTED) {
+		st->mask = 0;
+		st->low_mask = 0;
+		st->low_prio = ~0u;
+		st->wsum = 0;
 #pragma unroll
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= n)
@@ -212,13 +217,14 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 
 	__u32 pc = __builtin_popcount(e);
 	__u32 mask = e, start = 0, limit = rr->max_answers;
-	__u32 wsum = st->wsum;
+	__u32 wsum;
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
 		mask = st->low_mask;
 		break;
 	case POLICY_WEIGHTED:
 		limit = 1;
+		wsum = st->wsum;
 		if (wsum)
 			start = weighted_member(rr, mask, rnd % wsum, n);
 		else if (pc)

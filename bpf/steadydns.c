@@ -285,10 +285,11 @@ static __always_inline int finish_frame(struct xdp_md *ctx, const struct frame *
 
 /* move_down moves the frame's first keep bytes (the headers, the DNS
  * header and the question) delta bytes towards its new start, after
- * bpf_xdp_adjust_head grew it by delta there: 8 bytes at a time, in
- * ascending order, which is safe for a move towards lower addresses. The
- * last word is loaded first, so that keep need not be a multiple of 8:
- * it is stored, overlapping the word before it, once the loop is done.
+ * bpf_xdp_adjust_head grew it by delta there: 32 bytes at a time, in
+ * ascending order, which is safe for a move towards lower addresses, with
+ * one pair of bounds checks per 32 bytes instead of per word. The last 32
+ * bytes are loaded first, so that keep need not be a multiple of 32: they
+ * are stored, overlapping the chunk before them, once the loop is done.
  * Returns 0, or -1 with the frame as it was, or -2 with the frame changed,
  * which the bounds checked first rule out. */
 static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta)
@@ -296,29 +297,36 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 d = delta & (MSG_MAX * 2 - 1);
-	if (keep < 8 || keep > KEEP_MAX || data + d + keep > data_end) {
+	if (keep < 32 || keep > KEEP_MAX || data + d + keep > data_end) {
 		bpf_xdp_adjust_head(ctx, delta);
 		return -1;
 	}
-	const __u64 *ls = data + frame_at(d + keep - 8);
-	if ((void *)(ls + 1) > data_end) {
+	const __u64 *ls = data + frame_at(d + keep - 32);
+	if ((void *)(ls + 4) > data_end) {
 		bpf_xdp_adjust_head(ctx, delta);
 		return -1;
 	}
-	__u64 last = *ls;
-	for (__u32 i = 0; i < KEEP_MAX / 8; i++) {
-		if (i * 8 + 8 > keep)
+	__u64 l0 = ls[0], l1 = ls[1], l2 = ls[2], l3 = ls[3];
+	for (__u32 i = 0; i < KEEP_MAX / 32; i++) {
+		if (i * 32 + 32 > keep)
 			break;
-		__u64 *dst = data + i * 8;
-		const __u64 *src = data + frame_at(d + i * 8);
-		if ((void *)(src + 1) > data_end || (void *)(dst + 1) > data_end)
+		__u64 *dst = data + i * 32;
+		const __u64 *src = data + frame_at(d + i * 32);
+		if ((void *)(src + 4) > data_end || (void *)(dst + 4) > data_end)
 			return -2;
-		*dst = *src;
+		__u64 a = src[0], b = src[1], c = src[2], e = src[3];
+		dst[0] = a;
+		dst[1] = b;
+		dst[2] = c;
+		dst[3] = e;
 	}
-	__u64 *ld = data + frame_at(keep - 8);
-	if ((void *)(ld + 1) > data_end)
+	__u64 *ld = data + frame_at(keep - 32);
+	if ((void *)(ld + 4) > data_end)
 		return -2;
-	*ld = last;
+	ld[0] = l0;
+	ld[1] = l1;
+	ld[2] = l2;
+	ld[3] = l3;
 	return 0;
 }
 

@@ -387,6 +387,7 @@ const (
 	SteadydnsMapHealthBits    = "health_bits"
 	SteadydnsMapHealthMeta    = "health_meta"
 	SteadydnsMapRecBits       = "rec_bits"
+	SteadydnsMapRecTags       = "rec_tags"
 	SteadydnsMapRecords       = "records"
 	SteadydnsMapRrCounter     = "rr_counter"
 	SteadydnsMapRrl           = "rrl"
@@ -472,6 +473,7 @@ type SteadydnsMapSpecs struct {
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -529,6 +531,7 @@ type SteadydnsMaps struct {
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecTags    *ebpf.Map `ebpf:"rec_tags"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -549,6 +552,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.HealthBits,
 		m.HealthMeta,
 		m.RecBits,
+		m.RecTags,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,

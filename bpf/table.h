@@ -39,11 +39,23 @@ static __always_inline void touch_slot(const struct rec_slot *sl)
 	asm volatile("" : : "r"(a), "r"(b));
 }
 
+/* rec_tag is a set's entry in the hot index (rec_tags): its hash, never 0,
+ * which marks an empty slot. recTag in loader/records.go is the same in Go. */
+static __always_inline __u64 rec_tag(__u64 h)
+{
+	return h | 1;
+}
+
 /* find_slot probes from the query's home slot for its name and type and
- * returns the slot's index, or -1. An empty slot ends the probe: Robin
- * Hood placement leaves no gap before a set. It records the slot's
- * sequence count in s->q.seq; the caller compares it again once it has
- * read the slot, and a slot being written (odd count) is passed over.
+ * returns the slot's index, or -1. It reads the hot index, eight slots'
+ * tags to a cache line, and loads a slot only when its tag is the query's:
+ * the slots a probe passes over cost no load of their own. An empty slot
+ * (tag 0) ends the probe: Robin Hood placement leaves no gap before a set.
+ * A tag is a hint that the slot decides: a stale one (the loader writes
+ * the tag after the slot) meets a slot whose hash or name differs and the
+ * probe goes on. It records the slot's sequence count in s->q.seq; the
+ * caller compares it again once it has read the slot, and a slot being
+ * written (odd count) is passed over.
  *
  * A global function: the verifier checks the probe loop once, on its own. */
 __attribute__((noinline)) int find_slot(struct scratch *s)
@@ -52,6 +64,7 @@ __attribute__((noinline)) int find_slot(struct scratch *s)
 		return -1;
 	struct query *q = &s->q;
 	__u64 h = q->hash;
+	__u64 want = rec_tag(h);
 	__u32 n = q->name_len;
 	__u32 zero = 0;
 	__u32 *live = bpf_map_lookup_elem(&rec_bits, &zero);
@@ -61,6 +74,14 @@ __attribute__((noinline)) int find_slot(struct scratch *s)
 
 	for (__u32 i = 0; i < PROBE_MAX; i++) {
 		__u32 idx = (home + i) & mask;
+		__u64 *t = bpf_map_lookup_elem(&rec_tags, &idx);
+		if (!t)
+			return -1;
+		__u64 tag = *(volatile __u64 *)t;
+		if (!tag)
+			return -1;
+		if (tag != want)
+			continue;
 		struct rec_slot *sl = bpf_map_lookup_elem(&records, &idx);
 		if (!sl)
 			return -1;
@@ -68,9 +89,7 @@ __attribute__((noinline)) int find_slot(struct scratch *s)
 		touch_slot(sl);
 		if (seq & 1)
 			continue;
-		if (sl->state == SLOT_EMPTY)
-			return -1;
-		if (sl->hash != h || sl->qtype != q->qtype)
+		if (sl->state != SLOT_USED || sl->hash != h || sl->qtype != q->qtype)
 			continue;
 		if (!name_eq(s->key, sl->name, n))
 			continue;

@@ -49,6 +49,7 @@ func TestBpftoolDump(t *testing.T) {
 		"health":      {"state", "reason"},
 		"health_bits": {},
 		"rec_bits":    {},
+		"rec_tags":    {},
 		"health_meta": {"version", "config_hash", "arrived_ns", "stale_after_ns", "stale_mark"},
 		"stale_timer": {"t"},
 		"counters":    {"answered", "nodata", "servfail", "not_found", "truncated", "ecs"},

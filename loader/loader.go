@@ -72,6 +72,7 @@ func Load(opts Options) (*Objects, error) {
 	}
 	slots := TableSlots(opts.RecordCapacity)
 	specs.Records.MaxEntries = slots
+	specs.RecTags.MaxEntries = slots
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func Load(opts Options) (*Objects, error) {
 		o.Close()
 		return nil, err
 	}
-	o.records, err = openRecordTable(o.Records.FD(), o.RecBits, slots, opts.RecordCapacity)
+	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecBits, slots, opts.RecordCapacity)
 	if err != nil {
 		o.Close()
 		return nil, err

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -92,10 +93,12 @@ func liveBits(n int, maxBits uint32) uint32 {
 // recordTable is the record map through its memory mapping, and the
 // placement of every set in it. The sets sit in the table's first
 // 1 << bits slots, the live region, which grows and shrinks with their
-// count; the rec_bits map tells the program its size.
+// count; the rec_bits map tells the program its size. tags is the hot
+// index (rec_tags), one word a slot, which write keeps with the slots.
 type recordTable struct {
 	mu       sync.Mutex
 	mem      []byte
+	tags     []byte
 	live     *ebpf.Map // rec_bits
 	bits     uint32    // of the live region
 	maxBits  uint32    // of the whole table
@@ -104,31 +107,38 @@ type recordTable struct {
 	index    map[RecordKey]uint32
 }
 
-// openRecordTable maps the records map and reads the placement of the
-// sets already in it, which a pinned map keeps across restarts, with the
-// size of its live region.
-func openRecordTable(fd int, live *ebpf.Map, slots, capacity uint32) (*recordTable, error) {
+// openRecordTable maps the records map and its hot index and reads the
+// placement of the sets already in it, which a pinned map keeps across
+// restarts, with the size of its live region. The index is rewritten from
+// the slots, so it holds what they hold whatever an earlier process left.
+func openRecordTable(fd, tagsFD int, live *ebpf.Map, slots, capacity uint32) (*recordTable, error) {
 	mem, err := unix.Mmap(fd, 0, int(slots)*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping the record table: %w", err)
 	}
-	t := &recordTable{mem: mem, live: live, maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
+	tags, err := unix.Mmap(tagsFD, 0, int(slots)*tagSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("mapping the record table's index: %w", err)
+	}
+	t := &recordTable{mem: mem, tags: tags, live: live, maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
 	var b uint32
 	if err := live.Lookup(uint32(0), &b); err != nil {
-		unix.Munmap(mem)
+		t.close()
 		return nil, fmt.Errorf("reading the record table's live size: %w", err)
 	}
 	if b == 0 || b > t.maxBits {
 		// A new table: no set yet, the smallest region.
 		b = liveBits(0, t.maxBits)
 		if err := live.Put(uint32(0), b); err != nil {
-			unix.Munmap(mem)
+			t.close()
 			return nil, fmt.Errorf("writing the record table's live size: %w", err)
 		}
 	}
 	t.bits = b
 	for j := range uint32(1) << b {
 		s := t.slot(j)
+		t.setTag(j, s)
 		if s.State != uint8(bpf.SteadydnsSlotStateSLOT_USED) {
 			continue
 		}
@@ -137,6 +147,24 @@ func openRecordTable(fd int, live *ebpf.Map, slots, capacity uint32) (*recordTab
 		t.index[k] = j
 	}
 	return t, nil
+}
+
+// tagSize is the stride of the hot index: an array map keeps each
+// 8-byte value 8 bytes apart.
+const tagSize = 8
+
+// recTag is rec_tag of bpf/table.h: a set's entry in the hot index, its
+// hash with the lowest bit set, so never 0, the mark of an empty slot.
+func recTag(h uint64) uint64 { return h | 1 }
+
+// setTag writes slot j's entry in the hot index from the slot's content:
+// its set's tag, or 0 for an empty slot.
+func (t *recordTable) setTag(j uint32, s *bpf.SteadydnsRecSlot) {
+	var tag uint64
+	if s.State == uint8(bpf.SteadydnsSlotStateSLOT_USED) {
+		tag = recTag(s.Hash)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.tags[int(j)*tagSize])), tag)
 }
 
 // home is the slot a hash starts its probe at in the live region.
@@ -154,8 +182,8 @@ func (t *recordTable) close() error {
 	if t == nil || t.mem == nil {
 		return nil
 	}
-	err := unix.Munmap(t.mem)
-	t.mem = nil
+	err := errors.Join(unix.Munmap(t.mem), unix.Munmap(t.tags))
+	t.mem, t.tags = nil, nil
 	return err
 }
 
@@ -181,7 +209,10 @@ func bytesOf(s *bpf.SteadydnsRecSlot) []byte {
 // write puts v into slot j under the slot's sequence count: odd while the
 // bytes change, so a query reading the slot meanwhile sees the count odd
 // or changed and leaves the set to the fallback. A write that would change
-// nothing is skipped. The count itself is not copied from v.
+// nothing is skipped. The count itself is not copied from v. The slot's
+// tag in the hot index follows its content: a query that finds the new
+// tag finds the set written, and one that meets the old tag reads a slot
+// whose hash or name is not its own and probes on.
 func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
 	dst := bytesOf(t.slot(j))
 	src := bytesOf(v)
@@ -194,6 +225,7 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
 	atomic.StoreUint32(seq, base+1)
 	copy(dst[4:], src[4:])
 	atomic.StoreUint32(seq, base+2)
+	t.setTag(j, v)
 }
 
 // encode is the slot content of a set.

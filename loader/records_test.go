@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/steadydns/steadydns/bpf"
 )
@@ -54,19 +55,32 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 }
 
 // probe finds k in the mapped table as find_slot in bpf/table.h does:
-// from the home slot its hash's top bits pick, to the first empty slot,
-// at most PROBE_MAX slots.
-func probe(o *Objects, k RecordKey) (*bpf.SteadydnsRecSlot, bool) {
+// from the home slot its hash's top bits pick, through the hot index to
+// the first empty slot's tag, at most PROBE_MAX slots, reading a slot only
+// where the tag is k's. It fails the test when a slot's tag is not what
+// the slot holds, which would send the program past a set or stop it
+// short.
+func probe(t *testing.T, o *Objects, k RecordKey) (*bpf.SteadydnsRecSlot, bool) {
+	t.Helper()
 	tb := o.records
 	h := NameHash(k.Wire, k.Qtype)
 	mask := tb.mask()
 	home := tb.home(h)
 	for i := range uint32(probeMax) {
-		s := tb.slot((home + i) & mask)
-		if s.State == uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
+		j := (home + i) & mask
+		s := tb.slot(j)
+		tag := *(*uint64)(unsafe.Pointer(&tb.tags[int(j)*tagSize]))
+		want := uint64(0)
+		if s.State == uint8(bpf.SteadydnsSlotStateSLOT_USED) {
+			want = recTag(s.Hash)
+		}
+		if tag != want {
+			t.Fatalf("slot %d: tag %#x, want %#x for what the slot holds", j, tag, want)
+		}
+		if tag == 0 {
 			return nil, false
 		}
-		if s.Hash == h && s.Qtype == k.Qtype && slotName(s) == k.Wire {
+		if tag == recTag(h) && s.Hash == h && s.Qtype == k.Qtype && slotName(s) == k.Wire {
 			return s, true
 		}
 	}
@@ -100,7 +114,7 @@ func TestRecordTableChurn(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		for k, ttl := range want {
-			s, ok := probe(o, k)
+			s, ok := probe(t, o, k)
 			if !ok || s.Rr.Ttl != ttl {
 				t.Fatalf("%s: %q/%d not found within %d slots of home (found %v)", step, k.Wire, k.Qtype, probeMax, ok)
 			}
@@ -126,7 +140,7 @@ func TestRecordTableChurn(t *testing.T) {
 				t.Fatal(err)
 			}
 			delete(want, k)
-			if _, ok := probe(o, k); ok {
+			if _, ok := probe(t, o, k); ok {
 				t.Fatalf("round %d: %q/%d found after its deletion", round, k.Wire, k.Qtype)
 			}
 		}
@@ -187,7 +201,7 @@ func TestRecordTableLiveRegion(t *testing.T) {
 			t.Fatalf("%d sets: rec_bits %d, the loader's %d, want %d", n, live, o.records.bits, bits)
 		}
 		for k, v := range sets(n) {
-			if s, ok := probe(o, k); !ok || s.Rr.Ttl != v.Ttl {
+			if s, ok := probe(t, o, k); !ok || s.Rr.Ttl != v.Ttl {
 				t.Fatalf("%d sets: %q not found in the live region", n, k.Wire)
 			}
 		}
@@ -205,7 +219,7 @@ func TestRecordTableLiveRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(o, c.n, c.bits)
-		if _, ok := probe(o, RecordKey{Wire: wire(fmt.Sprintf("n%d", c.n)), Qtype: 1}); ok {
+		if _, ok := probe(t, o, RecordKey{Wire: wire(fmt.Sprintf("n%d", c.n)), Qtype: 1}); ok {
 			t.Fatalf("%d sets: a removed set is still found", c.n)
 		}
 	}

@@ -122,6 +122,7 @@ const (
 	TwinMapHealthMeta      = "health_meta"
 	TwinMapInputs          = "inputs"
 	TwinMapRecBits         = "rec_bits"
+	TwinMapRecTags         = "rec_tags"
 	TwinMapRecords         = "records"
 	TwinMapRrCounter       = "rr_counter"
 	TwinMapRrl             = "rrl"
@@ -203,6 +204,7 @@ type TwinMapSpecs struct {
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
 	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -258,6 +260,7 @@ type TwinMaps struct {
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
 	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecTags    *ebpf.Map `ebpf:"rec_tags"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -280,6 +283,7 @@ func (m *TwinMaps) Close() error {
 		m.HealthMeta,
 		m.Inputs,
 		m.RecBits,
+		m.RecTags,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
