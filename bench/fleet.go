@@ -20,7 +20,8 @@ type FleetOptions struct {
 	Binary    string        // the steadydns binary the aggregators run; empty finds one (findBinary)
 	Push      time.Duration // aggregation.push_interval
 	Pushes    int           // push periods per measured window
-	Runs      int           // windows of the constancy cells; the report gives medians and ranges
+	Warmup    int           // push periods a constancy cell runs after its pause before its window opens
+	Runs      int           // rounds of the constancy cells, a window of each; the report gives medians and ranges
 	Checks    []int         // configured checks of the constancy cells
 	Unhealthy []int         // percent of checks failing, of the constancy cells
 	Checkers  int           // probers feeding each constancy cell
@@ -38,7 +39,7 @@ type FleetOptions struct {
 // FleetDefaults are the options of `steadydns-bench fleet`.
 func FleetDefaults() FleetOptions {
 	return FleetOptions{
-		Push: time.Second, Pushes: 30, Runs: 3,
+		Push: time.Second, Pushes: 30, Warmup: 2, Runs: 3,
 		Checks: []int{10, aggTable - 1}, Unhealthy: []int{0, 50, 100}, Checkers: 3,
 		CheckerSteps: []int{1, 10, 20, 40, 50, 60, 80, 120, 160},
 		EdgeSteps:    []int{10, 20, 30, 40, 50, 100, 200, 400},
@@ -66,8 +67,9 @@ type FleetResults struct {
 	Options  FleetOptions
 	Started  time.Time
 	Cells    []FleetCell
-	CPU      Summary // per run: the dearest cell's CPU per push over the cheapest's, minus one, in percent
-	Bytes    Summary // per run: the same for the bytes per push, all links together
+	CPU      Summary // per round: the dearest cell's CPU per push over the cheapest's, minus one, in percent
+	Bytes    Summary // per round: the same for the bytes per push, all links together
+	Groups   []FleetGroup
 	Checks   []Check
 	Checkers []Step // aggregator capacity: probers feeding it
 	Edges    []Step // aggregator capacity: edges it serves
@@ -110,11 +112,19 @@ type Step struct {
 // half margin for bursts, garbage collection and the machine's noise.
 const maxShare = 0.5
 
+// maxPause is the longest a constancy cell may wait for its turn: a NATS
+// server drops a client that has not answered its pings for more than two
+// ping intervals (two minutes each), and the harness keeps well inside.
+const maxPause = 3 * time.Minute
+
 // RunFleet measures the fleet's roles over NATS: per-push constancy,
 // then each capacity.
 func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error) {
-	if o.Pushes < 2 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
-		return nil, errors.New("fleet: want at least 2 pushes, 1 run, a push interval, checks, unhealthy shares and a checker")
+	if o.Pushes < 2 || o.Warmup < 1 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
+		return nil, errors.New("fleet: want at least 2 pushes, 1 warm-up push, 1 run, a push interval, checks, unhealthy shares and a checker")
+	}
+	if wait := time.Duration((len(o.Checks)*len(o.Unhealthy)-1)*(o.Warmup+o.Pushes)) * o.Push; wait > maxPause {
+		return nil, fmt.Errorf("fleet: a constancy cell would wait %v for its turn, longer than the %v its NATS connection survives paused: fewer pushes or cells", wait, maxPause)
 	}
 	for _, n := range o.Checks {
 		if n < 1 || n >= aggTable {
@@ -181,9 +191,15 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 	return res, nil
 }
 
-// constancy runs every cell at once, each its own fleet with its own NATS
-// server, so the machine's drift falls on all of them alike, and compares
-// their CPU and bytes per push.
+// constancy measures the cells in turns: in every round each cell in turn
+// runs alone on the aggregator CPU, with every other cell paused, for
+// o.Warmup periods that are not counted and then a window of o.Pushes
+// periods. Run at once, the aggregators all pushed at the same instant and
+// time-sliced one CPU, and which ran first in a period (whose caches were
+// cold, who waited) moved their figures by as much as the 5% under test.
+// Turns keep that out; the rounds, each cell once in each and starting
+// one cell later every round, spread the machine's drift over all cells
+// alike.
 func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string) error {
 	var cells []*cell
 	defer func() {
@@ -199,6 +215,9 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 				return err
 			}
 			cells = append(cells, c)
+			if err := c.pause(); err != nil {
+				return err
+			}
 			res.Cells = append(res.Cells, FleetCell{Checks: n, Unhealthy: u})
 			if len(res.Commands) == 0 {
 				res.Commands = append(res.Commands, c.cmd)
@@ -207,24 +226,29 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	}
 	cpu := make([][]float64, len(cells))
 	var cpuSpread, byteSpread []float64
+	if err := quarter(ctx, o.Push, 0); err != nil {
+		return err
+	}
 	for run := range o.Runs {
-		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
-		if err := quarter(ctx, o.Push, 0); err != nil {
-			return err
-		}
-		before := make([]snapshot, len(cells))
-		for i, c := range cells {
-			s, err := c.snapshot(false)
+		fmt.Fprintf(o.Log, "fleet: constancy round %d of %d: each cell alone for %d + %d pushes\n", run+1, o.Runs, o.Warmup, o.Pushes)
+		ms := make([]float64, len(cells))
+		total := make([]float64, len(cells))
+		for k := range cells {
+			i := (run + k) % len(cells)
+			c := cells[i]
+			if err := c.resume(); err != nil {
+				return err
+			}
+			if err := quarter(ctx, o.Push, o.Warmup-1); err != nil {
+				return err
+			}
+			before, err := c.snapshot(false)
 			if err != nil {
 				return err
 			}
-			before[i] = s
-		}
-		if err := quarter(ctx, o.Push, o.Pushes); err != nil {
-			return err
-		}
-		var lo, hi, blo, bhi float64
-		for i, c := range cells {
+			if err := quarter(ctx, o.Push, o.Pushes-1); err != nil {
+				return err
+			}
 			if err := c.failed(); err != nil {
 				return err
 			}
@@ -232,44 +256,74 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			if err != nil {
 				return err
 			}
-			w, err := diff(before[i], after, c.spec)
+			if err := c.pause(); err != nil {
+				return err
+			}
+			w, err := diff(before, after, c.spec)
 			if err != nil {
 				return fmt.Errorf("cell %s: %w", c.spec.name, err)
 			}
-			ms := float64(w.CPUPerPush) / float64(time.Millisecond)
-			cpu[i] = append(cpu[i], ms)
-			var total float64
+			ms[i] = float64(w.CPUPerPush) / float64(time.Millisecond)
+			cpu[i] = append(cpu[i], ms[i])
 			for _, v := range w.BytesPush {
-				total += v
+				total[i] += v
 			}
 			_, down, tbytes := c.edges[0].state()
 			res.Cells[i].Bytes, res.Cells[i].Down, res.Cells[i].TableBytes = w.BytesPush, down, tbytes
 			res.Cells[i].FrameBytes = prober.FrameSize(c.cfg.FrameEntries())
-			if i == 0 {
-				lo, hi, blo, bhi = ms, ms, total, total
-			}
-			lo, hi, blo, bhi = min(lo, ms), max(hi, ms), min(blo, total), max(bhi, total)
+			fmt.Fprintf(o.Log, "fleet: %s: %.2f ms/push over %d pushes\n", c.spec.name, ms[i], w.Pushes)
 		}
-		cpuSpread = append(cpuSpread, 100*(hi/lo-1))
-		byteSpread = append(byteSpread, 100*(bhi/blo-1))
+		cpuSpread = append(cpuSpread, spread(ms))
+		byteSpread = append(byteSpread, spread(total))
 	}
-	var lo, hi float64
+	medians := make([]float64, len(cells))
 	for i := range cells {
 		res.Cells[i].CPUMs = summarize(cpu[i])
-		m := res.Cells[i].CPUMs.Median
-		if i == 0 {
-			lo, hi = m, m
-		}
-		lo, hi = min(lo, m), max(hi, m)
+		medians[i] = res.Cells[i].CPUMs.Median
 	}
 	res.CPU, res.Bytes = summarize(cpuSpread), summarize(byteSpread)
-	medSpread := 100 * (hi/lo - 1)
+	res.Groups = groups(res.Cells)
+	medSpread := spread(medians)
 	res.Checks = append(res.Checks,
 		Check{What: "aggregator CPU per push within 5% across checks and failures (cells' medians)", Pass: medSpread <= 5,
-			Detail: fmt.Sprintf("%.1f%% (per run: median %.1f%%, %.1f–%.1f%%)", medSpread, res.CPU.Median, res.CPU.Min, res.CPU.Max)},
+			Detail: fmt.Sprintf("%.1f%% (per round: median %.1f%%, %.1f–%.1f%%)", medSpread, res.CPU.Median, res.CPU.Min, res.CPU.Max)},
 		Check{What: "bytes on the wire per push within 5% across checks and failures", Pass: res.Bytes.Max <= 5,
-			Detail: fmt.Sprintf("largest spread in a run %.2f%%", res.Bytes.Max)})
+			Detail: fmt.Sprintf("largest spread in a round %.2f%%", res.Bytes.Max)})
 	return nil
+}
+
+// FleetGroup is the constancy cells of one number of checks.
+type FleetGroup struct {
+	Checks int
+	Median float64 // ms per push: the median of the cells' medians
+	// Spread is the dearest cell's median over the cheapest's, minus one,
+	// in percent. At 10 checks the shares failing are 0, 5 or 10 entries
+	// of the same work, so it is the measurement's own noise.
+	Spread float64
+}
+
+// groups gathers the cells by their number of checks, in the cells' order.
+func groups(cells []FleetCell) []FleetGroup {
+	var out []FleetGroup
+	for _, c := range cells {
+		if len(out) > 0 && out[len(out)-1].Checks == c.Checks {
+			continue
+		}
+		var ms []float64
+		for _, d := range cells {
+			if d.Checks == c.Checks {
+				ms = append(ms, d.CPUMs.Median)
+			}
+		}
+		out = append(out, FleetGroup{Checks: c.Checks, Median: summarize(ms).Median, Spread: spread(ms)})
+	}
+	return out
+}
+
+// spread is the largest over the smallest, minus one, in percent.
+func spread(xs []float64) float64 {
+	s := summarize(xs)
+	return 100 * (s.Max/s.Min - 1)
 }
 
 // steps measures one capacity: a cell per step, in order, until the

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -88,8 +90,9 @@ type cell struct {
 	exited  chan struct{} // closed when the aggregator has exited
 	exitErr error
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop   chan struct{}
+	done   sync.WaitGroup
+	paused atomic.Bool // the probers publish nothing while the cell waits for its turn
 
 	mu       sync.Mutex
 	pubErrs  int
@@ -300,6 +303,9 @@ func (c *cell) publish(frames [][]byte) {
 			return
 		case <-time.After(wait):
 		}
+		if c.paused.Load() {
+			continue
+		}
 		slot := uint64(time.Now().UnixNano() / int64(period))
 		for i, f := range frames {
 			binary.LittleEndian.PutUint64(f[16:], slot) // the frame's version
@@ -378,6 +384,31 @@ func (c *cell) failed() error {
 	default:
 		return nil
 	}
+}
+
+// pause takes the cell off the machine while another is measured: its
+// probers stop publishing, so the NATS server has nothing to queue for the
+// aggregator, and the aggregator process is stopped (SIGSTOP), so it neither
+// runs nor wakes. The server pings a silent client every two minutes and
+// drops it only when a third ping is due with two unanswered, so a pause
+// shorter than maxPause keeps the connection (RunFleet checks).
+func (c *cell) pause() error {
+	c.paused.Store(true)
+	if err := c.agg.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("stopping cell %s's aggregator: %w", c.spec.name, err)
+	}
+	return nil
+}
+
+// resume puts a paused cell back: the aggregator runs again and the probers
+// publish from the next period. Its first push comes at once, for the
+// period it slept through.
+func (c *cell) resume() error {
+	if err := c.agg.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("continuing cell %s's aggregator: %w", c.spec.name, err)
+	}
+	c.paused.Store(false)
+	return nil
 }
 
 func (c *cell) close() {
