@@ -20,8 +20,7 @@ type FleetOptions struct {
 	Binary    string        // the steadydns binary the aggregators run; empty finds one (findBinary)
 	Push      time.Duration // aggregation.push_interval
 	Pushes    int           // push periods per measured window
-	Warmup    int           // push periods a constancy cell runs after its pause before its window opens
-	Runs      int           // rounds of the constancy cells, a window of each; the report gives medians and ranges
+	Runs      int           // windows of the constancy cells; the report gives medians and ranges
 	Checks    []int         // configured checks of the constancy cells
 	Unhealthy []int         // percent of checks failing, of the constancy cells
 	Checkers  int           // probers feeding each constancy cell
@@ -39,7 +38,7 @@ type FleetOptions struct {
 // FleetDefaults are the options of `steadydns-bench fleet`.
 func FleetDefaults() FleetOptions {
 	return FleetOptions{
-		Push: time.Second, Pushes: 30, Warmup: 2, Runs: 3,
+		Push: time.Second, Pushes: 30, Runs: 3,
 		Checks: []int{10, aggTable - 1}, Unhealthy: []int{0, 50, 100}, Checkers: 3,
 		CheckerSteps: []int{1, 10, 20, 40, 50, 60, 80, 120, 160},
 		EdgeSteps:    []int{10, 20, 30, 40, 50, 100, 200, 400},
@@ -67,8 +66,8 @@ type FleetResults struct {
 	Options  FleetOptions
 	Started  time.Time
 	Cells    []FleetCell
-	CPU      Summary // per round: the dearest cell's CPU per push over the cheapest's, minus one, in percent
-	Bytes    Summary // per round: the same for the bytes per push, all links together
+	CPU      Summary // per run: the dearest cell's CPU per push over the cheapest's, minus one, in percent
+	Bytes    Summary // per run: the same for the bytes per push, all links together
 	Groups   []FleetGroup
 	Checks   []Check
 	Checkers []Step // aggregator capacity: probers feeding it
@@ -112,19 +111,11 @@ type Step struct {
 // half margin for bursts, garbage collection and the machine's noise.
 const maxShare = 0.5
 
-// maxPause is the longest a constancy cell may wait for its turn: a NATS
-// server drops a client that has not answered its pings for more than two
-// ping intervals (two minutes each), and the harness keeps well inside.
-const maxPause = 3 * time.Minute
-
 // RunFleet measures the fleet's roles over NATS: per-push constancy,
 // then each capacity.
 func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error) {
-	if o.Pushes < 2 || o.Warmup < 1 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
-		return nil, errors.New("fleet: want at least 2 pushes, 1 warm-up push, 1 run, a push interval, checks, unhealthy shares and a checker")
-	}
-	if wait := time.Duration((len(o.Checks)*len(o.Unhealthy)-1)*(o.Warmup+o.Pushes)) * o.Push; wait > maxPause {
-		return nil, fmt.Errorf("fleet: a constancy cell would wait %v for its turn, longer than the %v its NATS connection survives paused: fewer pushes or cells", wait, maxPause)
+	if o.Pushes < 2 || o.Runs < 1 || o.Push <= 0 || len(o.Checks) == 0 || len(o.Unhealthy) == 0 || o.Checkers < 1 {
+		return nil, errors.New("fleet: want at least 2 pushes, 1 run, a push interval, checks, unhealthy shares and a checker")
 	}
 	for _, n := range o.Checks {
 		if n < 1 || n >= aggTable {
@@ -191,15 +182,17 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 	return res, nil
 }
 
-// constancy measures the cells in turns: in every round each cell in turn
-// runs alone on the aggregator CPU, with every other cell paused, for
-// o.Warmup periods that are not counted and then a window of o.Pushes
-// periods. Run at once, the aggregators all pushed at the same instant and
-// time-sliced one CPU, and which ran first in a period (whose caches were
-// cold, who waited) moved their figures by as much as the 5% under test.
-// Turns keep that out; the rounds, each cell once in each and starting
-// one cell later every round, spread the machine's drift over all cells
-// alike.
+// constancy runs every cell at once, each its own fleet with its own NATS
+// server, so the machine's drift and its neighbours fall on all of them
+// alike, and compares their CPU and bytes per push. The cells' probers
+// publish in turns within every period, each cell in its own slot of the
+// period's first half: ingesting a period's frames is nearly all of an
+// aggregator's work, and with every cell's frames at the same instant the
+// aggregators time-sliced the one CPU, and which ran first (whose caches
+// were cold, who waited) moved their figures by as much as the 5% under
+// test. The slots rotate by one cell every run, and a run opens a period
+// after its slots change, so no cell keeps the slot a neighbour's periodic
+// work or the others' pushes fall on.
 func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string) error {
 	var cells []*cell
 	defer func() {
@@ -207,18 +200,18 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			c.close()
 		}
 	}()
-	for _, n := range o.Checks {
+	n := len(o.Checks) * len(o.Unhealthy)
+	slot := o.Push / time.Duration(2*n)
+	for _, checks := range o.Checks {
 		for _, u := range o.Unhealthy {
-			fmt.Fprintf(o.Log, "fleet: starting cell of %d checks, %d%% unhealthy\n", n, u)
-			c, err := startCell(ctx, o, keys, dir, cellSpec{name: fmt.Sprintf("const-%d-%d", n, u), checks: n, unhealthy: u, checkers: o.Checkers, edges: 1})
+			fmt.Fprintf(o.Log, "fleet: starting cell of %d checks, %d%% unhealthy\n", checks, u)
+			c, err := startCell(ctx, o, keys, dir, cellSpec{name: fmt.Sprintf("const-%d-%d", checks, u), checks: checks, unhealthy: u,
+				checkers: o.Checkers, edges: 1})
 			if err != nil {
 				return err
 			}
 			cells = append(cells, c)
-			if err := c.pause(); err != nil {
-				return err
-			}
-			res.Cells = append(res.Cells, FleetCell{Checks: n, Unhealthy: u})
+			res.Cells = append(res.Cells, FleetCell{Checks: checks, Unhealthy: u})
 			if len(res.Commands) == 0 {
 				res.Commands = append(res.Commands, c.cmd)
 			}
@@ -226,29 +219,30 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	}
 	cpu := make([][]float64, len(cells))
 	var cpuSpread, byteSpread []float64
-	if err := quarter(ctx, o.Push, 0); err != nil {
-		return err
-	}
 	for run := range o.Runs {
-		fmt.Fprintf(o.Log, "fleet: constancy round %d of %d: each cell alone for %d + %d pushes\n", run+1, o.Runs, o.Warmup, o.Pushes)
-		ms := make([]float64, len(cells))
-		total := make([]float64, len(cells))
-		for k := range cells {
-			i := (run + k) % len(cells)
-			c := cells[i]
-			if err := c.resume(); err != nil {
-				return err
-			}
-			if err := quarter(ctx, o.Push, o.Warmup-1); err != nil {
-				return err
-			}
-			before, err := c.snapshot(false)
+		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
+		// Half a slot in, so that no cell publishes on the period's
+		// boundary, where timers of whole seconds fire.
+		for i, c := range cells {
+			c.offset.Store(int64(time.Duration((i+run)%n)*slot + slot/2))
+		}
+		if err := quarter(ctx, o.Push, 1); err != nil {
+			return err
+		}
+		before := make([]snapshot, len(cells))
+		for i, c := range cells {
+			s, err := c.snapshot(false)
 			if err != nil {
 				return err
 			}
-			if err := quarter(ctx, o.Push, o.Pushes-1); err != nil {
-				return err
-			}
+			before[i] = s
+		}
+		if err := quarter(ctx, o.Push, o.Pushes-1); err != nil {
+			return err
+		}
+		ms := make([]float64, len(cells))
+		total := make([]float64, len(cells))
+		for i, c := range cells {
 			if err := c.failed(); err != nil {
 				return err
 			}
@@ -256,10 +250,7 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			if err != nil {
 				return err
 			}
-			if err := c.pause(); err != nil {
-				return err
-			}
-			w, err := diff(before, after, c.spec)
+			w, err := diff(before[i], after, c.spec)
 			if err != nil {
 				return fmt.Errorf("cell %s: %w", c.spec.name, err)
 			}
@@ -271,8 +262,8 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			_, down, tbytes := c.edges[0].state()
 			res.Cells[i].Bytes, res.Cells[i].Down, res.Cells[i].TableBytes = w.BytesPush, down, tbytes
 			res.Cells[i].FrameBytes = prober.FrameSize(c.cfg.FrameEntries())
-			fmt.Fprintf(o.Log, "fleet: %s: %.2f ms/push over %d pushes\n", c.spec.name, ms[i], w.Pushes)
 		}
+		fmt.Fprintf(o.Log, "fleet: ms/push %.2f\n", ms)
 		cpuSpread = append(cpuSpread, spread(ms))
 		byteSpread = append(byteSpread, spread(total))
 	}
@@ -286,9 +277,9 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	medSpread := spread(medians)
 	res.Checks = append(res.Checks,
 		Check{What: "aggregator CPU per push within 5% across checks and failures (cells' medians)", Pass: medSpread <= 5,
-			Detail: fmt.Sprintf("%.1f%% (per round: median %.1f%%, %.1f–%.1f%%)", medSpread, res.CPU.Median, res.CPU.Min, res.CPU.Max)},
+			Detail: fmt.Sprintf("%.1f%% (per run: median %.1f%%, %.1f–%.1f%%)", medSpread, res.CPU.Median, res.CPU.Min, res.CPU.Max)},
 		Check{What: "bytes on the wire per push within 5% across checks and failures", Pass: res.Bytes.Max <= 5,
-			Detail: fmt.Sprintf("largest spread in a round %.2f%%", res.Bytes.Max)})
+			Detail: fmt.Sprintf("largest spread in a run %.2f%%", res.Bytes.Max)})
 	return nil
 }
 

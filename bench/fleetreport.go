@@ -50,9 +50,8 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 	fmt.Fprintf(w, "Push interval %v. Aggregators run as their own processes on CPU %d; the harness, its NATS servers, "+
 		"probers and edges on the other CPU. CPU per push is the aggregator process's, summed over its threads from "+
 		"/proc/PID/task/*/schedstat; bytes are payload bytes per push as the NATS server counts each connection.\n\n", o.Push, o.AggCPU)
-	fmt.Fprintf(w, "## Per push, over NATS (%d probers, 1 edge, %d rounds of %d pushes)\n\n", o.Checkers, o.Runs, o.Pushes)
-	fmt.Fprintf(w, "The cells take turns: in every round each runs alone on CPU %d, the others' aggregators stopped and their probers silent, "+
-		"for %d push periods not counted and then a window of %d; each round starts one cell later.\n\n", o.AggCPU, o.Warmup, o.Pushes)
+	fmt.Fprintf(w, "## Per push, over NATS (%d probers, 1 edge, %d runs of %d pushes)\n\n", o.Checkers, o.Runs, o.Pushes)
+	fmt.Fprintf(w, "The cells run at once, their probers publishing in turns: each cell's frames in its own slot of the first half of every period.\n\n")
 	fmt.Fprintf(w, "| checks | unhealthy | aggregator CPU ms/push | %s | entries down at the edge |\n|---|---|---|---|---|---|---|---|\n",
 		strings.Join(links, " B | ")+" B")
 	for _, c := range res.Cells {

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -90,9 +89,14 @@ type cell struct {
 	exited  chan struct{} // closed when the aggregator has exited
 	exitErr error
 
-	stop   chan struct{}
-	done   sync.WaitGroup
-	paused atomic.Bool // the probers publish nothing while the cell waits for its turn
+	// offset is when in every push period the probers publish, in ns
+	// after its start: less than half a period, so the aggregator's push
+	// carries the period's frames. A change applies from the period after
+	// the next.
+	offset atomic.Int64
+
+	stop chan struct{}
+	done sync.WaitGroup
 
 	mu       sync.Mutex
 	pubErrs  int
@@ -291,20 +295,22 @@ func (c *cell) frames() ([][]byte, error) {
 }
 
 // publish sends every prober's frame at the start of every push period, as
-// prober.Framer.Run does, each result with a new seq as the next run's would
-// have.
+// prober.Framer.Run does, or the cell's offset after it, each result with a
+// new seq as the next run's would have.
 func (c *cell) publish(frames [][]byte) {
 	defer c.done.Done()
 	period := c.o.Push
 	for {
-		wait := period - time.Duration(time.Now().UnixNano())%period
+		now := time.Now()
+		next := now.Truncate(period).Add(time.Duration(c.offset.Load()))
+		if !next.After(now) {
+			next = next.Add(period)
+		}
+		wait := next.Sub(now)
 		select {
 		case <-c.stop:
 			return
 		case <-time.After(wait):
-		}
-		if c.paused.Load() {
-			continue
 		}
 		slot := uint64(time.Now().UnixNano() / int64(period))
 		for i, f := range frames {
@@ -384,31 +390,6 @@ func (c *cell) failed() error {
 	default:
 		return nil
 	}
-}
-
-// pause takes the cell off the machine while another is measured: its
-// probers stop publishing, so the NATS server has nothing to queue for the
-// aggregator, and the aggregator process is stopped (SIGSTOP), so it neither
-// runs nor wakes. The server pings a silent client every two minutes and
-// drops it only when a third ping is due with two unanswered, so a pause
-// shorter than maxPause keeps the connection (RunFleet checks).
-func (c *cell) pause() error {
-	c.paused.Store(true)
-	if err := c.agg.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("stopping cell %s's aggregator: %w", c.spec.name, err)
-	}
-	return nil
-}
-
-// resume puts a paused cell back: the aggregator runs again and the probers
-// publish from the next period. Its first push comes at once, for the
-// period it slept through.
-func (c *cell) resume() error {
-	if err := c.agg.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("continuing cell %s's aggregator: %w", c.spec.name, err)
-	}
-	c.paused.Store(false)
-	return nil
 }
 
 func (c *cell) close() {

@@ -164,8 +164,7 @@ func runFleet(args []string) error {
 	d := bench.FleetDefaults()
 	push := fs.Duration("push", d.Push, "aggregation.push_interval")
 	pushes := fs.Int("pushes", d.Pushes, "push periods per measured window")
-	warmup := fs.Int("warmup", d.Warmup, "push periods a constancy cell runs after its pause, not counted, before its window")
-	runs := fs.Int("runs", d.Runs, "rounds of the constancy cells, each cell alone in turn for one window")
+	runs := fs.Int("runs", d.Runs, "windows of the constancy cells")
 	checks := fs.String("checks", join(d.Checks), "configured checks of the constancy cells (at most 65535)")
 	unhealthy := fs.String("unhealthy", join(d.Unhealthy), "percent of checks failing, of the constancy cells")
 	checkers := fs.String("checker-steps", join(d.CheckerSteps), "probers per aggregator to try, in order; empty skips")
@@ -190,8 +189,6 @@ func runFleet(args []string) error {
 			o.Push = *push
 		case "pushes":
 			o.Pushes = *pushes
-		case "warmup":
-			o.Warmup = *warmup
 		case "runs":
 			o.Runs = *runs
 		case "checks":

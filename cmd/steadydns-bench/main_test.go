@@ -105,7 +105,7 @@ func TestFleetFlags(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "usage: steadydns-bench fleet") {
 		t.Errorf("fleet -h: exit %d, want 0 and the usage:\n%s", code, out)
 	}
-	for _, f := range []string{"quick", "push", "pushes", "warmup", "runs", "checker-steps", "edge-steps", "prober-steps", "prefix", "binary", "out"} {
+	for _, f := range []string{"quick", "push", "pushes", "runs", "checker-steps", "edge-steps", "prober-steps", "prefix", "binary", "out"} {
 		if !strings.Contains(out, "\n  -"+f+" ") && !strings.Contains(out, "\n  -"+f+"\n") {
 			t.Errorf("fleet -h does not list --%s:\n%s", f, out)
 		}
