@@ -223,10 +223,20 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
 		// Half a slot in, so that no cell publishes on the period's
 		// boundary, where timers of whole seconds fire.
+		since := make([]uint64, len(cells))
 		for i, c := range cells {
 			c.offset.Store(int64(time.Duration((i+run)%n)*slot + slot/2))
 			if run > 0 {
-				if err := c.restart(ctx); err != nil {
+				var err error
+				if since[i], err = c.restart(); err != nil {
+					return err
+				}
+			}
+		}
+		// All restarted at once, so that none is older than another.
+		for i, c := range cells {
+			if run > 0 {
+				if err := c.waitTables(ctx, since[i]); err != nil {
 					return err
 				}
 			}
@@ -293,7 +303,7 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 // settlePushes are the push periods between the constancy cells'
 // aggregators' first tables and a window: a few garbage collections, so the
 // heap's goal no longer counts the config's loading.
-const settlePushes = 10
+const settlePushes = 20
 
 // FleetGroup is the constancy cells of one number of checks.
 type FleetGroup struct {

@@ -244,20 +244,17 @@ func (c *cell) startAggregator() error {
 }
 
 // restart replaces the aggregator with a new process of the same config
-// and waits until the edge's tables come from it and carry the probers'
-// verdicts. Where the kernel puts a process's memory makes the same work
-// cost it a few percent more or less for as long as it lives; a new
-// process each run turns that into noise the runs' median absorbs, where
-// one process per cell made it a difference between the cells.
-func (c *cell) restart(ctx context.Context) error {
+// and returns the push slot after which the edge's tables are the new
+// process's (waitTables). Where the kernel puts a process's memory makes
+// the same work cost it a few percent more or less for as long as it
+// lives; a new process each run turns that into noise the runs' median
+// absorbs, where one process per cell made it a difference between cells.
+func (c *cell) restart() (uint64, error) {
 	c.agg.Process.Kill()
 	<-c.exited
 	// A table of a later slot than this can only be the new process's.
 	since := uint64(time.Now().UnixNano() / int64(c.o.Push))
-	if err := c.startAggregator(); err != nil {
-		return err
-	}
-	return c.waitTables(ctx, since)
+	return since, c.startAggregator()
 }
 
 func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*transport.Conn, error) {
