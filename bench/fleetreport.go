@@ -51,7 +51,8 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		"probers and edges on the other CPU. CPU per push is the aggregator process's, summed over its threads from "+
 		"/proc/PID/task/*/schedstat; bytes are payload bytes per push as the NATS server counts each connection.\n\n", o.Push, o.AggCPU)
 	fmt.Fprintf(w, "## Per push, over NATS (%d probers, 1 edge, %d runs of %d pushes)\n\n", o.Checkers, o.Runs, o.Pushes)
-	fmt.Fprintf(w, "The cells run at once, their probers publishing in turns: each cell's frames in its own slot of the first half of every period.\n\n")
+	fmt.Fprintf(w, "The cells run at once, their probers publishing in turns: each cell's frames in its own slot of the first half of every period, "+
+		"the slots rotating by one cell every run. Every run after the first starts new aggregator processes and waits %d pushes before its window.\n\n", settlePushes)
 	fmt.Fprintf(w, "| checks | unhealthy | aggregator CPU ms/push | %s | entries down at the edge |\n|---|---|---|---|---|---|---|---|\n",
 		strings.Join(links, " B | ")+" B")
 	for _, c := range res.Cells {
