@@ -192,7 +192,8 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 // were cold, who waited) moved their figures by as much as the 5% under
 // test. The slots rotate by one cell every run, and a run opens a period
 // after its slots change, so no cell keeps the slot a neighbour's periodic
-// work or the others' pushes fall on.
+// work or the others' pushes fall on. Every run after the first starts new
+// aggregator processes (cell.restart).
 func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string) error {
 	var cells []*cell
 	defer func() {
@@ -221,10 +222,10 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	var cpuSpread, byteSpread []float64
 	for run := range o.Runs {
 		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
-		// Half a slot in, so that no cell publishes on the period's
-		// boundary, where timers of whole seconds fire.
 		since := make([]uint64, len(cells))
 		for i, c := range cells {
+			// Half a slot in, so that no cell publishes on the period's
+			// boundary, where timers of whole seconds fire.
 			c.offset.Store(int64(time.Duration((i+run)%n)*slot + slot/2))
 			if run > 0 {
 				var err error
