@@ -51,6 +51,8 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		"probers and edges on the other CPU. CPU per push is the aggregator process's, summed over its threads from "+
 		"/proc/PID/task/*/schedstat; bytes are payload bytes per push as the NATS server counts each connection.\n\n", o.Push, o.AggCPU)
 	fmt.Fprintf(w, "## Per push, over NATS (%d probers, 1 edge, %d runs of %d pushes)\n\n", o.Checkers, o.Runs, o.Pushes)
+	fmt.Fprintf(w, "The cells run at once, their probers publishing in turns: each cell's frames in its own slot of the first half of every period, "+
+		"the slots rotating by one cell every run. Every run after the first starts new aggregator processes and waits %d pushes before its window.\n\n", settlePushes)
 	fmt.Fprintf(w, "| checks | unhealthy | aggregator CPU ms/push | %s | entries down at the edge |\n|---|---|---|---|---|---|---|---|\n",
 		strings.Join(links, " B | ")+" B")
 	for _, c := range res.Cells {
@@ -62,6 +64,16 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 	}
 	if len(res.Cells) > 0 {
 		fmt.Fprintf(w, "\nA frame is %d bytes, a table %d bytes (%d entries).\n", res.Cells[0].FrameBytes, res.Cells[0].TableBytes, aggTable)
+	}
+	for _, g := range res.Groups {
+		fmt.Fprintf(w, "\n%d checks: %.2f ms/push, the median of its cells' medians, which lie within %.1f%% of each other.", g.Checks, g.Median, g.Spread)
+	}
+	if len(res.Groups) > 1 {
+		fmt.Fprintf(w, "\n\nGroups of %d checks over %d: %+.1f%%.", res.Groups[len(res.Groups)-1].Checks, res.Groups[0].Checks,
+			100*(res.Groups[len(res.Groups)-1].Median/res.Groups[0].Median-1))
+	}
+	if len(res.Groups) > 0 {
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\n| check | result | |\n|---|---|---|\n")
 	for _, c := range res.Checks {

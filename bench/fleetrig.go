@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -82,11 +83,18 @@ type cell struct {
 	index  *health.Index
 	probes []*transport.Conn
 	edges  []*edgeSim
-	cmd    string // the aggregator's command line, for the report
+	args   []string // the aggregator's command line
+	cmd    string   // the same, for the report
 	dir    string
 
 	exited  chan struct{} // closed when the aggregator has exited
 	exitErr error
+
+	// offset is when in every push period the probers publish, in ns
+	// after its start: less than half a period, so the aggregator's push
+	// carries the period's frames. A change applies from the period after
+	// the next.
+	offset atomic.Int64
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -179,20 +187,12 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		return c, err
 	}
 	c.cfg, c.index = plan.Config, plan.Index
-	log, err := os.Create(filepath.Join(dir, "aggregator.log"))
-	if err != nil {
-		return c, fmt.Errorf("creating the aggregator's log: %w", err)
+	c.args = []string{"taskset", "-c", strconv.Itoa(o.AggCPU), o.Binary, "serve", "--config", path,
+		"--role", "aggregator", "--id", "agg", "--nkey-seed", keys.seeds[transport.RoleAggregator]}
+	c.cmd = strings.Join(c.args, " ")
+	if err := c.startAggregator(); err != nil {
+		return c, err
 	}
-	defer log.Close()
-	c.agg = exec.Command("taskset", "-c", strconv.Itoa(o.AggCPU), o.Binary, "serve", "--config", path,
-		"--role", "aggregator", "--id", "agg", "--nkey-seed", keys.seeds[transport.RoleAggregator])
-	c.agg.Stdout, c.agg.Stderr = log, log
-	c.cmd = strings.Join(c.agg.Args, " ")
-	if err := c.agg.Start(); err != nil {
-		return c, fmt.Errorf("starting the aggregator: %w", err)
-	}
-	c.exited = make(chan struct{})
-	go func() { c.exitErr = c.agg.Wait(); close(c.exited) }()
 	frames, err := c.frames()
 	if err != nil {
 		return c, err
@@ -220,7 +220,41 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 	}
 	c.done.Add(1)
 	go c.publish(frames)
-	return c, c.waitTables(ctx)
+	return c, c.waitTables(ctx, 0)
+}
+
+// startAggregator starts the aggregator process, its output appended to
+// the cell's aggregator.log.
+func (c *cell) startAggregator() error {
+	log, err := os.OpenFile(filepath.Join(c.dir, "aggregator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the aggregator's log: %w", err)
+	}
+	defer log.Close()
+	c.agg = exec.Command(c.args[0], c.args[1:]...)
+	c.agg.Stdout, c.agg.Stderr = log, log
+	if err := c.agg.Start(); err != nil {
+		return fmt.Errorf("starting the aggregator: %w", err)
+	}
+	exited := make(chan struct{})
+	c.exited = exited
+	agg := c.agg
+	go func() { c.exitErr = agg.Wait(); close(exited) }()
+	return nil
+}
+
+// restart replaces the aggregator with a new process of the same config
+// and returns the push slot after which the edge's tables are the new
+// process's (waitTables). Where the kernel puts a process's memory makes
+// the same work cost it a few percent more or less for as long as it
+// lives; a new process each run turns that into noise the runs' median
+// absorbs, where one process per cell made it a difference between cells.
+func (c *cell) restart() (uint64, error) {
+	c.agg.Process.Kill()
+	<-c.exited
+	// A table of a later slot than this can only be the new process's.
+	since := uint64(time.Now().UnixNano() / int64(c.o.Push))
+	return since, c.startAggregator()
 }
 
 func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*transport.Conn, error) {
@@ -288,13 +322,18 @@ func (c *cell) frames() ([][]byte, error) {
 }
 
 // publish sends every prober's frame at the start of every push period, as
-// prober.Framer.Run does, each result with a new seq as the next run's would
-// have.
+// prober.Framer.Run does, or the cell's offset after it, each result with a
+// new seq as the next run's would have.
 func (c *cell) publish(frames [][]byte) {
 	defer c.done.Done()
 	period := c.o.Push
 	for {
-		wait := period - time.Duration(time.Now().UnixNano())%period
+		now := time.Now()
+		next := now.Truncate(period).Add(time.Duration(c.offset.Load()))
+		if !next.After(now) {
+			next = next.Add(period)
+		}
+		wait := next.Sub(now)
 		select {
 		case <-c.stop:
 			return
@@ -343,10 +382,11 @@ func (e *edgeSim) state() (slot uint64, down, bytes int) {
 	return e.slot, e.down, e.bytes
 }
 
-// waitTables waits until the first edge's tables show the probers'
-// verdicts: as many entries down as checks fail. Entries no check owns
-// start healthy and nothing reports for them, so they stay up.
-func (c *cell) waitTables(ctx context.Context) error {
+// waitTables waits until the first edge has a table of a push slot after
+// the given one that shows the probers' verdicts: as many entries down as
+// checks fail. Entries no check owns start healthy and nothing reports for
+// them, so they stay up.
+func (c *cell) waitTables(ctx context.Context, after uint64) error {
 	want := c.spec.checks * c.spec.unhealthy / 100
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -354,7 +394,7 @@ func (c *cell) waitTables(ctx context.Context) error {
 			return err
 		}
 		slot, down, _ := c.edges[0].state()
-		if slot != 0 && down == want {
+		if slot > after && down == want {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -277,13 +277,17 @@ func (t *Aggregator) Push(now time.Time) error {
 	start := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	changed := false
 	for i := range t.states {
 		if t.cfgs[i].kind != kindCalculated {
-			t.settle(i, now)
+			changed = t.settle(i, now) || changed
 		}
 	}
 	for _, i := range t.calculated {
-		t.settle(int(i), now)
+		changed = t.settle(int(i), now) || changed
+	}
+	if changed {
+		t.touch()
 	}
 	// Entry 0 belongs to candidates without a check.
 	loader.PutHealthEntry(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
@@ -307,23 +311,29 @@ func (t *Aggregator) Push(now time.Time) error {
 // histogram: Counters keeps only the last.
 func (t *Aggregator) OnPush(f func(time.Duration)) { t.onPush.Store(&f) }
 
-// settle evaluates slot i, logs a transition and writes its entry.
-func (t *Aggregator) settle(i int, now time.Time) {
+// settle evaluates slot i, logs a transition and writes its entry. It
+// reports whether what Saved returns changed: a configured check's
+// transition, or its first push, which puts its state in Saved whether or
+// not it differs from the healthy start (a check down from its first
+// push is not a transition, and without this the state file would keep
+// it healthy until something else changed).
+func (t *Aggregator) settle(i int, now time.Time) bool {
 	st := &t.states[i]
 	before := st.up
 	c := &t.cfgs[i]
 	evaluate(i, c, st, t.states, t.trackList, t.children[c.children.off:c.children.off+c.children.n], &t.agg, now)
-	if st.pushed && before != st.up {
-		if id := t.index.OwnerID(uint32(i)); id != "" {
-			t.log.Add(Event{Time: now, Check: strings.Clone(id), From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
-			t.touch()
-		}
-	}
+	changed := false
 	if !st.pushed || before != st.up {
+		id := t.index.OwnerID(uint32(i))
+		if st.pushed && id != "" {
+			t.log.Add(Event{Time: now, Check: strings.Clone(id), From: stateName(before), To: stateName(st.up), Reason: ReasonName(st.reason), Detail: t.detail(id)})
+		}
+		changed = id != ""
 		st.since = now.UnixNano()
 	}
 	st.pushed = true
 	loader.PutHealthEntry(t.buf, uint32(i), st.up, st.reason)
+	return changed
 }
 
 func (t *Aggregator) detail(id string) string {

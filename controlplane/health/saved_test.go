@@ -138,6 +138,29 @@ func TestChanged(t *testing.T) {
 	signalled("admin")
 }
 
+// TestFirstPushChanged: a check's first push puts its state in Saved and
+// signals Changed, even when it is no transition: a check down from its
+// first push must reach the state file, or a restart starts it healthy.
+func TestFirstPushChanged(t *testing.T) {
+	g := newAgg(t, []string{"web"}, tcp(1, 1))
+	<-g.a.Changed() // New's
+	g.result("p1", "web", 1, false)
+	if g.push("web") {
+		t.Fatal("web up after a failure, want down")
+	}
+	select {
+	case <-g.a.Changed():
+	default:
+		t.Error("the first push signalled no change")
+	}
+	if s, ok := g.a.Saved()["web"]; !ok || s.Up || s.State {
+		t.Errorf("saved web %+v (present %v), want down", s, ok)
+	}
+	if n := len(g.log.Events()); n != 0 {
+		t.Errorf("%d events, want none: the first push is no transition", n)
+	}
+}
+
 // TestRestoreEvents: events of an earlier run come first, then the new
 // ones, within the log's bound.
 func TestRestoreEvents(t *testing.T) {
