@@ -217,19 +217,20 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 
 	__u32 pc = __builtin_popcount(e);
 	__u32 mask = e, start = 0, limit = rr->max_answers;
-	__u32 wsum;
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
 		mask = st->low_mask;
 		break;
-	case POLICY_WEIGHTED:
+	case POLICY_WEIGHTED: {
+		/* Set above for this policy only. */
+		__u32 wsum = st->wsum;
 		limit = 1;
-		wsum = st->wsum;
 		if (wsum)
 			start = weighted_member(rr, mask, rnd % wsum, n);
 		else if (pc)
 			start = nth_member(mask, rnd % pc, n);
 		break;
+	}
 	case POLICY_ROUND_ROBIN:
 		if (pc)
 			start = nth_member(mask, rr_turn % pc, n);
