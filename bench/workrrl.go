@@ -83,8 +83,12 @@ var rrlCells = []struct {
 // the cells' code, not where one load of each landed. progs[cell][pair].
 func rrlPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][]*ebpf.Program, err error) {
 	progs = make([][]*ebpf.Program, len(rrlCells))
-	for range pairs {
-		for i, c := range rrlCells {
+	for pair := range pairs {
+		// Each pair loads its cells starting from another, so that no
+		// cell is always the first or last of a pair's loads.
+		for j := range rrlCells {
+			i := (pair + j) % len(rrlCells)
+			c := rrlCells[i]
 			opts.RRL = c.rrl
 			p, err := o.LoadProgram(opts)
 			if err != nil {
