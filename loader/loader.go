@@ -158,7 +158,7 @@ func (o *Objects) LoadProgram(opts Options) (*ebpf.Program, error) {
 		return nil, err
 	}
 	if dir := filepath.Join(o.Base, layoutVersion(spec)); dir != o.Dir {
-		return nil, fmt.Errorf("loading another xdp program: its layout %s is not %s's", filepath.Base(dir), o.Dir)
+		return nil, fmt.Errorf("loading another xdp program: its maps' layout %s differs from the loaded one's (%s)", filepath.Base(dir), filepath.Base(o.Dir))
 	}
 	var p struct {
 		Steadydns   *ebpf.Program `ebpf:"steadydns"`
