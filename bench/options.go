@@ -29,9 +29,10 @@ type Options struct {
 	// RRLRounds is how many rounds the rate-limiting cells take turns
 	// in, within one generator run, and RRLSlice how long each cell has
 	// the link in a round. The rounds go in pairs, the second in the
-	// reverse order of the first, and each pair gives one ratio per
-	// cell: RRL's cost is a few percent, so it is read from many short
-	// paired slices, not from a few long runs (see workRRL).
+	// reverse order of the first, and each pair, with loads of its own
+	// of every cell's program, gives one ratio per cell: RRL's cost is a
+	// few percent, so it is read from many short paired slices and many
+	// loads, not from a few long runs of one load each (see workRRL).
 	RRLRounds  int
 	RRLSlice   time.Duration
 	Servers    []string      // servers to measure, from ServerNames, in this order

@@ -140,9 +140,9 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 // cell it is read against: "on" and "off again" to "off" over every name,
 // a limited cell to "on" over the same one name.
 func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
-	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off, and loaded a second time: off again), with it at a rate no key reaches (on: every reply accounted and sent), "+
+	fmt.Fprintf(w, "\nResponse rate limiting, all candidates up: the program loaded without it (off, and in loads of its own: off again), with it at a rate no key reaches (on: every reply accounted and sent), "+
 		"and with one name's key far over a rate of 10 (limited: slip 0 drops every reply over the limit, slip 2 sends every second one truncated). "+
-		"The cells that ask the same queries share one kxdpgun run and take turns on the same link within it, in %d rounds of a %v slice per cell, every slice from no accounts; every second round runs them in reverse. "+
+		"The cells that ask the same queries share one kxdpgun run and take turns on the same link within it, in %d rounds of a %v slice per cell, every slice from no accounts; every second round runs them in reverse, and every pair of rounds has its own load of every cell's program (a load's JIT placement moves its run time by several percent). "+
 		"The ratio is per pair of rounds (the cell's two slices over its reference's two): the median of the %d pairs, a 95%% confidence interval of that median (from the pairs' order statistics), and the pairs' range. "+
 		"Off again over off is the method's own noise.\n\n", rounds, d, rounds/2)
 	fmt.Fprintf(w, "| names | K | rrl | queries | over the limit | ns/packet under load, per slice | ratio per pair of rounds | answered k/s under load |\n|---|---|---|---|---|---|---|---|\n")

@@ -92,8 +92,9 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
-	progs, err := rrlPrograms(o, opts)
-	defer func() { err = errors.Join(err, closePrograms(o, progs)) }()
+	fmt.Fprintf(r.o.Log, "bench: loading the rate-limiting cells' programs, %d of each\n", r.o.RRLRounds/2)
+	progs, err := rrlPrograms(o, opts, r.o.RRLRounds/2)
+	defer func() { err = errors.Join(err, closePrograms(progs)) }()
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 
 // workSize fills the maps with n names and measures K = 1 and K = max at
 // every share down, the other query shapes, and rate limiting's cells.
-func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs []*loader.Objects, n int) error {
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
 	for range min(n, workFrames) {

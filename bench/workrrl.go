@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -51,7 +53,7 @@ func rrlFlood(slip int) loader.RRL {
 // (the machine's other load, a warming cache) falls on a cell and its
 // reference alike. "off" with every name is the constant work's 0% level
 // again, run in the same rounds as "on" so that their ratio is a
-// same-run one. "off again" is the same program loaded a second time: its
+// same-run one. "off again" is the same program in loads of its own: its
 // ratio to "off" is the method's own noise, what two identical cells
 // differ by, against which "on"'s rise is read.
 var rrlCells = []struct {
@@ -69,33 +71,40 @@ var rrlCells = []struct {
 	{"limited, slip 2", true, rrlFlood(2), true, 3},
 }
 
-// rrlPrograms loads the program once per cell with the cell's rate
-// limiting, on the pins of opts (o's): the cells share o's records,
-// health table, counters and rate-limit accounts, and take turns on o's
-// link. The first cell is o itself; every other is a program of its own,
-// "off again" too, so that it differs from "off" as "on" does, by being
-// another load.
-func rrlPrograms(o *loader.Objects, opts loader.Options) (progs []*loader.Objects, err error) {
-	for i, c := range rrlCells {
-		if i == 0 {
-			progs = append(progs, o)
-			continue
+// rrlPrograms loads every cell's program once per pair of rounds, each
+// with the cell's rate limiting, onto o's maps: the cells share o's
+// records, health table, counters and rate-limit accounts, and take turns
+// on o's link; o itself, the server's own load, is not measured. Every
+// load is compiled anew, and the kernel puts each function of the image
+// at a random offset within a 64-byte block: two loads of one object
+// differed by up to 8% in run time, each load steadily so (BPF_PROG_RUN,
+// 1,000 names in turn). A pair of rounds with loads of its own is one
+// draw of every cell's placement, so the median over the pairs reads
+// the cells' code, not where one load of each landed. progs[cell][pair].
+func rrlPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][]*ebpf.Program, err error) {
+	progs = make([][]*ebpf.Program, len(rrlCells))
+	for pair := range pairs {
+		// Each pair loads its cells starting from another, so that no
+		// cell is always the first or last of a pair's loads.
+		for j := range rrlCells {
+			i := (pair + j) % len(rrlCells)
+			c := rrlCells[i]
+			opts.RRL = c.rrl
+			p, err := o.LoadProgram(opts)
+			if err != nil {
+				return progs, fmt.Errorf("loading the program with rrl %q: %w", c.name, err)
+			}
+			progs[i] = append(progs[i], p)
 		}
-		opts.RRL = c.rrl
-		p, err := loader.Load(opts)
-		if err != nil {
-			return progs, fmt.Errorf("loading the program with rrl %q: %w", c.name, err)
-		}
-		progs = append(progs, p)
 	}
 	return progs, nil
 }
 
-// closePrograms closes what rrlPrograms loaded, but o.
-func closePrograms(o *loader.Objects, progs []*loader.Objects) error {
+// closePrograms closes what rrlPrograms loaded.
+func closePrograms(progs [][]*ebpf.Program) error {
 	var err error
-	for _, p := range progs {
-		if p != o {
+	for _, ps := range progs {
+		for _, p := range ps {
 			err = errors.Join(err, p.Close())
 		}
 	}
@@ -108,12 +117,13 @@ func closePrograms(o *loader.Objects, progs []*loader.Objects) error {
 // machine, so the cells do not each get a run of the generator: the cells
 // that ask the same queries share one run, and take turns on the link in
 // slices of Options.RRLSlice, Options.RRLRounds rounds of one slice per
-// cell, every second round in reverse. The kernel keeps each program's
-// run time apart, so each slice's ns per packet is its own program's, and
-// a disturbance from outside that lasts a second or more falls on every
-// cell of a round alike. The cost is read as a ratio within each pair of
-// rounds and summed up by the median of the pairs.
-func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs []*loader.Objects, queries string, first, n, k int) (err error) {
+// cell, every second round in reverse, each pair of rounds with loads of
+// its own (rrlPrograms). The kernel keeps each program's run time apart,
+// so each slice's ns per packet is its own program's, and a disturbance
+// from outside that lasts a second or more falls on every cell of a round
+// alike. The cost is read as a ratio within each pair of rounds and summed
+// up by the median of the pairs.
+func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, queries string, first, n, k int) (err error) {
 	if err := writeWorkHealth(o, 0); err != nil {
 		return err
 	}
@@ -187,8 +197,8 @@ type rrlSlices struct {
 // rrlRun runs the generator once asking file's queries and, while it
 // runs, gives the link to the programs of cells in turn, a slice each per
 // round; see workRRL.
-func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Objects, cells []int, file string) ([]rrlSlices, error) {
-	if err := r.attachWork(progs[cells[0]]); err != nil {
+func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs [][]*ebpf.Program, cells []int, file string) ([]rrlSlices, error) {
+	if err := r.swapWork(o, progs[cells[0]][0]); err != nil {
 		return nil, err
 	}
 	base, err := o.Outcomes()
@@ -223,7 +233,7 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs []*loader.Obj
 			}
 			var s rrlSliceResult
 			for try := 0; ; try++ {
-				if s, err = r.rrlSlice(o, progs[cells[j]]); err != nil {
+				if s, err = r.rrlSlice(o, progs[cells[j]][round/2]); err != nil {
 					stop()
 					return nil, errors.Join(err, <-gun)
 				}
@@ -303,19 +313,18 @@ type rrlSliceResult struct {
 }
 
 // rrlSlice clears the accounts (a flood's would limit the next cell's
-// key), attaches p, and measures p's program for one slice. It clears
+// key), puts prog on o's link, and measures prog for one slice. It clears
 // them while o's program, which keeps no accounts, has the link, and
 // rrlHandover after attaching it, when no poll still runs the previous
 // program: a program charging a key while the table is cleared can read
 // the flood's account before the clearing and write it back after.
-func (r *rig) rrlSlice(o *loader.Objects, p *loader.Objects) (rrlSliceResult, error) {
-	prog := p.Steadydns
+func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, error) {
 	if err := r.attachWork(o); err != nil {
 		return rrlSliceResult{}, err
 	}
 	time.Sleep(rrlHandover)
 	o.ClearRRL()
-	if err := r.attachWork(p); err != nil {
+	if err := r.swapWork(o, prog); err != nil {
 		return rrlSliceResult{}, err
 	}
 	before, err := prog.Stats()
@@ -366,4 +375,9 @@ func pairRatios(x, ref []float64) []float64 {
 // o's attach pinned, so the veth and its NAPI thread stay as they are.
 func (r *rig) attachWork(p *loader.Objects) error {
 	return r.env.Edge.Do(func() error { _, err := p.Attach(r.env.Edge.Link, loader.ModeNative); return err })
+}
+
+// swapWork puts prog on the link o's attach pinned on the server's veth.
+func (r *rig) swapWork(o *loader.Objects, prog *ebpf.Program) error {
+	return r.env.Edge.Do(func() error { return o.SwapProgram(r.env.Edge.Link, prog) })
 }

@@ -51,13 +51,31 @@ func loadWith(t testing.TB, opts loader.Options) *loader.Objects {
 		t.Fatalf("mounting a test bpffs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	opts.BPFFS, opts.HealthCapacity, opts.Servers = dir+"/sd", 1024, []netip.Addr{server4, server6}
+	opts.BPFFS, opts.HealthCapacity, opts.Servers = dir+"/sd", testHealth, []netip.Addr{server4, server6}
 	o, err := loader.Load(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
 	return o
+}
+
+// testHealth is the health table's capacity in loadWith.
+const testHealth = 1024
+
+// loadAgain loads o's program once more, with rrl's rate limiting, onto
+// the maps of o, a load of loadWith's with rrl's table size. Each load
+// is compiled anew, and the kernel puts each function of the image at a
+// random offset within a 64-byte block: two loads of one object ran up
+// to 8% apart, each steadily so, so a benchmark comparing programs gives
+// every round loads of its own.
+func loadAgain(t testing.TB, o *loader.Objects, rrl loader.RRL) *ebpf.Program {
+	t.Helper()
+	p, err := o.LoadProgram(loader.Options{HealthCapacity: testHealth, Servers: []netip.Addr{server4, server6}, RRL: rrl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // wire is the lowercased wire form of a name, as the control plane keys it.

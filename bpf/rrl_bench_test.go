@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/internal/packet"
@@ -19,13 +18,14 @@ import (
 // interleaving the cells): the program loaded without RRL, with RRL and
 // the client far under its limit, and with RRL and the client over it
 // (slip 0, so every reply is dropped), against the same program
-// answering.
+// answering. Every round loads each cell's program anew (loadAgain), so
+// that the medians are over placements of the JIT image, not one each.
 //
 //	go test ./bpf -run '^$' -bench RRLCost -benchtime 1x
 func BenchmarkRRLCost(b *testing.B) {
-	off := load(b)
-	under := loadRRL(b, loader.RRL{Rate: 1000000, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
-	over := loadRRL(b, loader.RRL{Rate: 1, Slip: 0, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56})
+	underRRL := loader.RRL{Rate: 1000000, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
+	overRRL := loader.RRL{Rate: 1, Slip: 0, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
+	off, under, over := load(b), loadRRL(b, underRRL), loadRRL(b, overRRL)
 	pass := passProgram(b)
 	var cs []cand
 	for j := range 8 {
@@ -45,17 +45,22 @@ func BenchmarkRRLCost(b *testing.B) {
 		}
 	}
 
+	// Each cell's accounts are its own: a client over its limit in one
+	// is not in another.
 	cells := []struct {
 		name string
-		prog *ebpf.Program
+		o    *loader.Objects
+		rrl  loader.RRL
 		want uint32
-	}{{"off", off.Steadydns, 3}, {"on", under.Steadydns, 3}, {"limited", over.Steadydns, 1}}
+	}{{"off", off, loader.RRL{}, 3}, {"on", under, underRRL, 3}, {"limited", over, overRRL, 1}}
 	samples := map[string][]float64{}
 	for range b.N {
 		for range rounds {
 			base := float64(runCost(b, pass, in, 2))
 			for _, c := range cells {
-				samples[c.name] = append(samples[c.name], float64(runCost(b, c.prog, in, c.want))-base)
+				p := loadAgain(b, c.o, c.rrl)
+				samples[c.name] = append(samples[c.name], float64(runCost(b, p, in, c.want))-base)
+				p.Close()
 			}
 		}
 	}
@@ -82,7 +87,8 @@ func BenchmarkRRLCost(b *testing.B) {
 // smallest table that still holds the 1,000 keys four times over (16,384
 // accounts, 256 KiB), the client far under its limit in both. Method as
 // BenchmarkRotatingCost; the rise is per round (the round's "on" over the
-// same round's "off"), then the median of the rounds.
+// same round's "off"), then the median of the rounds; every round loads
+// each cell's program anew (loadAgain).
 //
 //	go test ./bpf -run '^$' -bench RRLRotatingCost -benchtime 1x
 func BenchmarkRRLRotatingCost(b *testing.B) {
@@ -92,7 +98,8 @@ func BenchmarkRRLRotatingCost(b *testing.B) {
 	cells := []struct {
 		name string
 		o    *loader.Objects
-	}{{"off", load(b)}, {"on", loadRRL(b, under)}, {"on-256KiB", loadRRL(b, small)}}
+		rrl  loader.RRL
+	}{{"off", load(b), loader.RRL{}}, {"on", loadRRL(b, under), under}, {"on-256KiB", loadRRL(b, small), small}}
 	pass := passProgram(b)
 
 	const names, k = 1000, 8
@@ -124,7 +131,9 @@ func BenchmarkRRLRotatingCost(b *testing.B) {
 				if round%2 == 1 {
 					c = cells[len(cells)-1-j]
 				}
-				got[c.name] = float64(rotateCost(b, c.o.Steadydns, frames, 3)) - base
+				p := loadAgain(b, c.o, c.rrl)
+				got[c.name] = float64(rotateCost(b, p, frames, 3)) - base
+				p.Close()
 				ns[c.name] = append(ns[c.name], got[c.name])
 			}
 			for _, c := range cells[1:] {

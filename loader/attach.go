@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -91,6 +92,27 @@ func (o *Objects) Attach(ifname string, mode Mode) (Mode, error) {
 
 func attach(o *Objects, ifindex int, flags link.XDPAttachFlags) (link.Link, error) {
 	return link.AttachXDP(link.XDPOptions{Program: o.Steadydns, Interface: ifindex, Flags: flags})
+}
+
+// SwapProgram puts prog (a LoadProgram) on the link Attach pinned for
+// ifname, in place of the program running there; Attach puts o's back.
+func (o *Objects) SwapProgram(ifname string, prog *ebpf.Program) error {
+	for _, m := range pinnedModes {
+		l, err := link.LoadPinnedLink(o.linkPin(ifname, m), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("swapping the xdp program on %s: %w", ifname, err)
+		}
+		err = l.Update(prog)
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("swapping the xdp program on %s: %w", ifname, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("swapping the xdp program on %s: no link pinned under %s", ifname, o.Base)
 }
 
 // Linked reports whether a link pinned by this or an earlier run attaches

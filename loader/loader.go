@@ -53,33 +53,8 @@ func Load(opts Options) (*Objects, error) {
 	if opts.BPFFS == "" {
 		opts.BPFFS = DefaultBPFFS
 	}
-	spec, err := bpf.LoadSteadydns()
+	spec, specs, err := prepare(&opts)
 	if err != nil {
-		return nil, fmt.Errorf("reading the bpf object: %w", err)
-	}
-	// The generated specs point into spec, so what is set through them
-	// is what loads.
-	var specs bpf.SteadydnsSpecs
-	if err := spec.Assign(&specs); err != nil {
-		return nil, fmt.Errorf("reading the bpf object: %w", err)
-	}
-	if opts.HealthCapacity > 0 {
-		specs.Health.MaxEntries = opts.HealthCapacity
-	}
-	specs.HealthBits.MaxEntries = HealthBitsWords(int(specs.Health.MaxEntries))
-	if opts.RecordCapacity == 0 {
-		opts.RecordCapacity = DefaultRecordCapacity
-	}
-	slots := TableSlots(opts.RecordCapacity)
-	specs.Records.MaxEntries = slots
-	specs.RecTags.MaxEntries = slots
-	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
-		return nil, err
-	}
-	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
-		return nil, err
-	}
-	if err := setRRL(&specs, opts.RRL); err != nil {
 		return nil, err
 	}
 	if err := ensureBPFFS(opts.BPFFS); err != nil {
@@ -116,16 +91,92 @@ func Load(opts Options) (*Objects, error) {
 		o.SteadydnsObjects.Close()
 		return nil, err
 	}
-	if err := errors.Join(o.syncExempt(), o.armClock()); err != nil {
+	err = o.syncExempt()
+	if err == nil && o.RRLOn() {
+		err = armClock(o.ArmRrlClock)
+	}
+	if err != nil {
 		o.Close()
 		return nil, err
 	}
-	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecBits, slots, opts.RecordCapacity)
+	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecBits, specs.Records.MaxEntries, opts.RecordCapacity)
 	if err != nil {
 		o.Close()
 		return nil, err
 	}
 	return o, nil
+}
+
+// prepare reads the object and sets its sizes and load-time constants
+// from opts, filling in opts' default record capacity.
+func prepare(opts *Options) (*ebpf.CollectionSpec, *bpf.SteadydnsSpecs, error) {
+	spec, err := bpf.LoadSteadydns()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the bpf object: %w", err)
+	}
+	// The generated specs point into spec, so what is set through them
+	// is what loads.
+	var specs bpf.SteadydnsSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, nil, fmt.Errorf("reading the bpf object: %w", err)
+	}
+	if opts.HealthCapacity > 0 {
+		specs.Health.MaxEntries = opts.HealthCapacity
+	}
+	specs.HealthBits.MaxEntries = HealthBitsWords(int(specs.Health.MaxEntries))
+	if opts.RecordCapacity == 0 {
+		opts.RecordCapacity = DefaultRecordCapacity
+	}
+	slots := TableSlots(opts.RecordCapacity)
+	specs.Records.MaxEntries = slots
+	specs.RecTags.MaxEntries = slots
+	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
+		return nil, nil, err
+	}
+	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
+		return nil, nil, err
+	}
+	if err := setRRL(&specs, opts.RRL); err != nil {
+		return nil, nil, err
+	}
+	return spec, &specs, nil
+}
+
+// LoadProgram loads the XDP program once more onto o's maps, with opts'
+// load-time constants (server addresses, NSID, rate limiting), and starts
+// rate limiting's clock if opts turn it on. opts' capacities and table
+// size must give o's layout; its pin directory is not read, and the
+// exempt prefixes stay those of o's trie. The caller closes the program;
+// SwapProgram puts it on o's link. It is for measuring settings side by
+// side on one link: every load is compiled anew, and the kernel places
+// each of the image's functions at a random offset within a 64-byte
+// block, which moves a load's run time by several percent, so a
+// comparison needs several loads of each side.
+func (o *Objects) LoadProgram(opts Options) (*ebpf.Program, error) {
+	spec, _, err := prepare(&opts)
+	if err != nil {
+		return nil, err
+	}
+	if dir := filepath.Join(o.Base, layoutVersion(spec)); dir != o.Dir {
+		return nil, fmt.Errorf("loading another xdp program: its maps' layout %s differs from the loaded one's (%s)", filepath.Base(dir), filepath.Base(o.Dir))
+	}
+	var p struct {
+		Steadydns   *ebpf.Program `ebpf:"steadydns"`
+		ArmRrlClock *ebpf.Program `ebpf:"arm_rrl_clock"`
+	}
+	err = spec.LoadAndAssign(&p, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: o.Dir}})
+	if err != nil {
+		return nil, fmt.Errorf("loading another xdp program: %w", permissionError(err, capBPF))
+	}
+	// The timer holds the program of its callback: this one can go.
+	defer p.ArmRrlClock.Close()
+	if opts.RRL.Rate > 0 {
+		if err := armClock(p.ArmRrlClock); err != nil {
+			p.Steadydns.Close()
+			return nil, err
+		}
+	}
+	return p.Steadydns, nil
 }
 
 // Close unmaps the record table and releases the program and maps; pinned

@@ -3,7 +3,11 @@ package loader
 import (
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/steadydns/steadydns/bpf"
 )
@@ -53,5 +57,67 @@ func TestRecordCapacity(t *testing.T) {
 		if got := o.RecordCapacity(); got != int(tt.want) {
 			t.Errorf("RecordCapacity %d: holds %d sets, want %d", tt.capacity, got, tt.want)
 		}
+	}
+}
+
+// TestLoadProgram loads the program again with rate limiting on, onto the
+// maps of a load without it: the new program must use the first load's
+// maps, start the shared clock, and be refused for another layout.
+func TestLoadProgram(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t)
+	opts := Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{netip.MustParseAddr("198.18.0.2")}}
+	o, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	clock := func() uint64 {
+		var c bpf.SteadydnsRrlClock
+		if err := o.RrlClock.Lookup(uint32(0), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c.Now
+	}
+	if now := clock(); now != 0 {
+		t.Fatalf("the rrl clock reads %d without rate limiting, want it not started", now)
+	}
+
+	on := opts
+	on.RRL = RRL{Rate: 100, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56}
+	p, err := o.LoadProgram(on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := info.MapIDs()
+	for _, m := range []*ebpf.Map{o.Rrl, o.Records, o.Counters, o.HealthBits} {
+		mi, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := mi.ID()
+		if !slices.Contains(ids, id) {
+			t.Errorf("the program loaded again does not use the first load's %s map (id %d; it uses %v)", mi.Name, id, ids)
+		}
+	}
+	first := clock()
+	time.Sleep(20 * time.Millisecond)
+	if now := clock(); first == 0 || now <= first {
+		t.Errorf("the rrl clock read %d, then %d 20ms later: the program loaded with rate limiting did not start it", first, now)
+	}
+
+	other := opts
+	other.HealthCapacity = 2048
+	if p, err := o.LoadProgram(other); err == nil {
+		p.Close()
+		t.Error("a program of another layout (health capacity 2048, not 1024) loaded onto the first load's maps")
+	}
+	if err := o.SwapProgram("sdtest0", p); err == nil {
+		t.Error("swapped a program onto a link that was never attached")
 	}
 }

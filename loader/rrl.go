@@ -274,12 +274,10 @@ func setRRL(specs *bpf.SteadydnsSpecs, r RRL) error {
 	return nil
 }
 
-// armClock starts the timer that keeps rate limiting's clock in XDP.
-func (o *Objects) armClock() error {
-	if !o.RRLOn() {
-		return nil
-	}
-	ret, err := o.ArmRrlClock.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+// armClock starts the timer that keeps rate limiting's clock in XDP by
+// running arm, a load's arm_rrl_clock.
+func armClock(arm *ebpf.Program) error {
+	ret, err := arm.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
 	if err != nil {
 		return fmt.Errorf("starting the rrl clock: %w", err)
 	}
