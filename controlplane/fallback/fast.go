@@ -134,40 +134,59 @@ func qname(b []byte) string {
 // answers then. It declines before it has done anything, except when a
 // health-checked set's selection calls for what only the handler writes
 // (the SOA of NODATA, truncation): then it leaves the selection in w's
-// scratch for the handler to use.
+// scratch for the handler to use. A question in the view's index is
+// answered from it; any other goes through the zone's lookup, as the
+// handler's would.
 func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 	start := time.Now()
 	q, ok := parseFast(b)
 	if !ok {
 		return 0, false
 	}
-	v := s.view.Load()
+	sv := s.view.Load()
+	v := sv.v
 	if v == nil {
 		return 0, false
 	}
-	name := qname(b)
-	if d := &s.opts.Debug; d.Name != "" && under(name, d.Name) {
-		return 0, false
-	}
-	z := v.Zones.Find(name)
-	if z == nil {
-		return 0, false
-	}
-	res := z.Lookup(name, q.qtype, q.do)
 	var (
-		rrs  []dns.RR
-		sel  Selection
-		kind = res.Kind
+		key     [maxKey]byte
+		name    string   // the question's presentation form, once built
+		answers []byte   // a set of the zone file from the index, as written
+		rrs     []dns.RR // or from the zone's lookup
+		n       int      // the set's records
+		dynName string   // or a health-checked set's name and type
+		dynType uint16
 	)
-	switch {
-	case kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, q.qtype):
-		rrs = res.Answer
-		if fastLen(&q, s.opts.NSID, len(rrs)) > q.limit {
+	if e := sv.idx.find(b, &q, &key); e != nil && !(e.signed && q.do) {
+		answers, n, dynName, dynType = e.answers, e.n, e.dynName, e.dynType
+	} else {
+		name = qname(b)
+		if d := &s.opts.Debug; d.Name != "" && under(name, d.Name) {
 			return 0, false
 		}
-	case kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
+		z := v.Zones.Find(name)
+		if z == nil {
+			return 0, false
+		}
+		res := z.Lookup(name, q.qtype, q.do)
+		switch {
+		case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, q.qtype):
+			rrs, n = res.Answer, len(res.Answer)
+		case res.Kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
+			dynName, dynType = res.DynamicName, res.DynamicType
+		default:
+			return 0, false
+		}
+	}
+	var sel Selection
+	kind := zone.Answer
+	if dynName == "" {
+		if fastLen(&q, s.opts.NSID, n) > q.limit {
+			return 0, false
+		}
+	} else {
 		var found bool
-		sel, found = v.Records.Select(res.DynamicName, res.DynamicType, Query{Client: addrOf(w.remote)})
+		sel, found = v.Records.Select(dynName, dynType, Query{Client: addrOf(w.remote)})
 		switch {
 		case !found || sel.Action == ServFail:
 			kind = 0 // SERVFAIL
@@ -177,18 +196,19 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			w.scratch.pre = preselected{v: v, sel: sel}
 			return 0, false
 		}
-	default:
-		return 0, false
 	}
 
 	rcode, outcome, aa := dns.RcodeSuccess, OutcomeNoError, true
 	if kind == 0 {
 		rcode, outcome, aa = dns.RcodeServerFailure, OutcomeServFail, false
-		rrs, sel.Addrs = nil, nil
+		answers, rrs, n, sel.Addrs = nil, nil, 0, nil
 	}
-	n := len(rrs) + len(sel.Addrs)
+	n += len(sel.Addrs)
 	nsid := q.nsid && len(s.opts.NSID) > 0
 	if s.opts.RRL != nil {
+		if name == "" {
+			name = qname(b)
+		}
 		rp := Reply{Qname: name, Qtype: q.qtype, Rcode: rcode}
 		switch s.opts.RRL.Limit(addrOf(w.remote), rp) {
 		case Drop:
@@ -222,14 +242,8 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 	r = append(r, b[0], b[1], byte(flags>>8), byte(flags), 0, 1, byte(n>>8), byte(n), 0, 0, 0, byte(ar))
 	r = append(r, b[headerLen:q.qend]...)
 	if n > 0 {
-		for _, rr := range rrs {
-			switch rr := rr.(type) {
-			case *dns.A:
-				r = appendAddr(r, dns.TypeA, rr.Hdr.Ttl, rr.A.To4())
-			case *dns.AAAA:
-				r = appendAddr(r, dns.TypeAAAA, rr.Hdr.Ttl, rr.AAAA)
-			}
-		}
+		r = append(r, answers...)
+		r = appendRRs(r, rrs)
 		for _, a := range sel.Addrs {
 			if q.qtype == dns.TypeA {
 				ip := a.Unmap().As4()

@@ -64,7 +64,7 @@ func (s *Server) limited(r, m *dns.Msg) Reply {
 		rp.Qname, rp.Qtype = r.Question[0].Name, r.Question[0].Qtype
 	}
 	if m.Rcode == dns.RcodeNameError && len(r.Question) == 1 {
-		if v := s.view.Load(); v != nil {
+		if v := s.view.Load().v; v != nil {
 			if z := findZone(v.Zones, r.Question[0]); z != nil {
 				rp.Zone = z.Origin()
 			}
@@ -147,7 +147,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
 	}
-	v := s.view.Load()
+	v := s.view.Load().v
 	if sc != nil && sc.pre.v != nil {
 		v = sc.pre.v // the view the fast path drew a selection from
 	}
