@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"encoding/binary"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -138,7 +137,7 @@ func qname(b []byte) string {
 // answered from it; any other goes through the zone's lookup, as the
 // handler's would.
 func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
-	start := time.Now()
+	start := w.clock()
 	q, ok := parseFast(b)
 	if !ok {
 		return 0, false
@@ -212,7 +211,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		rp := Reply{Qname: name, Qtype: q.qtype, Rcode: rcode}
 		switch s.opts.RRL.Limit(addrOf(w.remote), rp) {
 		case Drop:
-			s.opts.Observe(OutcomeRRLDropped, time.Since(start))
+			s.observeUDP(w, OutcomeRRLDropped, start)
 			return q.qtype, true
 		case Slip:
 			n, nsid, outcome = 0, false, OutcomeRRLSlipped
@@ -271,7 +270,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			r = append(r, s.opts.NSID...)
 		}
 	}
-	s.opts.Observe(outcome, time.Since(start))
+	s.observeUDP(w, outcome, start)
 	w.reply = r
 	return q.qtype, true
 }

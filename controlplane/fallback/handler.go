@@ -3,7 +3,6 @@ package fallback
 import (
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -22,13 +21,14 @@ const (
 )
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
-	start := time.Now()
 	// A UDP loop packs each reply before it reads the next query, so it
 	// lends the handler memory to build replies in; other writers do not.
 	var sc *scratch
-	if u, ok := w.(*udpWriter); ok {
+	u, _ := w.(*udpWriter)
+	if u != nil {
 		sc = &u.scratch
 	}
+	start := u.clock()
 	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), sc)
 	limit := tcpSize
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
@@ -43,7 +43,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if !tcp && s.opts.RRL != nil {
 		switch s.opts.RRL.Limit(addrOf(w.RemoteAddr()), s.limited(r, m)) {
 		case Drop:
-			s.opts.Observe(OutcomeRRLDropped, time.Since(start))
+			s.observeUDP(u, OutcomeRRLDropped, start)
 			return
 		case Slip:
 			slip(m)
@@ -52,7 +52,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
-	s.opts.Observe(outcome, time.Since(start))
+	s.observeUDP(u, outcome, start)
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
 }
