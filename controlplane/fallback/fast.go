@@ -148,7 +148,6 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		return 0, false
 	}
 	var (
-		key     [maxKey]byte
 		name    string   // the question's presentation form, once built
 		answers []byte   // a set of the zone file from the index, as written
 		rrs     []dns.RR // or from the zone's lookup
@@ -156,7 +155,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		dynName string   // or a health-checked set's name and type
 		dynType uint16
 	)
-	if e := sv.idx.find(b, &q, &key); e != nil && !(e.signed && q.do) {
+	if e := sv.idx.find(b, &q, &w.key); e != nil && !(e.signed && q.do) {
 		answers, n, dynName, dynType = e.answers, e.n, e.dynName, e.dynType
 	} else {
 		name = qname(b)

@@ -385,6 +385,9 @@ type udpWriter struct {
 	// outcome is the reply's outcome, for the loop to observe with the
 	// batch's time.
 	outcome string
+	// key is the room of the question's index key, here rather than on
+	// the fast path's stack, which would clear it for every query.
+	key [maxKey]byte
 }
 
 // clock is when the query w answers began: its batch's read, or now
