@@ -184,7 +184,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		}
 	} else {
 		var found bool
-		sel, found = v.Records.Select(dynName, dynType, Query{Client: addrOf(w.remote)})
+		sel, found = v.Records.Select(dynName, dynType, Query{Client: addrOf(w.remote)}, w.scratch.addrs[:0])
 		switch {
 		case !found || sel.Action == ServFail:
 			kind = 0 // SERVFAIL

@@ -192,7 +192,7 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	case sc != nil && sc.pre.v != nil:
 		sel, ok = sc.pre.sel, true
 	case recs != nil:
-		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query)
+		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query, sc.addrRoom())
 	}
 	if !ok || sel.Action == ServFail {
 		m.Authoritative = false
@@ -256,6 +256,16 @@ type scratch struct {
 	rrs  []dns.RR
 	a    []aRecord
 	aaaa []aaaaRecord
+	// The addresses of a selection: a set has at most maxCandidates.
+	addrs [maxCandidates]netip.Addr
+}
+
+// addrRoom is the room a selection's addresses are appended to.
+func (sc *scratch) addrRoom() []netip.Addr {
+	if sc == nil {
+		return nil
+	}
+	return sc.addrs[:0]
 }
 
 func (sc *scratch) msg() *dns.Msg {
