@@ -151,7 +151,9 @@ type udpSlot struct {
 func (u *udpServer) loop() {
 	slots := make([]udpSlot, udpBatch)
 	in := make([]unix.Mmsghdr, udpBatch)
-	out := make([]unix.Mmsghdr, 0, udpBatch)
+	// The replies' headers; out is the part of them still to send.
+	outs := make([]unix.Mmsghdr, 0, udpBatch)
+	var out []unix.Mmsghdr
 	for i := range slots {
 		sl := &slots[i]
 		// Whole datagrams: a cut one would not parse.
@@ -212,7 +214,9 @@ func (u *udpServer) loop() {
 		if u.raw.Read(read) != nil {
 			return // closed
 		}
-		out = out[:0]
+		// From the start of outs: out's own start has moved past what
+		// the last batch sent, and an append there would reallocate.
+		out = outs[:0]
 		w.batch = time.Now()
 		for i := range in[:n] {
 			sl := &slots[i]
