@@ -22,7 +22,9 @@ type Options struct {
 	Listen []netip.AddrPort
 	// Observe is called once per reply or dropped message with one of the
 	// Outcome constants and the time the reply took to build, from the
-	// parsed query to the reply ready to send; zero for a dropped message.
+	// parsed query to the reply ready to send, over UDP from the read of
+	// the query's batch to the batch's replies ready, since they leave
+	// together; zero for a dropped message.
 	// nil observes nothing.
 	Observe func(outcome string, took time.Duration)
 	// ID is answered to id.server and hostname.bind CH TXT, Version to
