@@ -20,14 +20,15 @@ import (
 
 // fastQuery is a query the fast path has parsed.
 type fastQuery struct {
-	qend  int // offset just past the question
-	qtype uint16
-	rd    bool // RD and CD, echoed
-	cd    bool
-	edns  bool // the query has an OPT
-	do    bool
-	nsid  bool // the OPT carries an NSID option
-	limit int  // the largest reply the client takes
+	qend   int // offset just past the question
+	qtype  uint16
+	rd     bool // RD and CD, echoed
+	cd     bool
+	edns   bool // the query has an OPT
+	do     bool
+	nsid   bool // the OPT carries an NSID option
+	limit  int  // the largest reply the client takes
+	keyLen int  // the index key's length: the name's wire form and the qtype
 }
 
 // parseFast parses b, a datagram of at least a header that is not a
@@ -37,7 +38,9 @@ type fastQuery struct {
 // by dots, as miekg/dns would spell it), no answer or authority records,
 // and at most one additional record, an OPT of version 0 whose options
 // hold no ECS, with nothing after it. ok is false for any other datagram.
-func parseFast(b []byte) (q fastQuery, ok bool) {
+// It writes the question's index key into key (wireIndex) as it reads the
+// name: each byte is looked at once.
+func parseFast(b []byte, key *[maxKey]byte) (q fastQuery, ok bool) {
 	be := func(off int) int { return int(b[off])<<8 | int(b[off+1]) }
 	if b[2]&0x78 != 0 || be(4) != 1 || be(6) != 0 || be(8) != 0 || be(10) > 1 {
 		return q, false
@@ -57,19 +60,21 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 		if n == 0 {
 			break
 		}
-		if n > 63 || off+1+n >= len(b) {
+		// A name of more than 255 bytes, its terminating zero
+		// included, does not unpack; the key has room for 255.
+		if n > 63 || off+1+n >= len(b) || off+1+n+1-headerLen > 255 {
 			return q, false
 		}
-		for _, c := range b[off+1 : off+1+n] {
-			if !plain(c) {
+		k := key[off-headerLen:]
+		k[0] = byte(n)
+		for i, c := range b[off+1 : off+1+n] {
+			if k[1+i] = plainLower[c]; k[1+i] == 0 {
 				return q, false
 			}
 		}
 		off += 1 + n
 	}
-	// A name of more than 255 bytes, its terminating zero included, does
-	// not unpack.
-	if off+1-headerLen > 255 || off+5 > len(b) {
+	if off+5 > len(b) {
 		return q, false
 	}
 	q.qtype = uint16(be(off + 1))
@@ -77,6 +82,9 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 		return q, false
 	}
 	q.qend = off + 5
+	nl := off + 1 - headerLen
+	key[nl-1], key[nl], key[nl+1] = 0, b[off+1], b[off+2]
+	q.keyLen = nl + 2
 	q.limit = udpSize
 	if be(10) == 0 {
 		return q, q.qend == len(b)
@@ -110,10 +118,20 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 	return q, true
 }
 
-// plain reports whether c may stand in a label the fast path answers.
-func plain(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-}
+// plainLower maps each byte that may stand in a label the fast path
+// answers (letters, digits, '-' and '_') to its lowercase, and any other
+// to 0.
+var plainLower = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			t[c] = byte(c + 'a' - 'A')
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_':
+			t[c] = byte(c)
+		}
+	}
+	return t
+}()
 
 // qname returns the presentation form of the question's name in b, its
 // case kept, as miekg/dns unpacks a name of plain labels.
@@ -138,7 +156,7 @@ func qname(b []byte) string {
 // handler's would.
 func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 	start := w.clock()
-	q, ok := parseFast(b)
+	q, ok := parseFast(b, &w.key)
 	if !ok {
 		return 0, false
 	}
@@ -155,7 +173,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		dynName string   // or a health-checked set's name and type
 		dynType uint16
 	)
-	if e := sv.idx.find(b, &q, &w.key); e != nil && !(e.signed && q.do) {
+	if e := sv.idx.find(&w.key, &q); e != nil && !(e.signed && q.do) {
 		answers, n, dynName, dynType = e.answers, e.n, e.dynName, e.dynType
 	} else {
 		name = qname(b)

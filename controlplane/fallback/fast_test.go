@@ -263,6 +263,13 @@ func TestFastDeclines(t *testing.T) {
 			return m
 		}())},
 		{"root", pack(t, query(".", dns.TypeA))},
+		{"a name of 256 bytes", func() []byte {
+			b := hdr(1, 0, 0, 1, 0, 0)
+			for range 4 {
+				b = append(append(b, 63), strings.Repeat("x", 63)...)
+			}
+			return append(b, 0, 0, 1, 0, 1)
+		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, ok := s.answerFast(&udpWriter{remote: fastClient}, c.b); ok {
@@ -352,12 +359,12 @@ func TestIndexHolds(t *testing.T) {
 		{debug, "static.example.test.", dns.TypeA, true},
 	} {
 		b := pack(t, query(c.name, c.qtype))
-		q, ok := parseFast(b)
+		var k [maxKey]byte
+		q, ok := parseFast(b, &k)
 		if !ok {
 			t.Fatalf("%s: not a query of the fast path", c.name)
 		}
-		var k [maxKey]byte
-		if held := c.s.view.Load().idx.find(b, &q, &k) != nil; held != c.held {
+		if held := c.s.view.Load().idx.find(&k, &q) != nil; held != c.held {
 			t.Errorf("%s %s: in the index %v, want %v", c.name, dns.TypeToString[c.qtype], held, c.held)
 		}
 	}

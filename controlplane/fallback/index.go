@@ -95,19 +95,11 @@ func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) *indexed {
 	return nil
 }
 
-// find returns the entry for the question of q in b, or nil. k is the
-// caller's room for the key, so that nothing is allocated.
-func (x wireIndex) find(b []byte, q *fastQuery, k *[maxKey]byte) *indexed {
-	// The name's length bytes are at most 63, below 'A': lowercasing
-	// every byte lowercases the labels alone.
-	n := copy(k[:], b[headerLen:q.qend-4])
-	for i, c := range k[:n] {
-		if 'A' <= c && c <= 'Z' {
-			k[i] = c + 'a' - 'A'
-		}
-	}
-	k[n], k[n+1] = byte(q.qtype>>8), byte(q.qtype)
-	return x[string(k[:n+2])]
+// find returns the entry for q, whose key parseFast wrote into k, or nil.
+// A lookup with the key converted in the index expression allocates
+// nothing.
+func (x wireIndex) find(k *[maxKey]byte, q *fastQuery) *indexed {
+	return x[string(k[:q.keyLen])]
 }
 
 // appendRRs appends a set of the zone file, which staticSet has passed, as
