@@ -131,7 +131,7 @@ func NewMetrics(src Source) *Metrics {
 			Help:    "Time from the start of a health check run by this host's prober to its verdict, failures included, by check type and result reason.",
 			Buckets: checkBuckets}, []string{"type", "reason"}),
 		replyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steadydns_fallback_reply_seconds",
-			Help:    "Time the fallback took to build a reply, from the parsed query to the reply ready to send.",
+			Help:    "Time the fallback took to build a reply, from the parsed query to the reply ready to send; over UDP from the read of the query's batch to the batch's replies ready.",
 			Buckets: fallbackBuckets}),
 		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steadydns_health_push_duration_seconds",
 			Help:    "Duration of each health-table push: evaluating every check and writing the whole table.",

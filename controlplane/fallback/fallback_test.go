@@ -27,11 +27,12 @@ type fakeRecords struct {
 	last Query
 }
 
-func (f *fakeRecords) Select(name string, qtype uint16, q Query) (Selection, bool) {
+func (f *fakeRecords) Select(name string, qtype uint16, q Query, into []netip.Addr) (Selection, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = q
 	sel, ok := f.sets[name+" "+dns.TypeToString[qtype]]
+	sel.Addrs = append(into[:0], sel.Addrs...)
 	return sel, ok
 }
 

@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"encoding/binary"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -21,14 +20,15 @@ import (
 
 // fastQuery is a query the fast path has parsed.
 type fastQuery struct {
-	qend  int // offset just past the question
-	qtype uint16
-	rd    bool // RD and CD, echoed
-	cd    bool
-	edns  bool // the query has an OPT
-	do    bool
-	nsid  bool // the OPT carries an NSID option
-	limit int  // the largest reply the client takes
+	qend   int // offset just past the question
+	qtype  uint16
+	rd     bool // RD and CD, echoed
+	cd     bool
+	edns   bool // the query has an OPT
+	do     bool
+	nsid   bool // the OPT carries an NSID option
+	limit  int  // the largest reply the client takes
+	keyLen int  // the index key's length: the name's wire form and the qtype
 }
 
 // parseFast parses b, a datagram of at least a header that is not a
@@ -38,7 +38,9 @@ type fastQuery struct {
 // by dots, as miekg/dns would spell it), no answer or authority records,
 // and at most one additional record, an OPT of version 0 whose options
 // hold no ECS, with nothing after it. ok is false for any other datagram.
-func parseFast(b []byte) (q fastQuery, ok bool) {
+// It writes the question's index key into key (wireIndex) as it reads the
+// name: each byte is looked at once.
+func parseFast(b []byte, key *[maxKey]byte) (q fastQuery, ok bool) {
 	be := func(off int) int { return int(b[off])<<8 | int(b[off+1]) }
 	if b[2]&0x78 != 0 || be(4) != 1 || be(6) != 0 || be(8) != 0 || be(10) > 1 {
 		return q, false
@@ -58,19 +60,21 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 		if n == 0 {
 			break
 		}
-		if n > 63 || off+1+n >= len(b) {
+		// A name of more than 255 bytes, its terminating zero
+		// included, does not unpack; the key has room for 255.
+		if n > 63 || off+1+n >= len(b) || off+1+n+1-headerLen > 255 {
 			return q, false
 		}
-		for _, c := range b[off+1 : off+1+n] {
-			if !plain(c) {
+		k := key[off-headerLen:]
+		k[0] = byte(n)
+		for i, c := range b[off+1 : off+1+n] {
+			if k[1+i] = plainLower[c]; k[1+i] == 0 {
 				return q, false
 			}
 		}
 		off += 1 + n
 	}
-	// A name of more than 255 bytes, its terminating zero included, does
-	// not unpack.
-	if off+1-headerLen > 255 || off+5 > len(b) {
+	if off+5 > len(b) {
 		return q, false
 	}
 	q.qtype = uint16(be(off + 1))
@@ -78,6 +82,9 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 		return q, false
 	}
 	q.qend = off + 5
+	nl := off + 1 - headerLen
+	key[nl-1], key[nl], key[nl+1] = 0, b[off+1], b[off+2]
+	q.keyLen = nl + 2
 	q.limit = udpSize
 	if be(10) == 0 {
 		return q, q.qend == len(b)
@@ -111,10 +118,20 @@ func parseFast(b []byte) (q fastQuery, ok bool) {
 	return q, true
 }
 
-// plain reports whether c may stand in a label the fast path answers.
-func plain(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-}
+// plainLower maps each byte that may stand in a label the fast path
+// answers (letters, digits, '-' and '_') to its lowercase, and any other
+// to 0.
+var plainLower = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			t[c] = byte(c + 'a' - 'A')
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_':
+			t[c] = byte(c)
+		}
+	}
+	return t
+}()
 
 // qname returns the presentation form of the question's name in b, its
 // case kept, as miekg/dns unpacks a name of plain labels.
@@ -134,40 +151,58 @@ func qname(b []byte) string {
 // answers then. It declines before it has done anything, except when a
 // health-checked set's selection calls for what only the handler writes
 // (the SOA of NODATA, truncation): then it leaves the selection in w's
-// scratch for the handler to use.
+// scratch for the handler to use. A question in the view's index is
+// answered from it; any other goes through the zone's lookup, as the
+// handler's would.
 func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
-	start := time.Now()
-	q, ok := parseFast(b)
+	start := w.clock()
+	q, ok := parseFast(b, &w.key)
 	if !ok {
 		return 0, false
 	}
-	v := s.view.Load()
+	sv := s.view.Load()
+	v := sv.v
 	if v == nil {
 		return 0, false
 	}
-	name := qname(b)
-	if d := &s.opts.Debug; d.Name != "" && under(name, d.Name) {
-		return 0, false
-	}
-	z := v.Zones.Find(name)
-	if z == nil {
-		return 0, false
-	}
-	res := z.Lookup(name, q.qtype, q.do)
 	var (
-		rrs  []dns.RR
-		sel  Selection
-		kind = res.Kind
+		name    string   // the question's presentation form, once built
+		answers []byte   // a set of the zone file from the index, as written
+		rrs     []dns.RR // or from the zone's lookup
+		n       int      // the set's records
+		dynName string   // or a health-checked set's name and type
+		dynType uint16
 	)
-	switch {
-	case kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, q.qtype):
-		rrs = res.Answer
-		if fastLen(&q, s.opts.NSID, len(rrs)) > q.limit {
+	if e := sv.idx.find(&w.key, &q); e != nil && !(e.signed && q.do) {
+		answers, n, dynName, dynType = e.answers, e.n, e.dynName, e.dynType
+	} else {
+		name = qname(b)
+		if d := &s.opts.Debug; d.Name != "" && under(name, d.Name) {
 			return 0, false
 		}
-	case kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
+		z := v.Zones.Find(name)
+		if z == nil {
+			return 0, false
+		}
+		res := z.Lookup(name, q.qtype, q.do)
+		switch {
+		case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, q.qtype):
+			rrs, n = res.Answer, len(res.Answer)
+		case res.Kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
+			dynName, dynType = res.DynamicName, res.DynamicType
+		default:
+			return 0, false
+		}
+	}
+	var sel Selection
+	kind := zone.Answer
+	if dynName == "" {
+		if fastLen(&q, s.opts.NSID, n) > q.limit {
+			return 0, false
+		}
+	} else {
 		var found bool
-		sel, found = v.Records.Select(res.DynamicName, res.DynamicType, Query{Client: addrOf(w.remote)})
+		sel, found = v.Records.Select(dynName, dynType, Query{Client: addrOf(w.remote)}, w.scratch.addrs[:0])
 		switch {
 		case !found || sel.Action == ServFail:
 			kind = 0 // SERVFAIL
@@ -177,22 +212,23 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			w.scratch.pre = preselected{v: v, sel: sel}
 			return 0, false
 		}
-	default:
-		return 0, false
 	}
 
 	rcode, outcome, aa := dns.RcodeSuccess, OutcomeNoError, true
 	if kind == 0 {
 		rcode, outcome, aa = dns.RcodeServerFailure, OutcomeServFail, false
-		rrs, sel.Addrs = nil, nil
+		answers, rrs, n, sel.Addrs = nil, nil, 0, nil
 	}
-	n := len(rrs) + len(sel.Addrs)
+	n += len(sel.Addrs)
 	nsid := q.nsid && len(s.opts.NSID) > 0
 	if s.opts.RRL != nil {
+		if name == "" {
+			name = qname(b)
+		}
 		rp := Reply{Qname: name, Qtype: q.qtype, Rcode: rcode}
 		switch s.opts.RRL.Limit(addrOf(w.remote), rp) {
 		case Drop:
-			s.opts.Observe(OutcomeRRLDropped, time.Since(start))
+			s.observeUDP(w, OutcomeRRLDropped, start)
 			return q.qtype, true
 		case Slip:
 			n, nsid, outcome = 0, false, OutcomeRRLSlipped
@@ -222,14 +258,8 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 	r = append(r, b[0], b[1], byte(flags>>8), byte(flags), 0, 1, byte(n>>8), byte(n), 0, 0, 0, byte(ar))
 	r = append(r, b[headerLen:q.qend]...)
 	if n > 0 {
-		for _, rr := range rrs {
-			switch rr := rr.(type) {
-			case *dns.A:
-				r = appendAddr(r, dns.TypeA, rr.Hdr.Ttl, rr.A.To4())
-			case *dns.AAAA:
-				r = appendAddr(r, dns.TypeAAAA, rr.Hdr.Ttl, rr.AAAA)
-			}
-		}
+		r = append(r, answers...)
+		r = appendRRs(r, rrs)
 		for _, a := range sel.Addrs {
 			if q.qtype == dns.TypeA {
 				ip := a.Unmap().As4()
@@ -257,7 +287,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			r = append(r, s.opts.NSID...)
 		}
 	}
-	s.opts.Observe(outcome, time.Since(start))
+	s.observeUDP(w, outcome, start)
 	w.reply = r
 	return q.qtype, true
 }

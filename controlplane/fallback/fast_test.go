@@ -41,6 +41,7 @@ func fastSets() map[string]Selection {
 		many = append(many, netip.AddrFrom16([16]byte{0xfd, 0x53, 15: byte(i + 1)}))
 	}
 	sets["many.example.test. AAAA"] = Selection{Action: Answer, TTL: 60, Addrs: many}
+	sets[longDynamic+" A"] = Selection{Action: Answer, TTL: 7, Addrs: []netip.Addr{netip.MustParseAddr("198.18.9.9")}}
 	sets["four.example.test. A"] = Selection{Action: Answer, TTL: 5, Addrs: []netip.Addr{
 		netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("198.18.9.2"),
 		netip.MustParseAddr("::ffff:198.18.9.3"), netip.MustParseAddr("198.18.9.4"),
@@ -63,7 +64,7 @@ func fastServer(t testing.TB, nsid bool, rec *pathRecord) *Server {
 			t.Fatal(err)
 		}
 	}
-	signed := signedZone(t, "signed.test.", "$TTL 3600\n@ SOA ns1 hostmaster 1 7200 900 1209600 300\n@ NS ns1\nns1 A 198.18.0.53\nwww A 198.18.1.1\nwww AAAA fd53::1\n")
+	signed := signedZone(t, "signed.test.", "$TTL 3600\n@ SOA ns1 hostmaster 1 7200 900 1209600 300\n@ NS ns1\nns1 A 198.18.0.53\nwww A 198.18.1.1\nwww AAAA fd53::1\n"+longStatic+" A 198.18.1.2\n")
 	opts := Options{
 		ID:      "fast",
 		Observe: func(o string, _ time.Duration) { rec.outcomes = append(rec.outcomes, o) },
@@ -74,6 +75,20 @@ func fastServer(t testing.TB, nsid bool, rec *pathRecord) *Server {
 		opts.NSID = []byte("edge-1")
 	}
 	return New(opts, &View{Zones: zone.NewZones(ex, signed), Records: &fakeRecords{sets: sets}})
+}
+
+// The longest names there are, 255 bytes in wire form: a health-checked
+// set of the example zone and a set of the signed zone's file.
+var (
+	longDynamic = longName(48) + "example.test."
+	longStatic  = longName(49) + "signed.test."
+)
+
+// longName is three labels of 63 bytes and one of last, 241 bytes in wire
+// form with last 48.
+func longName(last int) string {
+	l := strings.Repeat("x", 63) + "."
+	return l + strings.ToUpper(l) + l + strings.Repeat("y", last) + "."
 }
 
 var fastClient = net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
@@ -97,6 +112,16 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 		t.Fatalf("a selection left over after the query %x", b)
 	}
 
+	// The fast path with an empty index: every question takes the
+	// zone's lookup, which the index holds the answers of.
+	*rec = pathRecord{verdict: verdict}
+	sv := s.view.Load()
+	s.view.Store(&served{v: sv.v})
+	lw := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
+	lqtype := s.serveMsg(lw, b)
+	s.view.Store(sv)
+	looked := *rec
+
 	*rec = pathRecord{verdict: verdict}
 	ref := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
 	want := s.serveSlow(ref, b)
@@ -109,6 +134,9 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	}
 	if qtype != want || fmt.Sprint(got.outcomes) != fmt.Sprint(rec.outcomes) || fmt.Sprint(got.limited) != fmt.Sprint(rec.limited) {
 		t.Fatalf("query %x: got qtype %d, outcomes %v, limited %v; want %d, %v, %v", b, qtype, got.outcomes, got.limited, want, rec.outcomes, rec.limited)
+	}
+	if !bytes.Equal(lw.reply, ref.reply) || lqtype != want || fmt.Sprint(looked.outcomes) != fmt.Sprint(rec.outcomes) || fmt.Sprint(looked.limited) != fmt.Sprint(rec.limited) {
+		t.Fatalf("query %x without the index: got %x, qtype %d, outcomes %v, limited %v; want %x, %d, %v, %v", b, lw.reply, lqtype, looked.outcomes, looked.limited, ref.reply, want, rec.outcomes, rec.limited)
 	}
 	return fast
 }
@@ -141,6 +169,7 @@ func TestFastEqualsSlow(t *testing.T) {
 		"down.example.test.", "fail.example.test.", "geo.example.test.", "many.example.test.",
 		"four.example.test.", "web.debug.example.test.", "www.signed.test.", "nope.signed.test.",
 		"signed.test.", "other.test.", "a-very-long-label-of-sixty-three-characters-to-make-names-long.web.example.test.",
+		longDynamic, longStatic, "ns1.signed.test.", "ns1.sub.example.test.", "host.in.dn.example.test.",
 	}
 	types := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeMX, dns.TypeTXT}
 	edns := []func(*dns.Msg){
@@ -196,6 +225,7 @@ func TestFastEqualsSlow(t *testing.T) {
 		"static.example.test. A 0", "static.example.test. A 2", "web.example.test. A 0",
 		"web.example.test. A 6", "web6.example.test. AAAA 1", "fail.example.test. A 0",
 		"four.example.test. A 7", "geo.example.test. A 9", "www.signed.test. AAAA 1",
+		"x.wild.example.test. A 0", strings.ToLower(longDynamic) + " A 1", strings.ToLower(longStatic) + " A 0",
 	} {
 		if !answered[want] {
 			t.Errorf("%s (name, type, EDNS case): not answered by the fast path", want)
@@ -233,6 +263,13 @@ func TestFastDeclines(t *testing.T) {
 			return m
 		}())},
 		{"root", pack(t, query(".", dns.TypeA))},
+		{"a name of 256 bytes", func() []byte {
+			b := hdr(1, 0, 0, 1, 0, 0)
+			for range 4 {
+				b = append(append(b, 63), strings.Repeat("x", 63)...)
+			}
+			return append(b, 0, 0, 1, 0, 1)
+		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, ok := s.answerFast(&udpWriter{remote: fastClient}, c.b); ok {
@@ -257,6 +294,12 @@ func FuzzFastPath(f *testing.F) {
 		query("down.example.test.", dns.TypeA),
 		query("fail.example.test.", dns.TypeA),
 		withEDNS(query("www.signed.test.", dns.TypeAAAA), 1232, true),
+		withEDNS(query("WwW.SiGnEd.TeSt.", dns.TypeA), 1232, false),
+		query(longDynamic, dns.TypeA),
+		withEDNS(query(longStatic, dns.TypeA), 1232, true),
+		query("x.wild.example.test.", dns.TypeA),
+		query("Ns.Sub.Example.Test.", dns.TypeA),
+		query("web.debug.example.test.", dns.TypeA),
 	} {
 		b, err := m.Pack()
 		if err != nil {
@@ -273,4 +316,99 @@ func FuzzFastPath(f *testing.F) {
 		rec.verdict = Verdict(b[1] % 3)
 		bothPaths(t, s, rec, b)
 	})
+}
+
+// TestIndexHolds: the fast path's index holds the A and AAAA sets of the
+// zone files and the health-checked sets, names of 255 bytes included, and
+// a question in any case finds them; the questions whose answer takes
+// more than a set (NODATA, CNAME chains, wildcards, referrals, DNAME,
+// NXDOMAIN) and the debug names are left to the zone's lookup.
+func TestIndexHolds(t *testing.T) {
+	for _, name := range []string{longDynamic, longStatic} {
+		if l := len(wireOf(t, name)); l != 255 {
+			t.Fatalf("%s is %d bytes in wire form, not 255", name, l)
+		}
+	}
+	s := fastServer(t, false, &pathRecord{})
+	v := s.view.Load().v
+	debug := New(Options{Debug: Debug{Name: "mail.example.test."}}, v)
+	for _, c := range []struct {
+		s     *Server
+		name  string
+		qtype uint16
+		held  bool
+	}{
+		{s, "static.example.test.", dns.TypeA, true},
+		{s, "StAtIc.ExAmPlE.tEsT.", dns.TypeA, true},
+		{s, "mail.example.test.", dns.TypeAAAA, true},
+		{s, "web.example.test.", dns.TypeA, true},
+		{s, "WEB6.example.test.", dns.TypeAAAA, true},
+		{s, "big.example.test.", dns.TypeA, true},
+		{s, longDynamic, dns.TypeA, true},
+		{s, longStatic, dns.TypeA, true},
+		{s, "www.signed.test.", dns.TypeAAAA, true},
+		{s, "static.example.test.", dns.TypeAAAA, false},
+		{s, "web.example.test.", dns.TypeAAAA, false},
+		{s, "alias.example.test.", dns.TypeA, false},
+		{s, "x.wild.example.test.", dns.TypeA, false},
+		{s, "ns.sub.example.test.", dns.TypeA, false},
+		{s, "host.dn.example.test.", dns.TypeA, false},
+		{s, "b.ent.example.test.", dns.TypeA, false},
+		{s, "nope.example.test.", dns.TypeA, false},
+		{debug, "mail.example.test.", dns.TypeA, false},
+		{debug, "static.example.test.", dns.TypeA, true},
+	} {
+		b := pack(t, query(c.name, c.qtype))
+		var k [maxKey]byte
+		q, ok := parseFast(b, &k)
+		if !ok {
+			t.Fatalf("%s: not a query of the fast path", c.name)
+		}
+		if held := c.s.view.Load().idx.find(&k, &q) != nil; held != c.held {
+			t.Errorf("%s %s: in the index %v, want %v", c.name, dns.TypeToString[c.qtype], held, c.held)
+		}
+	}
+}
+
+func wireOf(t *testing.T, name string) []byte {
+	t.Helper()
+	buf := make([]byte, 512)
+	n, err := dns.PackDomainName(name, buf, 0, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// TestFastAllocatesNothing: a loop's answer from the index, of a set of
+// the zone file or a health-checked set, with or without EDNS and NSID,
+// in any case, allocates nothing. An allocation per answer cost about a
+// tenth of the fast path's time, and more in the collector's work.
+func TestFastAllocatesNothing(t *testing.T) {
+	v, _ := exampleView(t)
+	v.Records = oneSet{dynamicSets["web.example.test. A"]}
+	s := New(Options{NSID: []byte("edge-1")}, v)
+	for _, m := range []*dns.Msg{
+		query("static.example.test.", dns.TypeA),
+		query("StAtIc.ExAmPlE.TeSt.", dns.TypeA),
+		withEDNS(query("mail.example.test.", dns.TypeAAAA), 1232, true),
+		query("web.example.test.", dns.TypeA),
+		func() *dns.Msg {
+			m := withEDNS(query("WEB.example.test.", dns.TypeA), 1232, false)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_NSID{Code: dns.EDNS0NSID}}
+			return m
+		}(),
+	} {
+		b := pack(t, m)
+		w := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf), batch: time.Now()}
+		allocs := testing.AllocsPerRun(100, func() {
+			w.reply, w.buf, w.outcome = nil, w.buf[:0], ""
+			if _, ok := s.answerFast(w, b); !ok {
+				t.Fatalf("%s: declined", m.Question[0].Name)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s %s: %.1f allocations per answer, want 0", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], allocs)
+		}
+	}
 }

@@ -3,7 +3,6 @@ package fallback
 import (
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -22,13 +21,14 @@ const (
 )
 
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
-	start := time.Now()
 	// A UDP loop packs each reply before it reads the next query, so it
 	// lends the handler memory to build replies in; other writers do not.
 	var sc *scratch
-	if u, ok := w.(*udpWriter); ok {
+	u, _ := w.(*udpWriter)
+	if u != nil {
 		sc = &u.scratch
 	}
+	start := u.clock()
 	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), sc)
 	limit := tcpSize
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
@@ -43,7 +43,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if !tcp && s.opts.RRL != nil {
 		switch s.opts.RRL.Limit(addrOf(w.RemoteAddr()), s.limited(r, m)) {
 		case Drop:
-			s.opts.Observe(OutcomeRRLDropped, time.Since(start))
+			s.observeUDP(u, OutcomeRRLDropped, start)
 			return
 		case Slip:
 			slip(m)
@@ -52,7 +52,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
-	s.opts.Observe(outcome, time.Since(start))
+	s.observeUDP(u, outcome, start)
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
 }
@@ -64,7 +64,7 @@ func (s *Server) limited(r, m *dns.Msg) Reply {
 		rp.Qname, rp.Qtype = r.Question[0].Name, r.Question[0].Qtype
 	}
 	if m.Rcode == dns.RcodeNameError && len(r.Question) == 1 {
-		if v := s.view.Load(); v != nil {
+		if v := s.view.Load().v; v != nil {
 			if z := findZone(v.Zones, r.Question[0]); z != nil {
 				rp.Zone = z.Origin()
 			}
@@ -147,7 +147,7 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return done(dns.RcodeRefused, OutcomeRefused) // only IN, and no zone transfers
 	}
-	v := s.view.Load()
+	v := s.view.Load().v
 	if sc != nil && sc.pre.v != nil {
 		v = sc.pre.v // the view the fast path drew a selection from
 	}
@@ -192,7 +192,7 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	case sc != nil && sc.pre.v != nil:
 		sel, ok = sc.pre.sel, true
 	case recs != nil:
-		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query)
+		sel, ok = recs.Select(res.DynamicName, res.DynamicType, query, sc.addrRoom())
 	}
 	if !ok || sel.Action == ServFail {
 		m.Authoritative = false
@@ -256,6 +256,16 @@ type scratch struct {
 	rrs  []dns.RR
 	a    []aRecord
 	aaaa []aaaaRecord
+	// The addresses of a selection: a set has at most maxCandidates.
+	addrs [maxCandidates]netip.Addr
+}
+
+// addrRoom is the room a selection's addresses are appended to.
+func (sc *scratch) addrRoom() []netip.Addr {
+	if sc == nil {
+		return nil
+	}
+	return sc.addrs[:0]
 }
 
 func (sc *scratch) msg() *dns.Msg {

@@ -13,8 +13,10 @@ import (
 // selection rules as the XDP program.
 type Records interface {
 	// Select returns the answer for the dynamic set name (lowercase fqdn)
-	// and qtype. ok is false if there is no such set.
-	Select(name string, qtype uint16, q Query) (sel Selection, ok bool)
+	// and qtype. ok is false if there is no such set. into is room for
+	// the addresses: sel.Addrs is appended to into[:0], so that a loop
+	// that lends the same room to every query allocates nothing for them.
+	Select(name string, qtype uint16, q Query, into []netip.Addr) (sel Selection, ok bool)
 }
 
 // Query is what selection may depend on.
@@ -38,11 +40,15 @@ const (
 type Selection struct {
 	Action Action
 	TTL    uint32
-	Addrs  []netip.Addr // in answer order
+	Addrs  []netip.Addr // in answer order; at most maxCandidates
 	// ECSScope is echoed as the SCOPE PREFIX-LENGTH when the query had ECS
 	// (RFC 7871 §7.2.1); 0 sends no ECS option, as XDP does.
 	ECSScope uint8
 }
+
+// maxCandidates is the most candidates a set has, and so the most
+// addresses a selection answers.
+const maxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
 
 // View is what the server answers from; a reload swaps it whole.
 type View struct {

@@ -22,7 +22,9 @@ type Options struct {
 	Listen []netip.AddrPort
 	// Observe is called once per reply or dropped message with one of the
 	// Outcome constants and the time the reply took to build, from the
-	// parsed query to the reply ready to send; zero for a dropped message.
+	// parsed query to the reply ready to send, over UDP from the read of
+	// the query's batch to the batch's replies ready, since they leave
+	// together; zero for a dropped message.
 	// nil observes nothing.
 	Observe func(outcome string, took time.Duration)
 	// ID is answered to id.server and hostname.bind CH TXT, Version to
@@ -74,8 +76,8 @@ const (
 // Server is the fallback DNS server.
 type Server struct {
 	opts  Options
-	nsid  *dns.EDNS0_NSID // from Options.NSID; nil while off
-	view  atomic.Pointer[View]
+	nsid  *dns.EDNS0_NSID        // from Options.NSID; nil while off
+	view  atomic.Pointer[served] // never nil
 	tcp   *tcpTable
 	udp   []*udpServer
 	addrs []net.Addr
@@ -94,12 +96,14 @@ func New(opts Options, v *View) *Server {
 	}
 	s := &Server{opts: opts, nsid: nsidOption(opts.NSID)}
 	s.tcp = newTCPTable(s, opts.TCP)
-	s.view.Store(v)
+	s.SetView(v)
 	return s
 }
 
-// SetView makes the server answer from v, from the next query on.
-func (s *Server) SetView(v *View) { s.view.Store(v) }
+// SetView makes the server answer from v, from the next query on. It
+// indexes v's answers for the fast path first, which takes a zone lookup
+// for each A and AAAA set.
+func (s *Server) SetView(v *View) { s.view.Store(newServed(v, s.opts.Debug.Name)) }
 
 // Handler returns the handler that builds every reply, for tests.
 func (s *Server) Handler() dns.Handler { return dns.HandlerFunc(s.serveDNS) }

@@ -35,7 +35,7 @@ func NewAnswerer(c *Compiled, h Health, g *geo.Table) *Answerer {
 }
 
 // Select implements fallback.Records.
-func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback.Selection, bool) {
+func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []netip.Addr) (fallback.Selection, bool) {
 	s := a.c.Lookup(name, qtype)
 	if s == nil {
 		return fallback.Selection{}, false
@@ -49,7 +49,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query) (fallback
 	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
 	out := fallback.Selection{Action: p.Action, TTL: p.TTL(v), ECSScope: scope}
 	if p.Action == selection.Answer {
-		out.Addrs = make([]netip.Addr, 0, len(p.Order))
+		out.Addrs = into[:0]
 		for _, j := range p.Order {
 			out.Addrs = append(out.Addrs, s.Addrs[j])
 		}

@@ -7,6 +7,8 @@ package zone
 
 import (
 	"fmt"
+	"iter"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -216,6 +218,13 @@ func sameTTL(n *node) {
 }
 
 // names returns the keys of every node, sorted.
+// Owners yields every name the zone has a node for, lowercase and fully
+// qualified, in no particular order: the owners of its records, the
+// empty non-terminals between them and the apex, and the names marked
+// dynamic. An index of the zone's answers starts from these; any other
+// name is answered by a wildcard, or does not exist.
+func (z *Zone) Owners() iter.Seq[string] { return maps.Keys(z.nodes) }
+
 func (z *Zone) names() []string {
 	keys := make([]string, 0, len(z.nodes))
 	for k := range z.nodes {

@@ -1,6 +1,11 @@
 package zone
 
-import "github.com/miekg/dns"
+import (
+	"iter"
+	"maps"
+
+	"github.com/miekg/dns"
+)
 
 // Zones is the set of zones one server is authoritative for.
 type Zones struct {
@@ -29,4 +34,12 @@ func (s *Zones) Find(qname string) *Zone {
 		}
 	}
 	return s.byOrigin["."]
+}
+
+// All yields every zone, in no particular order.
+func (s *Zones) All() iter.Seq[*Zone] {
+	if s == nil {
+		return func(func(*Zone) bool) {}
+	}
+	return maps.Values(s.byOrigin)
 }
