@@ -141,35 +141,37 @@ static __always_inline struct rrl_set *rrl_set_of(__u64 h)
 	return bpf_map_lookup_elem(&rrl, &i);
 }
 
-/* rrl_touch loads a word of the set a reply of kind resp to src will be
- * charged in, without using it, as touch_slot does for the record set.
- * The caller calls it as soon as the name's hash is known, before the
- * record lookup: the CPU then fetches the set's line (often on a page of
- * its own, so a TLB miss too) while the miss on the record slot is
- * outstanding, instead of after the answers are picked. Over 1,000 names
- * in turn it took RRL's rise from 28% to 15% (medians of four runs of
- * BenchmarkRRLRotatingCost each; one name, always cached, gains nothing).
- * rrl_check computes the hash again: three multiplies are cheaper than
- * carrying the set's pointer across find_slot. */
-static __always_inline void rrl_touch(const __u8 *src, int v6, __u64 resp)
+/* rrl_touch returns the hash of the key of a reply of kind resp to src
+ * (0 with no clock yet) and loads a word of its set without using it, as
+ * touch_slot does for the record set. The caller calls it as soon as the
+ * name's hash is known, before the record lookup: the CPU then fetches
+ * the set's line (often on a page of its own, so a TLB miss too) while
+ * the miss on the record slot is outstanding, instead of after the
+ * answers are picked. Over 1,000 names in turn it took RRL's rise from
+ * 28% to 15% (medians of four runs of BenchmarkRRLRotatingCost each; one
+ * name, always cached, gains nothing). The hash is kept for rrl_check,
+ * which charges that same key for every reply but SERVFAIL. */
+static __always_inline __u64 rrl_touch(const __u8 *src, int v6, __u64 resp)
 {
 	__u32 zero = 0;
 	struct rrl_clock *c = bpf_map_lookup_elem(&rrl_clock, &zero);
 	if (!c)
-		return;
-	struct rrl_set *set = rrl_set_of(rrl_key(src, v6, resp, c->seed));
+		return 0;
+	__u64 h = rrl_key(src, v6, resp, c->seed);
+	struct rrl_set *set = rrl_set_of(h);
 	if (!set)
-		return;
+		return h;
 	__u64 a = *(const volatile __u64 *)&set->way[0].tag;
 	asm volatile("" : : "r"(a));
+	return h;
 }
 
-/* rrl_check accounts one reply of kind resp (struct rrl_way) to the
- * client src. The clock is the timer's (struct rrl_clock): the helper
- * cost about 65 ns a query here (BenchmarkRRLCost), a map read nothing
- * measurable. The exempt prefixes are read only for a reply over the
- * limit. */
-static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 resp)
+/* rrl_check accounts one reply to the client src: of the key hashed h
+ * (rrl_touch's), or, with servfail set, of SERVFAIL's key. The clock is
+ * the timer's (struct rrl_clock): the helper cost about 65 ns a query
+ * here (BenchmarkRRLCost), a map read nothing measurable. The exempt
+ * prefixes are read only for a reply over the limit. */
+static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 h, int servfail)
 {
 	/* The timer's clock; the helper's until the timer first fires. */
 	__u32 zero = 0;
@@ -179,7 +181,8 @@ static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64
 	__u64 now = c->now;
 	if (!now)
 		now = bpf_ktime_get_boot_ns();
-	__u64 h = rrl_key(src, v6, resp, c->seed);
+	if (servfail)
+		h = rrl_key(src, v6, RCODE_SERVFAIL, c->seed);
 	struct rrl_set *set = rrl_set_of(h);
 	if (!set)
 		return RRL_SEND;

@@ -568,8 +568,9 @@ int steadydns(struct xdp_md *ctx)
 	if (hash_name(ctx, s, f.dns_off))
 		return count(OUT_MALFORMED);
 	/* An answer's account, fetched while the record slot is. */
+	__u64 rrl_h = 0;
 	if (rrl_on)
-		rrl_touch(f.src, f.v6, s->q.hash);
+		rrl_h = rrl_touch(f.src, f.v6, s->q.hash);
 	int si = find_slot(s);
 	if (si < 0)
 		return count(OUT_NOT_FOUND);
@@ -607,7 +608,7 @@ int steadydns(struct xdp_md *ctx)
 	 * no records, with TC set, so the client asks again over TCP. */
 	int slip = 0;
 	if (rrl_on) {
-		enum rrl_verdict v = rrl_check(f.src, f.v6, p.action == ACT_SERVFAIL ? RCODE_SERVFAIL : s->q.hash);
+		enum rrl_verdict v = rrl_check(f.src, f.v6, rrl_h, p.action == ACT_SERVFAIL);
 		if (v == RRL_DROP)
 			return count(OUT_RRL_DROPPED);
 		slip = v == RRL_SLIP;
