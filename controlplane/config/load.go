@@ -169,16 +169,18 @@ func (d *decoder) config(doc *yaml.Node) (*Config, []*Check) {
 	f.list("zones", func(path string, n *yaml.Node) {
 		c.Zones = append(c.Zones, d.zone(d.mapping(n, path, zoneKeys)))
 	})
+	// The two collections that grow with a fleet leave the tree as they
+	// are decoded.
 	var checks []*Check
-	for _, e := range d.entries(f.get("health_checks"), "health_checks") {
+	d.each(f.get("health_checks"), "health_checks", true, func(e entry) {
 		if strings.ContainsFunc(e.key, func(r rune) bool { return !validIDRune(r) }) || e.key == "" {
 			// Ids appear in key paths and API URLs, where '.', '[' or '/' would be ambiguous.
 			d.errorf(e.keyNode, e.path, "check id %q may contain only letters, digits, '_' and '-'", e.key)
-			continue
+			return
 		}
 		checks = append(checks, d.check(e.key, e.val, e.path))
-	}
-	f.list("records", func(path string, n *yaml.Node) {
+	})
+	d.list(f.get("records"), f.key("records"), true, func(path string, n *yaml.Node) {
 		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
