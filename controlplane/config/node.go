@@ -19,6 +19,7 @@ type decoder struct {
 	sections map[string]string // top-level key -> the file it came from, when not file
 	lines    map[string]int    // key path -> line, while decoding; the Config keeps them as a lineIndex
 	errs     []*Error
+	treeDone func() // called once the YAML tree is decoded (lowerGC)
 }
 
 // fileOf is the file a key path was read from: a fleet's hosts read some
