@@ -10,15 +10,15 @@ import (
 // tree is live. The yaml package builds a file's whole tree before
 // decoding starts, and a fleet's 65,536 checks are 150 MB of nodes; at the
 // default percent the heap grows to twice that before the tree is
-// collected. A process never returns that address space: the runtime
-// releases the pages to the system, and for as long as the process lives
-// its per-push garbage (the NATS client's copy of every chunk) lands in
-// them first and faults them back in, while the scavenger releases what
-// was freed above them (BENCHMARKS.md, "Per push, over NATS: constancy").
-// At a quarter of the percent the heap peaks at about 1.25 times the
-// tree, for more collections during the load. Loads may run at once (a
-// reload while a revision arrives): the first lowers the percent, the last
-// restores it.
+// collected. A process keeps the address space it grew to: the runtime
+// releases the pages, and for as long as the process lives its per-push
+// garbage (an aggregator's: the NATS client's copy of every chunk) lands
+// in them and faults them back in while the scavenger releases others, so
+// every push costs more after a larger peak (BENCHMARKS.md, "Per push,
+// over NATS: constancy"). At a quarter of the percent the heap peaks at
+// about 1.25 times the tree, for more collections during the load. Loads
+// may run at once (a reload while a revision arrives): the first lowers
+// the percent, the last restores it.
 var loadGC struct {
 	sync.Mutex
 	loads int
