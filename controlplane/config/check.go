@@ -147,7 +147,7 @@ func (d *decoder) statusRanges(n *yaml.Node, path string) []prober.StatusRange {
 		return []prober.StatusRange{d.statusRange(n, path)}
 	}
 	var out []prober.StatusRange
-	d.list(n, path, func(p string, item *yaml.Node) {
+	d.list(n, path, false, func(p string, item *yaml.Node) {
 		out = append(out, d.statusRange(item, p))
 	})
 	return out

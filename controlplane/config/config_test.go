@@ -634,3 +634,36 @@ func TestRRLDefaults(t *testing.T) {
 		t.Errorf("RRL %+v without server.rrl, want nil (off)", c.Server.RRL)
 	}
 }
+
+// Decoding drops each check and record from the YAML tree once decoded;
+// what an alias reads again must still be whole when the alias is reached.
+func TestAliasesAfterRelease(t *testing.T) {
+	c, err := load(t, base+`health_checks:
+  a: &web {type: tcp, port: 22}
+  b: *web
+records:
+  - name: www.example.test.
+    type: A
+    answers: &two [{value: 198.18.1.1, check: a}, {value: 198.18.1.2, check: b}]
+  - name: api.example.test.
+    type: A
+    answers: *two
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		got, ok := c.Checks.Get(id)
+		if !ok || got.Type != CheckTCP || got.Port != 22 {
+			t.Errorf("check %s: got %+v, %v; want a tcp check of port 22", id, got, ok)
+		}
+	}
+	if len(c.Records) != 2 {
+		t.Fatalf("got %d records, want 2", len(c.Records))
+	}
+	for _, r := range c.Records {
+		if len(r.Answers) != 2 || r.Answers[1].Check != "b" {
+			t.Errorf("record %s: got answers %+v, want the two of the anchor", r.Name, r.Answers)
+		}
+	}
+}

@@ -31,11 +31,13 @@ func Load(path string) (*Config, error) {
 // Parse validates config data. file names the data in errors, and zone
 // files with relative paths resolve against its directory.
 func Parse(file string, data []byte) (*Config, error) {
+	restore := lowerGC()
+	defer restore()
 	doc, err := parseDoc(file, data)
 	if err != nil {
 		return nil, err
 	}
-	return decode(&decoder{file: file, lines: map[string]int{}}, doc)
+	return decode(&decoder{file: file, lines: map[string]int{}, treeDone: restore}, doc)
 }
 
 // LocalSections are the sections a host of a fleet always reads from its
@@ -49,6 +51,8 @@ var LocalSections = []string{"server", "cluster"}
 // revision's directory. The revision's own server and cluster sections,
 // which were the pushing host's, are ignored.
 func ParseFleet(localFile string, local []byte, fleetFile string, fleet []byte) (*Config, error) {
+	restore := lowerGC()
+	defer restore()
 	ldoc, err := parseDoc(localFile, local)
 	if err != nil {
 		return nil, err
@@ -58,7 +62,7 @@ func ParseFleet(localFile string, local []byte, fleetFile string, fleet []byte) 
 		return nil, err
 	}
 	root := &yaml.Node{Kind: yaml.MappingNode, Line: 1}
-	d := &decoder{file: localFile, lines: map[string]int{}, sections: map[string]string{}}
+	d := &decoder{file: localFile, lines: map[string]int{}, sections: map[string]string{}, treeDone: restore}
 	var errs []*Error
 	for _, pair := range pairs(rootOf(ldoc)) {
 		if !slices.Contains(LocalSections, pair[0].Value) {
@@ -124,6 +128,8 @@ func pairs(n *yaml.Node) [][2]*yaml.Node {
 
 func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 	c, checks := d.config(doc)
+	// The tree is garbage from here.
+	d.treeDone()
 	// Validation runs only on a cleanly decoded file: a value that failed to
 	// decode would otherwise be reported a second time as missing.
 	if len(d.errs) > 0 {
@@ -169,16 +175,18 @@ func (d *decoder) config(doc *yaml.Node) (*Config, []*Check) {
 	f.list("zones", func(path string, n *yaml.Node) {
 		c.Zones = append(c.Zones, d.zone(d.mapping(n, path, zoneKeys)))
 	})
+	// The two collections that grow with a fleet leave the tree as they
+	// are decoded.
 	var checks []*Check
-	for _, e := range d.entries(f.get("health_checks"), "health_checks") {
+	d.each(f.get("health_checks"), "health_checks", true, func(e entry) {
 		if strings.ContainsFunc(e.key, func(r rune) bool { return !validIDRune(r) }) || e.key == "" {
 			// Ids appear in key paths and API URLs, where '.', '[' or '/' would be ambiguous.
 			d.errorf(e.keyNode, e.path, "check id %q may contain only letters, digits, '_' and '-'", e.key)
-			continue
+			return
 		}
 		checks = append(checks, d.check(e.key, e.val, e.path))
-	}
-	f.list("records", func(path string, n *yaml.Node) {
+	})
+	d.list(f.get("records"), f.key("records"), true, func(path string, n *yaml.Node) {
 		c.Records = append(c.Records, d.record(d.mapping(n, path, recordKeys)))
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))

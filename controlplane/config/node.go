@@ -19,6 +19,7 @@ type decoder struct {
 	sections map[string]string // top-level key -> the file it came from, when not file
 	lines    map[string]int    // key path -> line, while decoding; the Config keeps them as a lineIndex
 	errs     []*Error
+	treeDone func() // called once the YAML tree is decoded (lowerGC)
 }
 
 // fileOf is the file a key path was read from: a fleet's hosts read some
@@ -82,31 +83,57 @@ type entry struct {
 
 // entries lists a mapping's keys in file order and records their lines.
 func (d *decoder) entries(n *yaml.Node, path string) []entry {
+	var out []entry
+	d.each(n, path, false, func(e entry) { out = append(out, e) })
+	return out
+}
+
+// each calls fn for each of a mapping's keys in file order and records
+// their lines. With release, each key and value leaves the tree once fn
+// has decoded it (see release).
+func (d *decoder) each(n *yaml.Node, path string, release bool, fn func(entry)) {
 	if n == nil {
-		return nil
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "expected a mapping, got %s", describe(n))
-		return nil
+		return
 	}
-	var out []entry
 	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		p := join(path, k.Value)
-		if k.Kind != yaml.ScalarNode {
+		line, dup := first[k.Value]
+		switch {
+		case k.Kind != yaml.ScalarNode:
 			d.errorf(k, path, "expected a key, got %s", describe(k))
-			continue
-		}
-		if line, dup := first[k.Value]; dup {
+		case dup:
 			d.errorf(k, p, "duplicate key, first at line %d", line)
-			continue
+		default:
+			first[k.Value] = k.Line
+			d.lines[p] = k.Line
+			fn(entry{key: k.Value, keyNode: k, val: value(n.Content[i+1]), path: p})
 		}
-		first[k.Value] = k.Line
-		d.lines[p] = k.Line
-		out = append(out, entry{key: k.Value, keyNode: k, val: value(n.Content[i+1]), path: p})
+		if release {
+			d.release(n, i, i+1)
+		}
 	}
-	return out
+}
+
+// release drops items lo to hi of a collection from the tree once they
+// are decoded. The yaml package builds the whole document before decoding
+// starts, and a fleet's 65,536 checks are 150 MB of nodes: dropped as they
+// are decoded, the tree shrinks while the decoded config grows, and the
+// heap a start peaks at is the tree's, not the tree and the config
+// together. A collection with an anchor stays whole, since an alias
+// elsewhere reads it again.
+func (d *decoder) release(n *yaml.Node, lo, hi int) {
+	if n.Anchor != "" {
+		return
+	}
+	for i := lo; i <= hi; i++ {
+		n.Content[i] = nil
+	}
 }
 
 func join(path, key string) string {
@@ -155,10 +182,12 @@ func (f fields) mapping(k string, known []string) fields {
 
 // list calls fn for each item of the list at k, recording item lines.
 func (f fields) list(k string, fn func(path string, n *yaml.Node)) {
-	f.d.list(f.get(k), f.key(k), fn)
+	f.d.list(f.get(k), f.key(k), false, fn)
 }
 
-func (d *decoder) list(n *yaml.Node, path string, fn func(path string, n *yaml.Node)) {
+// list calls fn for each item of list n, recording item lines. With
+// release, each item leaves the tree once fn has decoded it (release).
+func (d *decoder) list(n *yaml.Node, path string, release bool, fn func(path string, n *yaml.Node)) {
 	if n == nil {
 		return
 	}
@@ -173,6 +202,9 @@ func (d *decoder) list(n *yaml.Node, path string, fn func(path string, n *yaml.N
 			fn(p, v)
 		} else {
 			d.errorf(item, p, "empty list item")
+		}
+		if release {
+			d.release(n, i, i)
 		}
 	}
 }
