@@ -234,7 +234,7 @@ func yesNo(b bool) string {
 func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]string) RecordView {
 	v := &s.Value
 	open := t.Open(v.Stale)
-	p := selection.Select(v, t.Up, nil, open, 0, 0)
+	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
 	for j, a := range s.Addrs {
 		c := &v.Cand[j]

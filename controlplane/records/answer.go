@@ -46,7 +46,8 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	if v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 {
 		ranks, scope = a.steer(q)
 	}
-	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1)
+	var order [selection.K]int
+	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1, order[:0])
 	out := fallback.Selection{Action: p.Action, TTL: p.TTL(v), ECSScope: scope}
 	if p.Action == selection.Answer {
 		out.Addrs = into[:0]

@@ -122,8 +122,9 @@ type Ranks func(region uint8) uint8
 // Select decides the answers of rr. up reports the health-table state of
 // an index; ranks orders regions for the client; open answers as if every
 // candidate were healthy. rnd and turn are the random draw and the
-// round-robin turn of this query.
-func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32) Pick {
+// round-robin turn of this query. The pick's order is appended to into[:0]:
+// room of K the caller lends keeps a query free of allocations.
+func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32, into []int) Pick {
 	var sets [3][GeoRanks]setStats // healthy primaries, healthy backups, every primary
 	for i := range sets {
 		for r := range sets[i] {
@@ -183,7 +184,7 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, ope
 	if healthy.mask != 0 {
 		e = healthy
 	}
-	p := Pick{Action: Answer, Degraded: down != 0}
+	p := Pick{Action: Answer, Degraded: down != 0, Order: into[:0]}
 	if bits.OnesCount32(healthy.mask) < int(rr.MinHealthy) {
 		e = all
 		p.FailOpen = true

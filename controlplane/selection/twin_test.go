@@ -78,7 +78,7 @@ func (in input) goSide() outcome {
 		ranks = func(region uint8) uint8 { return o.Rank[int(region)%len(o.Rank)] }
 	}
 	up := func(i uint32) bool { return int(i) < len(in.Up) && in.Up[i] }
-	p := selection.Select(in.Set, up, ranks, open, in.Rnd, in.Turn)
+	p := selection.Select(in.Set, up, ranks, open, in.Rnd, in.Turn, nil)
 	return outcome{action: p.Action, order: p.Order, degraded: p.Degraded, ttl: p.TTL(in.Set), open: open}
 }
 
