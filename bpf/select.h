@@ -125,7 +125,6 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
 		h = (w ? (*w >> (idx & 63)) & 1 : 0) | open;
 		b = c->flags & CAND_BACKUP;
-		b &= 1;
 	}
 	__u32 up = h & ~b & n, bup = h & b, all = ~b & n & 1;
 	__u32 e = up ? up : bup;
