@@ -248,9 +248,8 @@ struct reply {
 };
 
 struct scratch {
-	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
-	 * offset, and the verifier must see room for its whole length. */
-	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
+	/* What every answered query touches comes first, in about 500
+	 * contiguous bytes; buf, for NODATA and SERVFAIL only, last. */
 	__u8 key[NAME_MAX_WIRE + 1 + 8] __attribute__((aligned(8)));
 	struct query q;
 	struct draw draw;
@@ -262,6 +261,9 @@ struct scratch {
 	 * then written into the packet from here, so a set rewritten
 	 * meanwhile is caught before the packet changes. */
 	__u8 ans[MAX_CANDIDATES][16] __attribute__((aligned(8)));
+	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
+	 * offset, and the verifier must see room for its whole length. */
+	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));
 };
 
 struct {

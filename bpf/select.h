@@ -108,6 +108,43 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
 	return degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
 }
 
+/* select_one is select_answers for a set of at most one candidate, by the
+ * same rules with every step that a single candidate makes trivial left
+ * out: geo ranks cannot exclude it (its own rank is the nearest that has
+ * it, healthy or not), every policy starts at it and the failover's
+ * lowest priority is its own. It still reads the candidate's health on
+ * every query, so the work is the same at every health level. */
+static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
+				      __u32 n, __u32 open)
+{
+	struct pick *p = &s->pick;
+	__u32 h = 0, b = 0;
+	if (n) {
+		const struct candidate *c = &rr->cand[0];
+		__u32 idx = c->check, word = idx / 64;
+		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
+		h = (w ? (*w >> (idx & 63)) & 1 : 0) | open;
+		b = c->flags & CAND_BACKUP;
+	}
+	__u32 up = h & ~b & n, bup = h & b, all = ~b & n & 1;
+	__u32 e = up ? up : bup;
+	p->action = ACT_ANSWER;
+	if (up < rr->min_healthy) {
+		e = all;
+	} else if (!e) {
+		if (rr->when_all_down == WHEN_DOWN_NODATA)
+			p->action = ACT_NODATA;
+		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
+			p->action = ACT_SERVFAIL;
+		e = all;
+	}
+	p->degraded = n & ~h & 1;
+	__u32 limit = rr->policy == POLICY_WEIGHTED ? 1 : rr->max_answers;
+	p->order[0] = 0;
+	p->n = e && limit;
+	return 0;
+}
+
 /* select_answers decides which candidates to answer and leaves the result
  * in s->pick. order ranks the candidates' regions for this client (NULL:
  * no geo). s->draw carries the rest of the query's inputs: open (answer as
@@ -132,6 +169,8 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	__u32 n = rr->n;
 	if (n > K)
 		n = K;
+	if (n <= 1)
+		return select_one(s, rr, n, open);
 	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every candidate, once.

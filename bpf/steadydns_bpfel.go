@@ -268,8 +268,6 @@ const (
 
 type SteadydnsScratch struct {
 	_   structs.HostLayout
-	Buf [1092]uint8
-	_   [4]byte
 	Key [264]uint8
 	Q   struct {
 		_       structs.HostLayout
@@ -325,6 +323,8 @@ type SteadydnsScratch struct {
 		_      [5]byte
 	}
 	Ans [8][16]uint8
+	Buf [1092]uint8
+	_   [4]byte
 }
 
 type SteadydnsSlotState uint32
