@@ -108,6 +108,27 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
 	return degraded && rr->ttl_degraded ? rr->ttl_degraded : rr->ttl;
 }
 
+/* eligible decides the pick's action and returns the set the policy picks
+ * from: e, the healthy primaries or else the healthy backups, while at
+ * least min_healthy primaries are up (n_up of them) and e is not empty;
+ * else every primary, all, with the action when_all_down says once none
+ * is eligible. */
+static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
+				      __u32 n_up, __u32 e, __u32 all)
+{
+	p->action = ACT_ANSWER;
+	if (n_up < rr->min_healthy)
+		return all;
+	if (!e) {
+		if (rr->when_all_down == WHEN_DOWN_NODATA)
+			p->action = ACT_NODATA;
+		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
+			p->action = ACT_SERVFAIL;
+		return all;
+	}
+	return e;
+}
+
 /* select_one is select_answers for a set of at most one candidate, by the
  * same rules with every step that a single candidate makes trivial left
  * out: geo ranks cannot exclude it (its own rank is the nearest that has
@@ -127,17 +148,7 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 		b = c->flags & CAND_BACKUP;
 	}
 	__u32 up = h & ~b & n, bup = h & b, all = ~b & n & 1;
-	__u32 e = up ? up : bup;
-	p->action = ACT_ANSWER;
-	if (up < rr->min_healthy) {
-		e = all;
-	} else if (!e) {
-		if (rr->when_all_down == WHEN_DOWN_NODATA)
-			p->action = ACT_NODATA;
-		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
-			p->action = ACT_SERVFAIL;
-		e = all;
-	}
+	__u32 e = eligible(p, rr, up, up ? up : bup, all);
 	p->degraded = n & ~h & 1;
 	__u32 limit = rr->policy == POLICY_WEIGHTED ? 1 : rr->max_answers;
 	p->order[0] = 0;
@@ -222,17 +233,7 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
 	/* Backups are eligible only while no primary is healthy. */
-	__u32 e = up ? up : bup;
-	p->action = ACT_ANSWER;
-	if (__builtin_popcount(up) < rr->min_healthy) {
-		e = all;
-	} else if (!e) {
-		if (rr->when_all_down == WHEN_DOWN_NODATA)
-			p->action = ACT_NODATA;
-		else if (rr->when_all_down == WHEN_DOWN_SERVFAIL)
-			p->action = ACT_SERVFAIL;
-		e = all;
-	}
+	__u32 e = eligible(p, rr, __builtin_popcount(up), up ? up : bup, all);
 	p->degraded = (present & ~healthy) != 0;
 
 	/* The chosen set's lowest priority and weight sum, for the policies
