@@ -327,21 +327,13 @@ func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, e
 	if err := r.swapWork(o, prog); err != nil {
 		return rrlSliceResult{}, err
 	}
-	before, err := prog.Stats()
-	if err != nil {
-		return rrlSliceResult{}, fmt.Errorf("reading program stats: %w", err)
-	}
-	out0, err := o.Outcomes()
+	before, out0, err := sliceCounts(o, prog)
 	if err != nil {
 		return rrlSliceResult{}, err
 	}
 	start := time.Now()
 	time.Sleep(r.o.RRLSlice)
-	after, err := prog.Stats()
-	if err != nil {
-		return rrlSliceResult{}, fmt.Errorf("reading program stats: %w", err)
-	}
-	out1, err := o.Outcomes()
+	after, out1, err := sliceCounts(o, prog)
 	if err != nil {
 		return rrlSliceResult{}, err
 	}
@@ -355,6 +347,17 @@ func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, e
 		limited: slipped + d(bpf.SteadydnsOutcomeOUT_RRL_DROPPED),
 		slipped: slipped,
 	}, nil
+}
+
+// sliceCounts reads what a slice is measured by, at either end: prog's
+// run-time statistics and the outcome counters of o's maps.
+func sliceCounts(o *loader.Objects, prog *ebpf.Program) (*ebpf.ProgramStats, []uint64, error) {
+	st, err := prog.Stats()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading program stats: %w", err)
+	}
+	out, err := o.Outcomes()
+	return st, out, err
 }
 
 // pairRatios divides x by ref pair of rounds by pair: (x[2p] + x[2p+1]) /
