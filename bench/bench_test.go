@@ -240,11 +240,20 @@ func TestFleetQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Cells) != 4 {
-		t.Fatalf("%d cells, want 10 and 5,000 checks each 0%% and 100%% unhealthy", len(res.Cells))
+	if len(res.Cells) != 5 {
+		t.Fatalf("%d cells, want 10 and 5,000 checks each 0%% and 100%% unhealthy, and the first's twin", len(res.Cells))
+	}
+	if twin := res.Cells[4]; !twin.Again || twin.Checks != 10 || twin.Unhealthy != 0 {
+		t.Errorf("the last cell is %+v, want the twin of 10 checks at 0%%", twin)
 	}
 	first := res.Cells[0].Bytes
-	for _, c := range res.Cells {
+	for i, c := range res.Cells {
+		// Each cell's ratio to the first, one per run; the first's own is
+		// exactly 1.
+		if c.Ratio.N != 2 || c.Ratio.Min <= 0 || c.RatioCI[0] > c.Ratio.Median || c.RatioCI[1] < c.Ratio.Median ||
+			i == 0 && (c.Ratio.Min != 1 || c.Ratio.Max != 1) {
+			t.Errorf("%d checks %d%% unhealthy: ratio to the first %+v (CI %v), want one per run", c.Checks, c.Unhealthy, c.Ratio, c.RatioCI)
+		}
 		if want := c.Checks * c.Unhealthy / 100; c.Down != want {
 			t.Errorf("%d checks %d%% unhealthy: the edge's table has %d entries down, want %d", c.Checks, c.Unhealthy, c.Down, want)
 		}
@@ -267,8 +276,10 @@ func TestFleetQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "fleet.md"))
-	if !strings.Contains(string(md), "| 5000 | 100% |") {
-		t.Errorf("fleet.md lacks the 5,000-check row:\n%s", md)
+	for _, row := range []string{"| 5000 | 100% |", "| 10 | 0% again |"} {
+		if !strings.Contains(string(md), row) {
+			t.Errorf("fleet.md lacks the row %q:\n%s", row, md)
+		}
 	}
 }
 
