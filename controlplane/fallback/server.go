@@ -200,7 +200,7 @@ func (p *loopProcs) release() {
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, u := range s.udp {
-		if err := u.close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := u.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
