@@ -52,10 +52,12 @@ func serve(ctx context.Context, args []string) error {
 		}
 		ident.Roles = rs
 	}
-	// One P more than the CPUs: the health aggregation runs on threads of
-	// lower priority (daemon.background) and takes a P while it does, and
-	// the fallback must still have one; the kernel then lets the fallback's
-	// thread go first.
+	// One P more than the CPUs: the fallback runs a UDP loop per CPU for
+	// one listen address, each holding its P while it waits in the kernel
+	// (controlplane/fallback), and the rest of the daemon (the API, the
+	// health pushes, timers, the collector) runs on the P left. The health
+	// aggregation runs on threads of lower priority (daemon.background),
+	// so the kernel lets the fallback's threads go first.
 	runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 	d, err := daemon.StartWith(*path, daemon.Options{Identity: ident})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -119,27 +120,26 @@ func (s *Server) TCPLimits() TCPLimits { return s.tcp.lim }
 // Shutdown. It returns once all are bound and serving.
 func (s *Server) Start() error {
 	var lns []*net.TCPListener
+	// Each UDP loop holds a P while it waits (udp.go): the sockets per
+	// address share the Ps but one that no other server's loops hold,
+	// among the listen addresses, at least one each. serve keeps one P
+	// more than its CPUs, so that is a socket per CPU for one address.
+	per := max(1, udpProcs.spare()/max(1, len(s.opts.Listen)))
 	for _, ap := range s.opts.Listen {
-		// A socket per P, not per CPU: serve keeps a P more than its
-		// CPUs, and a P left idle under load has a thread waiting in the
-		// netpoller, which every datagram arriving on a socket wakes even
-		// while its loop is busy reading it. With one socket on one CPU
-		// that cost a context switch every 3 to 4 answers; with a loop on
-		// every P none waits there.
-		pcs, l, err := listen(ap, runtime.GOMAXPROCS(0))
+		socks, l, err := listen(ap, per)
 		if err != nil {
 			s.closeAll(lns)
 			return err
 		}
 		lns = append(lns, l)
-		s.addrs = append(s.addrs, pcs[0].LocalAddr(), l.Addr())
-		for _, pc := range pcs {
-			u, err := newUDPServer(s, pc)
+		s.addrs = append(s.addrs, socks[0].local, l.Addr())
+		for i, sk := range socks {
+			u, err := newUDPServer(s, sk.fd, sk.local)
 			if err != nil {
-				for _, pc := range pcs {
-					pc.Close()
+				for _, sk := range socks[i+1:] {
+					unix.Close(sk.fd)
 				}
-				s.closeAll(lns)
+				s.closeAll(append(lns, l))
 				return fmt.Errorf("setting up udp %s: %w", ap, err)
 			}
 			s.udp = append(s.udp, u)
@@ -148,10 +148,51 @@ func (s *Server) Start() error {
 	for _, l := range lns {
 		s.tcp.serve(l)
 	}
+	udpProcs.reserve(len(s.udp))
 	for _, u := range s.udp {
 		u.start()
 	}
 	return nil
+}
+
+// loopProcs counts the UDP loops running in the process, over all
+// servers, each holding a P while it waits, and keeps GOMAXPROCS above
+// them: the API, the health pushes, timers and the collector's workers
+// need a P, which would otherwise wait for the preemption of a loop
+// (every 10 ms, by Go's monitor).
+type loopProcs struct {
+	sync.Mutex
+	loops int
+}
+
+var udpProcs loopProcs
+
+// spare is the Ps that loops may take: all but one, less those the
+// running loops hold.
+func (p *loopProcs) spare() int {
+	p.Lock()
+	defer p.Unlock()
+	return runtime.GOMAXPROCS(0) - 1 - p.loops
+}
+
+// reserve counts n more loops and raises GOMAXPROCS, if it must, to one
+// more than the loops. A P more than the CPUs costs nothing while its
+// loop waits in the kernel.
+func (p *loopProcs) reserve(n int) {
+	p.Lock()
+	defer p.Unlock()
+	p.loops += n
+	if runtime.GOMAXPROCS(0) <= p.loops {
+		runtime.GOMAXPROCS(p.loops + 1)
+	}
+}
+
+// release uncounts a stopped loop. GOMAXPROCS stays: lowering it would
+// take a P from whatever the process runs meanwhile, for no gain.
+func (p *loopProcs) release() {
+	p.Lock()
+	p.loops--
+	p.Unlock()
 }
 
 // Shutdown stops every listener and waits, until ctx is done, for the
@@ -159,7 +200,7 @@ func (s *Server) Start() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, u := range s.udp {
-		if err := u.close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := u.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -172,7 +213,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeAll closes what Start bound before it failed.
 func (s *Server) closeAll(lns []*net.TCPListener) {
 	for _, u := range s.udp {
-		u.conn.Close()
+		u.close()
 	}
 	for _, l := range lns {
 		l.Close()
@@ -199,44 +240,120 @@ var reusePort = net.ListenConfig{Control: func(network, address string, c syscal
 	return serr
 }}
 
+// udpSocket is a bound UDP socket outside Go's netpoller.
+type udpSocket struct {
+	fd    int
+	local *net.UDPAddr
+}
+
 // listen binds n UDP sockets and one TCP listener on ap, all with
 // SO_REUSEPORT. For port 0 the kernel picks the first UDP socket's port,
 // and the rest take the same one, so that one address serves both.
-func listen(ap netip.AddrPort, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+func listen(ap netip.AddrPort, n int) ([]udpSocket, *net.TCPListener, error) {
 	for try := 1; ; try++ {
-		first, err := listenUDP(ap)
+		first, err := bindUDP(ap)
 		if err != nil {
 			return nil, nil, err
 		}
-		port := netip.AddrPortFrom(ap.Addr(), uint16(first.LocalAddr().(*net.UDPAddr).Port))
+		port := netip.AddrPortFrom(ap.Addr(), uint16(first.local.Port))
 		l, err := reusePort.Listen(context.Background(), "tcp", port.String())
 		if err != nil {
-			first.Close()
+			unix.Close(first.fd)
 			if ap.Port() != 0 || try == portTries || !errors.Is(err, syscall.EADDRINUSE) {
 				return nil, nil, fmt.Errorf("listening on tcp %s: %w", port, err)
 			}
 			continue
 		}
-		pcs := []*net.UDPConn{first}
-		for len(pcs) < n {
-			pc, err := listenUDP(port)
+		socks := []udpSocket{first}
+		for len(socks) < n {
+			sk, err := bindUDP(port)
 			if err != nil {
-				for _, pc := range pcs {
-					pc.Close()
+				for _, sk := range socks {
+					unix.Close(sk.fd)
 				}
 				l.Close()
 				return nil, nil, err
 			}
-			pcs = append(pcs, pc)
+			socks = append(socks, sk)
 		}
-		return pcs, l.(*net.TCPListener), nil
+		return socks, l.(*net.TCPListener), nil
 	}
 }
 
-func listenUDP(ap netip.AddrPort) (*net.UDPConn, error) {
-	pc, err := reusePort.ListenPacket(context.Background(), "udp", ap.String())
+// bindUDP binds a blocking UDP socket on ap with SO_REUSEPORT, made with
+// socket(2) so that Go's netpoller never registers it (udp.go says why).
+// It binds as the net package does for the TCP listener beside it: a
+// wildcard address of either family is a dual-stack IPv6 socket, so that
+// UDP and TCP serve the same families, or IPv4 alone on a host without
+// IPv6.
+func bindUDP(ap netip.AddrPort) (udpSocket, error) {
+	sk, err := bindUDPFamily(ap)
 	if err != nil {
-		return nil, fmt.Errorf("listening on udp %s: %w", ap, err)
+		return udpSocket{}, fmt.Errorf("listening on udp %s: %w", ap, err)
 	}
-	return pc.(*net.UDPConn), nil
+	return sk, nil
+}
+
+func bindUDPFamily(ap netip.AddrPort) (udpSocket, error) {
+	addr := ap.Addr().Unmap()
+	wildcard := addr.IsUnspecified()
+	family := unix.AF_INET
+	if addr.Is6() || wildcard {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err == unix.EAFNOSUPPORT && wildcard && addr.Is4() {
+		family = unix.AF_INET
+		fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	}
+	if err != nil {
+		return udpSocket{}, fmt.Errorf("opening a socket: %w", err)
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
+	} else {
+		sa6 := &unix.SockaddrInet6{Port: int(ap.Port())}
+		if !wildcard {
+			sa6.Addr = addr.As16()
+		}
+		if z := addr.Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				unix.Close(fd)
+				return udpSocket{}, fmt.Errorf("finding the zone's interface: %w", err)
+			}
+			sa6.ZoneId = uint32(ifi.Index)
+		}
+		sa = sa6
+		// Dual-stack, as the net package makes a socket of network "udp".
+		err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+	}
+	if err == nil {
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}
+	if err == nil {
+		err = unix.Bind(fd, sa)
+	}
+	var bound unix.Sockaddr
+	if err == nil {
+		bound, err = unix.Getsockname(fd)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return udpSocket{}, err
+	}
+	local := &net.UDPAddr{}
+	switch b := bound.(type) {
+	case *unix.SockaddrInet4:
+		local.IP, local.Port = net.IP(b.Addr[:]), b.Port
+	case *unix.SockaddrInet6:
+		local.IP, local.Port = net.IP(b.Addr[:]), b.Port
+		if b.ZoneId != 0 {
+			if ifi, err := net.InterfaceByIndex(int(b.ZoneId)); err == nil {
+				local.Zone = ifi.Name
+			}
+		}
+	}
+	return udpSocket{fd: fd, local: local}, nil
 }

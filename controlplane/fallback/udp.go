@@ -1,11 +1,12 @@
 package fallback
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -27,7 +28,12 @@ const udpBatch = 64
 // delivers queries in bursts, a full buffer drops them. Under a load of
 // 200k q/s the default dropped more than half the queries the loop would
 // have answered (Udp RcvbufErrors); 4 MiB, which the kernel doubles,
-// holds several milliseconds of such a load.
+// holds several milliseconds of such a load. That was measured with the
+// loop in the netpoller; with the blocking loop, under overload the full
+// queue makes each query old and out of cache when it is read (its copy
+// to user space took 4.4% of the samples, 1.9% with the default buffer),
+// but the answered rates with 208 KiB or 512 KiB did not differ beyond
+// the runs' noise, so the buffer stays.
 const udpRcvBuf = 4 << 20
 
 // replyBuf is the room each reply of a batch is packed into: what UDP
@@ -35,100 +41,138 @@ const udpRcvBuf = 4 << 20
 // uncompressed first.
 const replyBuf = 2 * ednsSize
 
-// udpServer serves one UDP socket, of one per P on a port, with a loop
-// that reads a batch, answers its queries in turn and sends the replies as
-// a batch.
-// The loop calls recvmmsg and sendmmsg itself, on mmsghdrs it reuses, and
-// waits in Go's netpoller only when the socket has nothing to read:
+// udpWait is the receive and send timeout of each UDP socket. The loop
+// waits in recvmmsg, a raw system call on a blocking socket, and on Linux
+// a signal interrupts a socket call that has a timeout with EINTR instead
+// of restarting it: that is what lets Go's preemption signal, and so a
+// stop-the-world of the collector, reach the loop's goroutine while it
+// waits (TestUDPWaitLetsGCStop). The timeout itself only bounds a wait no
+// signal ends; its length costs one empty return per loop per period.
+const udpWait = 250 * time.Millisecond
+
+// udpServer serves one UDP socket, of several per port, with a loop that
+// waits in recvmmsg for a batch, answers its queries in turn and sends the
+// replies with one sendmmsg: gdnsd's loop.
+// The socket is blocking and Go's netpoller never sees it (made with
+// socket(2) and bind(2), not the net package): recvmmsg with
+// MSG_WAITFORONE blocks until a datagram arrives and then takes what else
+// is queued, up to a batch, and no datagram wakes any other thread. With
+// the socket in the netpoller, the loop parked there whenever the socket
+// emptied, and the scheduler's search for work (findRunnable, epoll_pwait,
+// futex wakes) was about a fifth of the fallback's CPU under load, which
+// gdnsd does not pay; here it is under 0.1% of the samples. In six
+// alternating runs beside gdnsd on one CPU this loop answered 0.85-1.00x
+// gdnsd's rate (median 0.94) against the netpoller loop's 0.85-0.94x
+// (0.87), with 0.36 µs less CPU per answer and a p99 at 20k q/s of 268 to
+// 883 µs against 305 to 1,661 (BENCHMARKS.md, the fallback against the
+// peers).
+// recvmmsg and sendmmsg are raw system calls, which keep the P: Go's
+// monitor takes the P of a thread that stays longer than 20 µs in an
+// ordinary system call and starts another thread to run it, and the
+// loop's own thread then parks on return and waits to be woken. Under load
+// that was a context switch every 3 to 9 answers, with futex wakes, the
+// monitor's sleeps and extra netpoller polls, and a fifth more CPU per
+// answer than raw calls take. So each loop holds a P while it waits, and
+// Start leaves at least one P to the rest of the process (udpProcs).
+// A signal interrupts the wait (udpWait), and the loop's next call stops
+// for a preemption or a stop-the-world at once (mmsg).
 // golang.org/x/net's batches allocate an address per datagram read and
 // marshal one per datagram sent, where here each reply goes back to the
 // sockaddr the kernel wrote for its query. miekg/dns's own UDP server
 // reads and writes one datagram per system call and starts a goroutine
 // per query; this does neither, and builds every reply with the same
 // handler.
-// recvmmsg and sendmmsg are raw system calls: the socket is non-blocking,
-// so each returns at once, but a sendmmsg of a full batch runs for tens
-// to hundreds of microseconds (the kernel sends each reply down the stack,
-// on a veth through the peer's receive path too). Go's monitor takes the P
-// of a thread that stays longer than 20 µs in an ordinary system call and
-// starts another thread to run it; the loop's own thread then parks on
-// return and waits to be woken. Under load that was a context switch every
-// 3 to 9 answers, with futex wakes, the monitor's sleeps and extra
-// netpoller polls, and a fifth more CPU per answer than raw calls take
-// (BENCHMARKS.md, the fallback against the peers).
-// A raw call keeps the P, so the loop runs on one thread from batch to
-// batch; the longest any other goroutine waits for the P is one call.
-// A thread blocking in recvmmsg on a blocking socket was measured too and
-// lost: it woke for every datagram or two (on loopback 3 to 4 answers per
-// context switch against 7 to 13), and the monitor took its P on every
-// wait. Yielding the CPU and polling again before waiting in the
-// netpoller (sched_yield between recvmmsg calls) gained nothing with raw
-// calls, and with ordinary ones made the loop switch for every datagram
-// or two.
+// Measured and lost (BENCHMARKS.md, the fallback against the peers): a
+// thread blocking in recvmmsg through ordinary system calls on a socket of
+// the net package (the monitor took its P on every wait, and the socket,
+// still in Go's epoll, woke an idle P's thread for every datagram); one
+// socket per CPU, not per P, on the netpoller; a third socket; yielding
+// the CPU and polling again (sched_yield) before waiting.
 type udpServer struct {
-	s    *Server
-	conn *net.UDPConn
-	raw  syscall.RawConn
+	s     *Server
+	fd    int
+	local *net.UDPAddr
 	// A socket bound to a wildcard address replies from the address each
 	// query came to, which the kernel reports per datagram.
 	wildcard bool
 	v6       bool
-	wg       sync.WaitGroup
+	// closed tells the loop to stop, and a second close that the first
+	// has closed the socket.
+	closed atomic.Bool
+	wg     sync.WaitGroup
 }
 
-func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
-	u := &udpServer{s: s, conn: conn}
-	la := conn.LocalAddr().(*net.UDPAddr)
-	u.wildcard = la.IP.IsUnspecified()
-	u.v6 = la.IP.To4() == nil
-	if u.wildcard {
-		var err error
-		if u.v6 {
-			err = ipv6.NewPacketConn(conn).SetControlMessage(ipv6.FlagDst, true)
-		} else {
-			err = ipv4.NewPacketConn(conn).SetControlMessage(ipv4.FlagDst, true)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
+// newUDPServer sets up fd, a UDP socket bound to local, for its loop. It
+// takes fd: it is closed by close, or here on an error.
+func newUDPServer(s *Server, fd int, local *net.UDPAddr) (*udpServer, error) {
+	u := &udpServer{s: s, fd: fd, local: local, wildcard: local.IP.IsUnspecified(), v6: local.IP.To4() == nil}
+	if err := u.setup(); err != nil {
+		unix.Close(fd)
 		return nil, err
-	}
-	u.raw = raw
-	var serr error
-	err = raw.Control(func(fd uintptr) {
-		// Past net.core.rmem_max for a privileged process, which the
-		// server is to attach XDP; SO_RCVBUF, capped there, otherwise.
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpRcvBuf) != nil {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, udpRcvBuf)
-		}
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("setting the receive buffer: %w", err)
 	}
 	return u, nil
 }
 
-// start runs the loop until the socket closes.
+func (u *udpServer) setup() error {
+	// Past net.core.rmem_max for a privileged process, which the server
+	// is to attach XDP; SO_RCVBUF, capped there, otherwise.
+	if unix.SetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpRcvBuf) != nil {
+		if err := unix.SetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, udpRcvBuf); err != nil {
+			return fmt.Errorf("setting the receive buffer: %w", err)
+		}
+	}
+	tv := unix.NsecToTimeval(udpWait.Nanoseconds())
+	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+		if err := unix.SetsockoptTimeval(u.fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+			return fmt.Errorf("setting the socket's timeouts: %w", err)
+		}
+	}
+	if !u.wildcard {
+		return nil
+	}
+	// The address each datagram came to, as IP_PKTINFO or IPV6_PKTINFO
+	// (an IPv4 query on a dual-stack socket comes as a mapped address).
+	var err error
+	if u.v6 {
+		err = unix.SetsockoptInt(u.fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+	} else {
+		err = unix.SetsockoptInt(u.fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+	}
+	if err != nil {
+		return fmt.Errorf("asking for each datagram's destination: %w", err)
+	}
+	return nil
+}
+
+// start runs the loop until close.
 func (u *udpServer) start() {
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
+		defer udpProcs.release()
 		u.loop()
 	}()
 }
 
-// close closes the socket and waits for the loop, which answers the batch
-// in hand first.
+// close stops the loop, which answers the batch in hand first, and closes
+// the socket once the loop has left it, so that no call of the loop can
+// reach a descriptor number reused since.
 func (u *udpServer) close() error {
-	err := u.conn.Close()
+	if u.closed.Swap(true) {
+		return nil
+	}
+	// shutdown(2) wakes a recvmmsg waiting on the socket, which returns at
+	// once from then on; on a socket that is not connected it does so and
+	// reports ENOTCONN. udpWait bounds the wait should it not.
+	var errs []error
+	if err := unix.Shutdown(u.fd, unix.SHUT_RD); err != nil && err != unix.ENOTCONN {
+		errs = append(errs, fmt.Errorf("shutting down udp %s: %w", u.local, err))
+	}
 	u.wg.Wait()
-	return err
+	if err := unix.Close(u.fd); err != nil {
+		errs = append(errs, fmt.Errorf("closing udp %s: %w", u.local, err))
+	}
+	return errors.Join(errs...)
 }
 
 // udpSlot is one datagram's room in a batch: the query, its sender's
@@ -174,45 +218,25 @@ func (u *udpServer) loop() {
 			h.Control = &sl.oob[0]
 		}
 	}
-	w := &udpWriter{local: u.conn.LocalAddr()}
-	// The socket is non-blocking: each call returns at once, and on
-	// EAGAIN the callback says so and the netpoller waits for the socket.
-	// Raw calls, as the type's comment says why.
-	var n int
-	read := func(fd uintptr) bool {
+	w := &udpWriter{local: u.local}
+	fd := uintptr(u.fd)
+	for {
 		for i := range in {
 			in[i].Hdr.Namelen = uint32(unsafe.Sizeof(slots[i].name))
 			in[i].Hdr.SetControllen(len(slots[i].oob))
 		}
-		r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&in[0])), udpBatch, unix.MSG_DONTWAIT, 0, 0)
-		if errno == unix.EAGAIN || errno == unix.EINTR {
-			return false
+		// Waits for the first datagram, at most udpWait, then takes what
+		// else is queued. Raw, as the type's comment says why.
+		n, errno := mmsg(unix.SYS_RECVMMSG, fd, in, unix.MSG_WAITFORONE)
+		if u.closed.Load() {
+			return
 		}
-		// An error about one datagram, as ICMP reports it, reads
-		// nothing: the next call is fine.
-		n = int(r)
 		if errno != 0 {
-			n = 0
-		}
-		return true
-	}
-	var sent int
-	write := func(fd uintptr) bool {
-		r, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)), unix.MSG_DONTWAIT, 0, 0)
-		if errno == unix.EAGAIN || errno == unix.EINTR {
-			return false
-		}
-		// A datagram that cannot be sent is dropped and the rest go on:
-		// the client retries or gives up, as after any lost reply.
-		sent = int(r)
-		if errno != 0 || sent <= 0 {
-			sent = 1
-		}
-		return true
-	}
-	for {
-		if u.raw.Read(read) != nil {
-			return // closed
+			// EINTR is most likely Go's preemption signal, which the
+			// next call's prologue answers; EAGAIN is the timeout. An
+			// error about one datagram, as ICMP reports it, reads
+			// nothing: the next call is fine.
+			continue
 		}
 		// From the start of outs: out's own start has moved past what
 		// the last batch sent, and an append there would reallocate.
@@ -252,12 +276,37 @@ func (u *udpServer) loop() {
 			}
 		}
 		for len(out) > 0 {
-			if u.raw.Write(write) != nil {
-				return
+			// Blocking only while the send buffer is full, at most udpWait.
+			r, errno := mmsg(unix.SYS_SENDMMSG, fd, out, 0)
+			switch {
+			case errno == unix.EINTR:
+			case errno != 0 || r == 0:
+				// A datagram that cannot be sent, or that found no room
+				// in time, is dropped and the rest go on: the client
+				// retries or gives up, as after any lost reply.
+				out = out[1:]
+			default:
+				out = out[r:]
 			}
-			out = out[sent:]
 		}
 	}
+}
+
+// mmsg makes a raw recvmmsg or sendmmsg (trap) of msgs on fd. It is
+// never inlined, so that each call begins with the stack check in the
+// function's prologue, where Go stops a goroutine it asked to preempt:
+// a preemption signal that lands inside the raw call cannot stop it there
+// (the call is not a safe point), but makes the call return EINTR (the
+// socket has timeouts, udpWait), and the loop's next call stops. Yielding
+// (runtime.Gosched) instead was measured and was slow: a goroutine merely
+// runnable is picked up again before the collector, which polls for it
+// every few microseconds, can claim it to scan its stack, so each
+// collection waited 5 ms on average and up to 53 ms.
+//
+//go:noinline
+func mmsg(trap, fd uintptr, msgs []unix.Mmsghdr, flags int) (int, unix.Errno) {
+	r, _, errno := unix.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	return int(r), errno
 }
 
 // setRemote sets the slot's remote address from the sockaddr the kernel

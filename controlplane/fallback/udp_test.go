@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -211,15 +212,111 @@ func TestUDPReceiveBuffer(t *testing.T) {
 		t.Fatal("no UDP socket")
 	}
 	for _, u := range ts.s.udp {
-		var got int
-		var gerr error
-		if err := u.raw.Control(func(fd uintptr) {
-			got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		}); err != nil || gerr != nil {
-			t.Fatal(err, gerr)
+		got, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if got < 2*udpRcvBuf {
 			t.Errorf("receive buffer of %d bytes, want %d", got, 2*udpRcvBuf)
 		}
+	}
+}
+
+// TestUDPWaitLetsGCStop: while the UDP loops wait in recvmmsg, a raw
+// call that keeps the goroutine running as far as Go knows, a collection
+// still stops the world at once: the preemption signal interrupts the
+// wait (the socket's receive timeout makes it EINTR, not a restart) and
+// the loop yields. Without that, each collection would wait for a datagram
+// or the timeout, udpWait.
+func TestUDPWaitLetsGCStop(t *testing.T) {
+	v, _ := exampleView(t)
+	ts := start(t, v)
+	// Let the loops reach their wait.
+	time.Sleep(50 * time.Millisecond)
+	var worst, total time.Duration
+	const n = 50
+	for range n {
+		t0 := time.Now()
+		runtime.GC()
+		d := time.Since(t0)
+		total += d
+		worst = max(worst, d)
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d collections with %d UDP loops waiting: mean %v, worst %v", n, len(ts.s.udp), total/n, worst)
+	if worst > udpWait/5 {
+		t.Errorf("a collection took %v with the loops waiting, want well under the wait's timeout (%v)", worst, udpWait)
+	}
+}
+
+// TestUDPCloseWakesLoop: Shutdown stops loops that wait for a datagram at
+// once, not after their wait times out, and a query sent afterwards goes
+// unanswered.
+func TestUDPCloseWakesLoop(t *testing.T) {
+	v, _ := exampleView(t)
+	s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}}, v)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addrs()[0].String()
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > udpWait/5 {
+		t.Errorf("Shutdown took %v with the loops waiting, want well under the wait's timeout (%v)", took, udpWait)
+	}
+	c := &dns.Client{Timeout: 200 * time.Millisecond}
+	if r, _, err := c.Exchange(query("static.example.test.", dns.TypeA), addr); err == nil {
+		t.Errorf("answered after Shutdown: %v", r)
+	}
+	// A second Shutdown finds nothing to close, and no descriptor reused
+	// since is closed by mistake.
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestUDPLeavesAProc: each loop holds a P while it waits, so however many
+// servers and listen addresses run, GOMAXPROCS stays above the loops, and
+// the rest of the process still runs at once: a timer fires on time and a
+// goroutine gets to run.
+func TestUDPLeavesAProc(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	v, _ := exampleView(t)
+	var servers []*Server
+	for range 3 {
+		s := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0"), netip.MustParseAddrPort("[::1]:0")}}, v)
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Shutdown(context.Background())
+		}
+	}()
+	loops := 0
+	for _, s := range servers {
+		loops += len(s.udp)
+	}
+	if procs := runtime.GOMAXPROCS(0); procs <= loops {
+		t.Errorf("GOMAXPROCS %d with %d UDP loops, want more", procs, loops)
+	}
+	time.Sleep(50 * time.Millisecond)
+	var worst time.Duration
+	for range 20 {
+		t0 := time.Now()
+		done := make(chan struct{})
+		go func() { close(done) }()
+		<-done
+		time.Sleep(time.Millisecond)
+		worst = max(worst, time.Since(t0)-time.Millisecond)
+	}
+	t.Logf("%d loops, GOMAXPROCS %d: a goroutine and a 1 ms sleep late by %v at worst", loops, runtime.GOMAXPROCS(0), worst)
+	if worst > udpWait/5 {
+		t.Errorf("a goroutine and a timer waited %v beyond their time with the loops waiting", worst)
 	}
 }
