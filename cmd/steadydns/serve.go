@@ -53,11 +53,12 @@ func serve(ctx context.Context, args []string) error {
 		ident.Roles = rs
 	}
 	// One P more than the CPUs: the fallback runs a UDP loop per CPU for
-	// one listen address, each holding its P while it waits in the kernel
-	// (controlplane/fallback), and the rest of the daemon (the API, the
-	// health pushes, timers, the collector) runs on the P left. The health
-	// aggregation runs on threads of lower priority (daemon.background),
-	// so the kernel lets the fallback's threads go first.
+	// one listen address, each holding its P while it waits in the kernel,
+	// and raises GOMAXPROCS once they run so the rest of the daemon (the
+	// API, the health checks and pushes, timers, the collector) keeps a P
+	// per CPU (controlplane/fallback). The health aggregation runs on
+	// threads of lower priority (daemon.background), so the kernel lets
+	// the fallback's threads go first.
 	runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 	d, err := daemon.StartWith(*path, daemon.Options{Identity: ident})
 	if err != nil {

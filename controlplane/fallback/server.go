@@ -157,9 +157,9 @@ func (s *Server) Start() error {
 
 // loopProcs counts the UDP loops running in the process, over all
 // servers, each holding a P while it waits, and keeps GOMAXPROCS above
-// them: the API, the health pushes, timers and the collector's workers
-// need a P, which would otherwise wait for the preemption of a loop
-// (every 10 ms, by Go's monitor).
+// them: the API, the health checks and pushes, timers and the
+// collector's workers need Ps, which would otherwise wait for the
+// preemption of a loop (every 10 ms, by Go's monitor).
 type loopProcs struct {
 	sync.Mutex
 	loops int
@@ -175,15 +175,18 @@ func (p *loopProcs) spare() int {
 	return runtime.GOMAXPROCS(0) - 1 - p.loops
 }
 
-// reserve counts n more loops and raises GOMAXPROCS, if it must, to one
-// more than the loops. A P more than the CPUs costs nothing while its
-// loop waits in the kernel.
+// reserve counts n more loops and raises GOMAXPROCS, if it must, to the
+// loops plus a P per CPU: a loop's P does nothing while it waits in the
+// kernel, and a host that probes thousands of backends or aggregates
+// many checkers beside its DNS service must not have its other work
+// confined to one P while the DNS traffic is idle. The kernel shares the
+// CPUs between the loops' threads and the rest.
 func (p *loopProcs) reserve(n int) {
 	p.Lock()
 	defer p.Unlock()
 	p.loops += n
-	if runtime.GOMAXPROCS(0) <= p.loops {
-		runtime.GOMAXPROCS(p.loops + 1)
+	if want := p.loops + runtime.NumCPU(); runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
 	}
 }
 
