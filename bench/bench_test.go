@@ -252,6 +252,11 @@ func TestFleetQuick(t *testing.T) {
 	if r, tw := res.Cells[0].Ratio, res.Cells[4].Ratio; math.Abs(r.Max-2/(1+tw.Min)) > 1e-9 || math.Abs(r.Min-2/(1+tw.Max)) > 1e-9 {
 		t.Errorf("the first cell over the reference %+v, its twin over it %+v: not read against the two's mean", r, tw)
 	}
+	// 5,000 checks over 10, and 100% unhealthy over 0%, one ratio per run.
+	if len(res.Effects) != 2 || res.Effects[0].Level != 5000 || res.Effects[1].Level != 100 ||
+		res.Effects[0].Ratio.N != 2 || res.Effects[1].Ratio.N != 2 || res.Effects[0].Ratio.Min <= 0 {
+		t.Errorf("effects %+v, want 5,000 checks over 10 and 100%% unhealthy over 0%%, a ratio per run", res.Effects)
+	}
 	first := res.Cells[0].Bytes
 	for _, c := range res.Cells {
 		// Each cell's ratio to the reference, one per run.
@@ -280,7 +285,7 @@ func TestFleetQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "fleet.md"))
-	for _, row := range []string{"| 5000 | 100% |", "| 10 | 0% again |"} {
+	for _, row := range []string{"| 5000 | 100% |", "| 10 | 0% again |", "| 5000 checks | 10 checks |", "| 100% unhealthy | 0% unhealthy |"} {
 		if !strings.Contains(string(md), row) {
 			t.Errorf("fleet.md lacks the row %q:\n%s", row, md)
 		}

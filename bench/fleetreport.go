@@ -74,6 +74,14 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 	if len(res.Cells) > 0 {
 		fmt.Fprintf(w, "\nA frame is %d bytes, a table %d bytes (%d entries).\n", res.Cells[0].FrameBytes, res.Cells[0].TableBytes, aggTable)
 	}
+	if len(res.Effects) > 0 {
+		fmt.Fprintf(w, "\nEach factor read apart, the other held (per run, the geometric mean over the other factor's levels; the median over the runs):\n\n")
+		fmt.Fprintf(w, "| | over | CPU per push, median (95%% CI) | runs' range |\n|---|---|---|---|\n")
+		for _, e := range res.Effects {
+			fmt.Fprintf(w, "| %s | %s | %+.1f%% (%+.1f to %+.1f%%) | %+.1f to %+.1f%% |\n", e.level(), e.first(),
+				100*(e.Ratio.Median-1), 100*(e.CI[0]-1), 100*(e.CI[1]-1), 100*(e.Ratio.Min-1), 100*(e.Ratio.Max-1))
+		}
+	}
 	for _, g := range res.Groups {
 		fmt.Fprintf(w, "\n%d checks: %.2f ms/push, the median of its cells' medians, which lie within %.1f%% of each other.", g.Checks, g.Median, g.Spread)
 	}
