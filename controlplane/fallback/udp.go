@@ -21,20 +21,20 @@ import (
 // kernel, the poller) is paid once per batch instead of once per query.
 const udpBatch = 64
 
-// udpRcvBuf is the receive buffer each UDP socket asks for. The default
-// (net.core.rmem_default, 208 KiB) holds a few hundred small datagrams,
-// as the kernel counts their memory: when the loop's thread waits for the
-// CPU behind the NIC's softirq or NAPI thread, which on the same CPU
-// delivers queries in bursts, a full buffer drops them. Under a load of
-// 200k q/s the default dropped more than half the queries the loop would
-// have answered (Udp RcvbufErrors); 4 MiB, which the kernel doubles,
-// holds several milliseconds of such a load. That was measured with the
-// loop in the netpoller; with the blocking loop, under overload the full
-// queue makes each query old and out of cache when it is read (its copy
-// to user space took 4.4% of the samples, 1.9% with the default buffer),
-// but the answered rates with 208 KiB or 512 KiB did not differ beyond
-// the runs' noise, so the buffer stays.
-const udpRcvBuf = 4 << 20
+// udpRcvBuf is the receive buffer each UDP socket asks for; the kernel
+// doubles it. The default (net.core.rmem_default, 208 KiB) holds a few
+// hundred small datagrams, as the kernel counts their memory, and bursts
+// delivered while the loop waited for the CPU overflowed it: with the loop
+// in the netpoller, the default dropped more than half the queries it
+// would have answered under 200k q/s. With the blocking loop the other
+// bound matters too: under overload the queue stands full, and a query
+// waits its whole length, leaving the cache meanwhile. At 4 MiB (8 MiB
+// as the kernel counts) that was tens of milliseconds and the copy of each
+// query to user space 4.4% of the fallback's CPU against gdnsd's 1.4%; in
+// eight alternating runs beside gdnsd 256 KiB answered 157-182k/s against
+// 4 MiB's 146-160k/s, more in three pairs of four (BENCHMARKS.md, the
+// fallback against the peers).
+const udpRcvBuf = 256 << 10
 
 // replyBuf is the room each reply of a batch is packed into: what UDP
 // carries at most (ednsSize), doubled, since miekg/dns packs a message
