@@ -280,10 +280,15 @@ func (u *udpServer) loop() {
 			r, errno := mmsg(unix.SYS_SENDMMSG, fd, out, 0)
 			switch {
 			case errno == unix.EINTR:
+			case errno == unix.EAGAIN:
+				// The send buffer stayed full for udpWait: the rest of
+				// the batch is dropped, so that a stalled queue costs
+				// the loop one timeout a batch, not one a reply.
+				out = out[:0]
 			case errno != 0 || r == 0:
-				// A datagram that cannot be sent, or that found no room
-				// in time, is dropped and the rest go on: the client
-				// retries or gives up, as after any lost reply.
+				// A datagram that cannot be sent is dropped and the
+				// rest go on: the client retries or gives up, as after
+				// any lost reply.
 				out = out[1:]
 			default:
 				out = out[r:]
