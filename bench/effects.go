@@ -78,3 +78,9 @@ func (e Effect) name(v int) string {
 	}
 	return fmt.Sprintf("%d%% unhealthy", v)
 }
+
+// rise prints a median ratio and its interval as percent changes:
+// "+4.2% (+3.5 to +4.9%)".
+func rise(median float64, ci [2]float64) string {
+	return fmt.Sprintf("%+.1f%% (%+.1f to %+.1f%%)", 100*(median-1), 100*(ci[0]-1), 100*(ci[1]-1))
+}

@@ -254,9 +254,7 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 			res.Commands = append(res.Commands, c.cmd)
 		}
 	}
-	cpu := make([][]float64, len(cells))
-	ratio := make([][]float64, len(cells))
-	var runs [][]float64
+	var runs [][]float64 // every run's CPU per push, ms, cell by cell
 	var cpuSpread, byteSpread []float64
 	for run := range o.Runs {
 		fmt.Fprintf(o.Log, "fleet: constancy run %d of %d, %d pushes\n", run+1, o.Runs, o.Pushes)
@@ -311,7 +309,6 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 				return fmt.Errorf("cell %s: %w", c.spec.name, err)
 			}
 			ms[i] = float64(w.CPUPerPush) / float64(time.Millisecond)
-			cpu[i] = append(cpu[i], ms[i])
 			for _, v := range w.BytesPush {
 				total[i] += v
 			}
@@ -321,27 +318,26 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 		}
 		fmt.Fprintf(o.Log, "fleet: ms/push %.2f\n", ms)
 		runs = append(runs, ms)
-		// The reference's two processes, averaged, are what every cell
-		// is read against, so one process's luck moves no comparison by
-		// all of itself; the twin is read against the first, the
-		// difference between two processes of the same work.
-		twin := n - 1
-		base := (ms[0] + ms[twin]) / 2
-		for i := range cells {
-			r := ms[i] / base
-			if i == twin {
-				r = ms[twin] / ms[0]
-			}
-			ratio[i] = append(ratio[i], r)
-		}
 		cpuSpread = append(cpuSpread, spread(ms))
 		byteSpread = append(byteSpread, spread(total))
 	}
 	medians := make([]float64, len(cells))
 	for i := range cells {
+		// The reference's two processes, averaged, are what every cell
+		// is read against, so one process's luck moves no comparison by
+		// all of itself; the twin is read against the first, the
+		// difference between two processes of the same work.
+		cpu, ratio := make([]float64, len(runs)), make([]float64, len(runs))
+		for r, ms := range runs {
+			twin := len(ms) - 1
+			cpu[r], ratio[r] = ms[i], ms[i]/((ms[0]+ms[twin])/2)
+			if i == twin {
+				ratio[r] = ms[twin] / ms[0]
+			}
+		}
 		c := &res.Cells[i]
-		c.CPUMs, c.Ratio = summarize(cpu[i]), summarize(ratio[i])
-		c.RatioCI[0], c.RatioCI[1] = medianCI(ratio[i])
+		c.CPUMs, c.Ratio = summarize(cpu), summarize(ratio)
+		c.RatioCI[0], c.RatioCI[1] = medianCI(ratio)
 		medians[i] = c.CPUMs.Median
 	}
 	res.Spread = spread(medians)
@@ -364,12 +360,11 @@ func (res *FleetResults) cpuCheck() Check {
 	var parts []string
 	for _, e := range res.Effects {
 		chk.Pass = chk.Pass && math.Abs(e.Ratio.Median-1) <= 0.05
-		parts = append(parts, fmt.Sprintf("%s over %s %+.1f%% (95%% CI %+.1f to %+.1f%%)", e.level(), e.first(),
-			100*(e.Ratio.Median-1), 100*(e.CI[0]-1), 100*(e.CI[1]-1)))
+		parts = append(parts, fmt.Sprintf("%s over %s %s", e.level(), e.first(), rise(e.Ratio.Median, e.CI)))
 	}
 	twin := res.Cells[len(res.Cells)-1]
-	parts = append(parts, fmt.Sprintf("the first cell's twin over it %+.1f%% (%+.1f to %+.1f%%); the cells' medians within %.1f%% (per run: median %.1f%%, %.1f–%.1f%%)",
-		100*(twin.Ratio.Median-1), 100*(twin.RatioCI[0]-1), 100*(twin.RatioCI[1]-1), res.Spread, res.CPU.Median, res.CPU.Min, res.CPU.Max))
+	parts = append(parts, fmt.Sprintf("the first cell's twin over it %s; the cells' medians within %.1f%% (per run: median %.1f%%, %.1f–%.1f%%)",
+		rise(twin.Ratio.Median, twin.RatioCI), res.Spread, res.CPU.Median, res.CPU.Min, res.CPU.Max))
 	chk.Detail = strings.Join(parts, "; ")
 	return chk
 }

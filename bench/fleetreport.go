@@ -60,7 +60,7 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		strings.Join(links, " B | ")+" B")
 	for _, c := range res.Cells {
 		u := fmt.Sprintf("%d%%", c.Unhealthy)
-		over := fmt.Sprintf("%+.1f%% (%+.1f to %+.1f%%)", 100*(c.Ratio.Median-1), 100*(c.RatioCI[0]-1), 100*(c.RatioCI[1]-1))
+		over := rise(c.Ratio.Median, c.RatioCI)
 		if c.Again {
 			u += " again"
 			over += " over the first"
@@ -78,8 +78,8 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 		fmt.Fprintf(w, "\nEach factor read apart, the other held (per run, the geometric mean over the other factor's levels; the median over the runs):\n\n")
 		fmt.Fprintf(w, "| | over | CPU per push, median (95%% CI) | runs' range |\n|---|---|---|---|\n")
 		for _, e := range res.Effects {
-			fmt.Fprintf(w, "| %s | %s | %+.1f%% (%+.1f to %+.1f%%) | %+.1f to %+.1f%% |\n", e.level(), e.first(),
-				100*(e.Ratio.Median-1), 100*(e.CI[0]-1), 100*(e.CI[1]-1), 100*(e.Ratio.Min-1), 100*(e.Ratio.Max-1))
+			fmt.Fprintf(w, "| %s | %s | %s | %+.1f to %+.1f%% |\n", e.level(), e.first(), rise(e.Ratio.Median, e.CI),
+				100*(e.Ratio.Min-1), 100*(e.Ratio.Max-1))
 		}
 	}
 	for _, g := range res.Groups {
