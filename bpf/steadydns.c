@@ -370,10 +370,8 @@ static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
  * the answers (s->ans) and the OPT follow the question, and the header
  * fields, lengths and checksums are rewritten. Returns 0, or -1 with the
  * frame as it was (no room to grow it), or -2 with it changed, which the
- * reply's sizing rules out.
- *
- * A global function: the verifier checks its loops once, on their own. */
-__attribute__((noinline)) int write_reply(struct xdp_md *ctx, struct scratch *s)
+ * reply's sizing rules out. */
+static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 {
 	if (!s)
 		return -1;
