@@ -130,15 +130,8 @@ static __always_inline int ecs_malformed(const struct msg *m, __u32 o, __u32 end
 /* parse_query checks the header, the question and the optional OPT
  * record of the message at frame offset base, len bytes long, and fills
  * s->q. It returns OUT_ANSWERED when the query is one XDP may answer, or
- * the reason to pass it on.
- *
- * A global function, one of the two the program calls (select_answers is
- * the other): the verifier checks it once, on its own, and sees its result
- * as an unknown number, so the states of the label walk and the options
- * do not multiply those of everything after them. Every other step is
- * inlined, because a call costs its return: with the kernel's return
- * thunk (the SRSO mitigation of AMD CPUs), every return mispredicts. */
-__attribute__((noinline)) int parse_query(struct xdp_md *ctx, struct scratch *s,
+ * the reason to pass it on. */
+static __always_inline int parse_query(struct xdp_md *ctx, struct scratch *s,
 					  __u32 base, __u32 len)
 {
 	if (!s || len > MSG_MAX || len < DNS_HDR)

@@ -165,11 +165,8 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
  * The scan builds bitmasks without a branch per candidate: healthy,
  * backup, present, and the geo rank as two bit planes. Every set the
  * decision needs is then an AND of them; only the chosen set's lowest
- * priority and weight sum take a second pass, in map memory.
- *
- * It is a global function so the verifier checks it once, on its own,
- * instead of once for every path of the parser that leads to it. */
-__attribute__((noinline)) int select_answers(struct scratch *s,
+ * priority and weight sum take a second pass, in map memory. */
+static __always_inline int select_answers(struct scratch *s,
 					     const struct rrset *rr,
 					     const struct geo_order *order)
 {
