@@ -616,14 +616,17 @@ int steadydns(struct xdp_md *ctx)
 	if (select_answers(s, rr, order))
 		return count(OUT_MALFORMED);
 	forget();
-	struct pick p = s->pick;
+	/* The pick's fields read one by one, each as wide as select_answers
+	 * stored it: a wider load over the order's byte stores would wait
+	 * for them to reach the cache (no store-to-load forwarding). */
+	const struct pick *p = &s->pick;
 
 	/* Rate limiting: an answer or NODATA is keyed by its name and type,
 	 * SERVFAIL by its rcode. A slipped reply keeps the rcode and carries
 	 * no records, with TC set, so the client asks again over TCP. */
 	int slip = 0;
 	if (rrl_on) {
-		enum rrl_verdict v = rrl_check(f.src, f.v6, rrl_h, p.action == ACT_SERVFAIL);
+		enum rrl_verdict v = rrl_check(f.src, f.v6, rrl_h, p->action == ACT_SERVFAIL);
 		if (v == RRL_DROP)
 			return count(OUT_RRL_DROPPED);
 		slip = v == RRL_SLIP;
@@ -637,15 +640,15 @@ int steadydns(struct xdp_md *ctx)
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
 	__u64 tail = (__u32)bpf_htons(q.qtype) | (__u32)bpf_htons(CLASS_IN) << 16;
-	if (!slip && p.action == ACT_ANSWER) {
-		an = p.n > K ? K : p.n;
-		ttl = answer_ttl(rr, p.degraded);
+	if (!slip && p->action == ACT_ANSWER) {
+		an = p->n > K ? K : p->n;
+		ttl = answer_ttl(rr, p->degraded);
 		/* No branch per record but the loop exit, so the verifier sees
 		 * one path per answer count instead of one per subset. */
 		for (__u32 i = 0; i < K; i++) {
 			if (i >= an)
 				break;
-			__u32 c = p.order[i] & (K - 1);
+			__u32 c = p->order[i] & (K - 1);
 			__u64 *d = (__u64 *)s->ans[i];
 			const __u64 *a = (const __u64 *)rr->cand[c].addr;
 			d[0] = a[0];
@@ -656,8 +659,8 @@ int steadydns(struct xdp_md *ctx)
 	}
 	if (!slot_unchanged(sl, s->q.seq))
 		return count(OUT_NOT_FOUND);
-	if (!slip && p.action != ACT_ANSWER)
-		return reply_nodata_servfail(ctx, &f, s, p.action, zi);
+	if (!slip && p->action != ACT_ANSWER)
+		return reply_nodata_servfail(ctx, &f, s, p->action, zi);
 
 	__u32 nsid_n = nsid_len(&q);
 	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
@@ -671,7 +674,7 @@ int steadydns(struct xdp_md *ctx)
 	 * RA, AD, Z cleared. A slipped SERVFAIL keeps its rcode, not
 	 * authoritative. */
 	__u8 aa = 0x04, rcode = 0;
-	if (slip && p.action == ACT_SERVFAIL) {
+	if (slip && p->action == ACT_SERVFAIL) {
 		aa = 0;
 		rcode = 2;
 	}
