@@ -129,10 +129,13 @@ static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
 	return e;
 }
 
-/* health_bit is entry idx's state in the bitmap, 1 while up. */
+/* health_bit is entry idx's state in the bitmap, 1 while up. An index
+ * past the bitmap is down, as the Go twin has it; the bitmap's words past
+ * the table's entries are zero. */
 static __always_inline __u32 health_bit(const __u64 *bits, __u32 wmask, __u32 idx)
 {
-	return (bits[(idx / 64) & wmask] >> (idx & 63)) & 1;
+	__u32 word = idx / 64;
+	return (bits[word & wmask] >> (idx & 63)) & (word <= wmask);
 }
 
 /* select_one is select_answers for a set of at most one candidate, by the
