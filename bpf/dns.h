@@ -77,12 +77,8 @@ static __always_inline int rd16(const struct msg *m, __u32 off)
 }
 
 /* walk_name follows the question name label by label and returns the
- * offset of its root label, or minus the reason to pass the query.
- *
- * Parsing is split into global functions: the verifier checks each once
- * on its own, and sees its result as an unknown number, so the states of
- * one label walk do not multiply those of the next step. */
-__attribute__((noinline)) int walk_name(struct xdp_md *ctx, __u32 base, __u32 len)
+ * offset of its root label, or minus the reason to pass the query. */
+static __always_inline int walk_name(struct xdp_md *ctx, __u32 base, __u32 len)
 {
 	struct msg m = msg_of(ctx, base);
 	__u32 pos = DNS_HDR;
@@ -135,7 +131,7 @@ static __always_inline int ecs_malformed(const struct msg *m, __u32 o, __u32 end
  * record of the message at frame offset base, len bytes long, and fills
  * s->q. It returns OUT_ANSWERED when the query is one XDP may answer, or
  * the reason to pass it on. */
-__attribute__((noinline)) int parse_query(struct xdp_md *ctx, struct scratch *s,
+static __always_inline int parse_query(struct xdp_md *ctx, struct scratch *s,
 					  __u32 base, __u32 len)
 {
 	if (!s || len > MSG_MAX || len < DNS_HDR)
@@ -257,7 +253,7 @@ static __always_inline __u64 lower8(__u64 v)
  * computes the same way for the slots it fills. The table picks a slot by
  * the hash's top bits, which depend on every bit of the input; the low
  * bits of a multiply do not. */
-__attribute__((noinline)) int hash_name(struct xdp_md *ctx, struct scratch *s, __u32 base)
+static __always_inline int hash_name(struct xdp_md *ctx, struct scratch *s, __u32 base)
 {
 	if (!s)
 		return -1;

@@ -65,15 +65,23 @@ struct {
 /* The health table's states as a bitmap, bit i of word i / 64 set while
  * entry i is up: what the scan reads, 8 KiB for 65,536 entries, so the
  * candidates' states come from a cache line or two instead of one 8-byte
- * entry each. The loader writes it with the table, sized to match. */
+ * entry each. One value holds the whole bitmap, so a query looks it up
+ * once and indexes it by word: a lookup per candidate is inlined by the
+ * verifier, but clang compiles it as a call and keeps every value the scan
+ * carries out of the registers a call clobbers. The loader sizes the value
+ * with the table, a power of two words, and sets health_word_mask. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 65536 / 64);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, __u64[65536 / 64]);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } health_bits SEC(".maps");
+
+/* The bitmap's words less one: a word's index is masked with it, which
+ * the verifier, reading the constant, bounds by the value's size. */
+volatile const __u32 health_word_mask = 65536 / 64 - 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -129,6 +129,15 @@ static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
 	return e;
 }
 
+/* health_bit is entry idx's state in the bitmap, 1 while up. An index
+ * past the bitmap is down, as the Go twin has it; the bitmap's words past
+ * the table's entries are zero. */
+static __always_inline __u32 health_bit(const __u64 *bits, __u32 wmask, __u32 idx)
+{
+	__u32 word = idx / 64;
+	return (bits[word & wmask] >> (idx & 63)) & (word <= wmask);
+}
+
 /* select_one is select_answers for a set of at most one candidate, by the
  * same rules with every step that a single candidate makes trivial left
  * out: geo ranks cannot exclude it (its own rank is the nearest that has
@@ -136,15 +145,13 @@ static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
  * lowest priority is its own. It still reads the candidate's health on
  * every query, so the work is the same at every health level. */
 static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
-				      __u32 n, __u32 open)
+				      __u32 n, __u32 open, const __u64 *bits, __u32 wmask)
 {
 	struct pick *p = &s->pick;
 	__u32 h = 0, b = 0;
 	if (n) {
 		const struct candidate *c = &rr->cand[0];
-		__u32 idx = c->check, word = idx / 64;
-		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
-		h = (w ? (*w >> (idx & 63)) & 1 : 0) | open;
+		h = health_bit(bits, wmask, c->check) | open;
 		b = c->flags & CAND_BACKUP;
 	}
 	__u32 up = h & ~b & n, bup = h & b, all = ~b & n & 1;
@@ -165,11 +172,8 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
  * The scan builds bitmasks without a branch per candidate: healthy,
  * backup, present, and the geo rank as two bit planes. Every set the
  * decision needs is then an AND of them; only the chosen set's lowest
- * priority and weight sum take a second pass, in map memory.
- *
- * It is a global function so the verifier checks it once, on its own,
- * instead of once for every path of the parser that leads to it. */
-__attribute__((noinline)) int select_answers(struct scratch *s,
+ * priority and weight sum take a second pass, in map memory. */
+static __always_inline int select_answers(struct scratch *s,
 					     const struct rrset *rr,
 					     const struct geo_order *order)
 {
@@ -177,11 +181,15 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 		return -1;
 	__u32 open = s->draw.open, rnd = s->draw.rnd, rr_turn = s->draw.turn;
 	struct pick *p = &s->pick;
+	__u32 zero = 0, wmask = health_word_mask;
+	const __u64 *bits = bpf_map_lookup_elem(&health_bits, &zero);
+	if (!bits)
+		return -1;
 	__u32 n = rr->n;
 	if (n > K)
 		n = K;
 	if (n <= 1)
-		return select_one(s, rr, n, open);
+		return select_one(s, rr, n, open, bits, wmask);
 	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every candidate, once.
@@ -193,10 +201,7 @@ __attribute__((noinline)) int select_answers(struct scratch *s,
 		if (i >= n)
 			break;
 		const struct candidate *c = &rr->cand[i];
-		__u32 idx = c->check, word = idx / 64;
-		__u64 *w = bpf_map_lookup_elem(&health_bits, &word);
-		__u32 h = w ? (*w >> (idx & 63)) & 1 : 0;
-		healthy |= (h | open) << i;
+		healthy |= (health_bit(bits, wmask, c->check) | open) << i;
 		backup |= (c->flags & CAND_BACKUP) << i;
 		if (order) {
 			/* The rank, clamped to GEO_RANKS - 1 = 3 without a branch. */

@@ -379,39 +379,40 @@ type SteadydnsZoneSoa struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SteadydnsMapCounters      = "counters"
-	SteadydnsMapGeo4          = "geo4"
-	SteadydnsMapGeo6          = "geo6"
-	SteadydnsMapGeoRank       = "geo_rank"
-	SteadydnsMapHealth        = "health"
-	SteadydnsMapHealthBits    = "health_bits"
-	SteadydnsMapHealthMeta    = "health_meta"
-	SteadydnsMapRecBits       = "rec_bits"
-	SteadydnsMapRecTags       = "rec_tags"
-	SteadydnsMapRecords       = "records"
-	SteadydnsMapRrCounter     = "rr_counter"
-	SteadydnsMapRrl           = "rrl"
-	SteadydnsMapRrlClock      = "rrl_clock"
-	SteadydnsMapRrlExempt     = "rrl_exempt"
-	SteadydnsMapScratch       = "scratch"
-	SteadydnsMapStaleTimer    = "stale_timer"
-	SteadydnsMapZones         = "zones"
-	SteadydnsProgArmRrlClock  = "arm_rrl_clock"
-	SteadydnsProgArmStale     = "arm_stale"
-	SteadydnsProgSteadydns    = "steadydns"
-	SteadydnsVarEnumAnchor    = "enum_anchor"
-	SteadydnsVarNrServerV4    = "nr_server_v4"
-	SteadydnsVarNrServerV6    = "nr_server_v6"
-	SteadydnsVarNsid          = "nsid"
-	SteadydnsVarRrlIntervalNs = "rrl_interval_ns"
-	SteadydnsVarRrlMask4      = "rrl_mask4"
-	SteadydnsVarRrlMask6      = "rrl_mask6"
-	SteadydnsVarRrlOn         = "rrl_on"
-	SteadydnsVarRrlSetBits    = "rrl_set_bits"
-	SteadydnsVarRrlSlip       = "rrl_slip"
-	SteadydnsVarRrlWindowNs   = "rrl_window_ns"
-	SteadydnsVarServerV4      = "server_v4"
-	SteadydnsVarServerV6      = "server_v6"
+	SteadydnsMapCounters       = "counters"
+	SteadydnsMapGeo4           = "geo4"
+	SteadydnsMapGeo6           = "geo6"
+	SteadydnsMapGeoRank        = "geo_rank"
+	SteadydnsMapHealth         = "health"
+	SteadydnsMapHealthBits     = "health_bits"
+	SteadydnsMapHealthMeta     = "health_meta"
+	SteadydnsMapRecBits        = "rec_bits"
+	SteadydnsMapRecTags        = "rec_tags"
+	SteadydnsMapRecords        = "records"
+	SteadydnsMapRrCounter      = "rr_counter"
+	SteadydnsMapRrl            = "rrl"
+	SteadydnsMapRrlClock       = "rrl_clock"
+	SteadydnsMapRrlExempt      = "rrl_exempt"
+	SteadydnsMapScratch        = "scratch"
+	SteadydnsMapStaleTimer     = "stale_timer"
+	SteadydnsMapZones          = "zones"
+	SteadydnsProgArmRrlClock   = "arm_rrl_clock"
+	SteadydnsProgArmStale      = "arm_stale"
+	SteadydnsProgSteadydns     = "steadydns"
+	SteadydnsVarEnumAnchor     = "enum_anchor"
+	SteadydnsVarHealthWordMask = "health_word_mask"
+	SteadydnsVarNrServerV4     = "nr_server_v4"
+	SteadydnsVarNrServerV6     = "nr_server_v6"
+	SteadydnsVarNsid           = "nsid"
+	SteadydnsVarRrlIntervalNs  = "rrl_interval_ns"
+	SteadydnsVarRrlMask4       = "rrl_mask4"
+	SteadydnsVarRrlMask6       = "rrl_mask6"
+	SteadydnsVarRrlOn          = "rrl_on"
+	SteadydnsVarRrlSetBits     = "rrl_set_bits"
+	SteadydnsVarRrlSlip        = "rrl_slip"
+	SteadydnsVarRrlWindowNs    = "rrl_window_ns"
+	SteadydnsVarServerV4       = "server_v4"
+	SteadydnsVarServerV6       = "server_v6"
 )
 
 // LoadSteadydns returns the embedded CollectionSpec for Steadydns.
@@ -488,19 +489,20 @@ type SteadydnsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SteadydnsVariableSpecs struct {
-	EnumAnchor    *ebpf.VariableSpec `ebpf:"enum_anchor"`
-	NrServerV4    *ebpf.VariableSpec `ebpf:"nr_server_v4"`
-	NrServerV6    *ebpf.VariableSpec `ebpf:"nr_server_v6"`
-	Nsid          *ebpf.VariableSpec `ebpf:"nsid"`
-	RrlIntervalNs *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
-	RrlMask4      *ebpf.VariableSpec `ebpf:"rrl_mask4"`
-	RrlMask6      *ebpf.VariableSpec `ebpf:"rrl_mask6"`
-	RrlOn         *ebpf.VariableSpec `ebpf:"rrl_on"`
-	RrlSetBits    *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
-	RrlSlip       *ebpf.VariableSpec `ebpf:"rrl_slip"`
-	RrlWindowNs   *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
-	ServerV4      *ebpf.VariableSpec `ebpf:"server_v4"`
-	ServerV6      *ebpf.VariableSpec `ebpf:"server_v6"`
+	EnumAnchor     *ebpf.VariableSpec `ebpf:"enum_anchor"`
+	HealthWordMask *ebpf.VariableSpec `ebpf:"health_word_mask"`
+	NrServerV4     *ebpf.VariableSpec `ebpf:"nr_server_v4"`
+	NrServerV6     *ebpf.VariableSpec `ebpf:"nr_server_v6"`
+	Nsid           *ebpf.VariableSpec `ebpf:"nsid"`
+	RrlIntervalNs  *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
+	RrlMask4       *ebpf.VariableSpec `ebpf:"rrl_mask4"`
+	RrlMask6       *ebpf.VariableSpec `ebpf:"rrl_mask6"`
+	RrlOn          *ebpf.VariableSpec `ebpf:"rrl_on"`
+	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
+	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
+	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
+	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
 }
 
 // SteadydnsObjects contains all objects after they have been loaded into the kernel.
@@ -568,19 +570,20 @@ func (m *SteadydnsMaps) Close() error {
 //
 // It can be passed to LoadSteadydnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SteadydnsVariables struct {
-	EnumAnchor    *ebpf.Variable `ebpf:"enum_anchor"`
-	NrServerV4    *ebpf.Variable `ebpf:"nr_server_v4"`
-	NrServerV6    *ebpf.Variable `ebpf:"nr_server_v6"`
-	Nsid          *ebpf.Variable `ebpf:"nsid"`
-	RrlIntervalNs *ebpf.Variable `ebpf:"rrl_interval_ns"`
-	RrlMask4      *ebpf.Variable `ebpf:"rrl_mask4"`
-	RrlMask6      *ebpf.Variable `ebpf:"rrl_mask6"`
-	RrlOn         *ebpf.Variable `ebpf:"rrl_on"`
-	RrlSetBits    *ebpf.Variable `ebpf:"rrl_set_bits"`
-	RrlSlip       *ebpf.Variable `ebpf:"rrl_slip"`
-	RrlWindowNs   *ebpf.Variable `ebpf:"rrl_window_ns"`
-	ServerV4      *ebpf.Variable `ebpf:"server_v4"`
-	ServerV6      *ebpf.Variable `ebpf:"server_v6"`
+	EnumAnchor     *ebpf.Variable `ebpf:"enum_anchor"`
+	HealthWordMask *ebpf.Variable `ebpf:"health_word_mask"`
+	NrServerV4     *ebpf.Variable `ebpf:"nr_server_v4"`
+	NrServerV6     *ebpf.Variable `ebpf:"nr_server_v6"`
+	Nsid           *ebpf.Variable `ebpf:"nsid"`
+	RrlIntervalNs  *ebpf.Variable `ebpf:"rrl_interval_ns"`
+	RrlMask4       *ebpf.Variable `ebpf:"rrl_mask4"`
+	RrlMask6       *ebpf.Variable `ebpf:"rrl_mask6"`
+	RrlOn          *ebpf.Variable `ebpf:"rrl_on"`
+	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
+	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
+	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
+	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
 }
 
 // SteadydnsPrograms contains all programs after they have been loaded into the kernel.

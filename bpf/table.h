@@ -55,10 +55,8 @@ static __always_inline __u64 rec_tag(__u64 h)
  * the tag after the slot) meets a slot whose hash or name differs and the
  * probe goes on. It records the slot's sequence count in s->q.seq; the
  * caller compares it again once it has read the slot, and a slot being
- * written (odd count) is passed over.
- *
- * A global function: the verifier checks the probe loop once, on its own. */
-__attribute__((noinline)) int find_slot(struct scratch *s)
+ * written (odd count) is passed over. */
+static __always_inline int find_slot(struct scratch *s)
 {
 	if (!s)
 		return -1;

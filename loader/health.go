@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -25,8 +26,30 @@ func healthEntry(table []byte, i uint32) *bpf.SteadydnsHealthEntry {
 func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 
 // HealthBitsWords is the size in 64-bit words of the bitmap of a table of
-// n entries.
-func HealthBitsWords(n int) uint32 { return uint32((n + 63) / 64) }
+// n entries: a power of two, so that the program masks a word's index
+// (health_word_mask) where it would otherwise compare it.
+func HealthBitsWords(n int) uint32 {
+	w := uint32(1)
+	for int(w)*64 < n {
+		w <<= 1
+	}
+	return w
+}
+
+// SizeHealthBits sizes the bitmap's map, m, for a table of n entries: its
+// one value is the whole bitmap, an array of HealthBitsWords(n) words. It
+// returns the mask the program indexes the words with, health_word_mask.
+func SizeHealthBits(m *ebpf.MapSpec, n int) (uint32, error) {
+	arr, ok := m.Value.(*btf.Array)
+	if !ok {
+		return 0, fmt.Errorf("sizing the health bitmap: its value is %T, want an array of words", m.Value)
+	}
+	words := HealthBitsWords(n)
+	sized := *arr
+	sized.Nelems = words
+	m.Value, m.ValueSize = &sized, 8*words
+	return words - 1, nil
+}
 
 // HealthBits is the bitmap the program's scan reads (health_bits): bit i,
 // in little-endian 64-bit words, set while entry i of table is up.

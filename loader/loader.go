@@ -123,7 +123,13 @@ func prepare(opts *Options) (*ebpf.CollectionSpec, *bpf.SteadydnsSpecs, error) {
 	if opts.HealthCapacity > 0 {
 		specs.Health.MaxEntries = opts.HealthCapacity
 	}
-	specs.HealthBits.MaxEntries = HealthBitsWords(int(specs.Health.MaxEntries))
+	mask, err := SizeHealthBits(specs.HealthBits, int(specs.Health.MaxEntries))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := specs.HealthWordMask.Set(mask); err != nil {
+		return nil, nil, fmt.Errorf("setting the health bitmap's mask: %w", err)
+	}
 	if opts.RecordCapacity == 0 {
 		opts.RecordCapacity = DefaultRecordCapacity
 	}

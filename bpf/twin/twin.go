@@ -83,7 +83,13 @@ func Load() (*Harness, error) {
 		return nil, err
 	}
 	specs.Health.MaxEntries = HealthEntries
-	specs.HealthBits.MaxEntries = loader.HealthBitsWords(HealthEntries)
+	mask, err := loader.SizeHealthBits(specs.HealthBits, HealthEntries)
+	if err != nil {
+		return nil, err
+	}
+	if err := specs.HealthWordMask.Set(mask); err != nil {
+		return nil, fmt.Errorf("setting the twin's health bitmap mask: %w", err)
+	}
 	// The record table comes with the header and goes unused here.
 	specs.Records.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one

@@ -134,6 +134,7 @@ const (
 	TwinMapZones           = "zones"
 	TwinProgRrlTwin        = "rrl_twin"
 	TwinProgTwin           = "twin"
+	TwinVarHealthWordMask  = "health_word_mask"
 	TwinVarOutputAnchor    = "output_anchor"
 	TwinVarRrlIntervalNs   = "rrl_interval_ns"
 	TwinVarRrlMask4        = "rrl_mask4"
@@ -220,6 +221,7 @@ type TwinMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TwinVariableSpecs struct {
+	HealthWordMask  *ebpf.VariableSpec `ebpf:"health_word_mask"`
 	OutputAnchor    *ebpf.VariableSpec `ebpf:"output_anchor"`
 	RrlIntervalNs   *ebpf.VariableSpec `ebpf:"rrl_interval_ns"`
 	RrlMask4        *ebpf.VariableSpec `ebpf:"rrl_mask4"`
@@ -300,6 +302,7 @@ func (m *TwinMaps) Close() error {
 //
 // It can be passed to LoadTwinObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TwinVariables struct {
+	HealthWordMask  *ebpf.Variable `ebpf:"health_word_mask"`
 	OutputAnchor    *ebpf.Variable `ebpf:"output_anchor"`
 	RrlIntervalNs   *ebpf.Variable `ebpf:"rrl_interval_ns"`
 	RrlMask4        *ebpf.Variable `ebpf:"rrl_mask4"`

@@ -108,14 +108,34 @@ func cluster(t testing.TB, f fleet, n int) []*Server {
 
 // freeAddr returns a loopback address with a port free a moment ago: every
 // server of a cluster must know the others' route addresses before it starts.
+// The port is below the kernel's ephemeral range: a port from that range,
+// free when picked, can be taken as the source port of a connection, such
+// as the first server's dial of a route not yet listening, before the
+// server it was picked for binds it.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &low)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	if low <= 11000 {
+		t.Fatalf("the ephemeral ports start at %d: no room below them for a cluster's routes", low)
+	}
+	for range 100 {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(low-10000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+n.Int64()))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	t.Fatalf("no free port below %d in 100 tries", low)
+	return ""
 }
 
 func connect(t testing.TB, url, id string, who identity, opts Options) *Conn {
