@@ -231,6 +231,7 @@ struct pick {
 	__u32 degraded;      /* a present candidate is down: ttl_degraded applies */
 	__u32 n;             /* answers, in order[0..n) */
 	__u8 order[MAX_CANDIDATES];       /* candidate slots to answer, in answer order */
+	__u64 sum;           /* the answers' precomputed sums (rr_sum), added up */
 };
 
 /* Per-query inputs of the selection besides the record set. */

@@ -129,6 +129,19 @@ static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
 	return e;
 }
 
+/* pick_answer copies candidate c's address into the answers, at place o
+ * of the answer order, as it is picked: the reply is written from there,
+ * once the slot's sequence count shows the set was not rewritten while it
+ * was read. */
+static __always_inline void pick_answer(struct scratch *s, const struct rrset *rr,
+					__u32 o, __u32 c)
+{
+	__u64 *d = (__u64 *)s->ans[o & (K - 1)];
+	const __u64 *a = (const __u64 *)rr->cand[c & (K - 1)].addr;
+	d[0] = a[0];
+	d[1] = a[1];
+}
+
 /* health_bit is entry idx's state in the bitmap, 1 while up. An index
  * past the bitmap is down, as the Go twin has it; the bitmap's words past
  * the table's entries are zero. */
@@ -160,6 +173,8 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 	__u32 limit = rr->policy == POLICY_WEIGHTED ? 1 : rr->max_answers;
 	p->order[0] = 0;
 	p->n = e && limit;
+	pick_answer(s, rr, 0, 0);
+	p->sum = p->n ? rr->rr_sum[0] : 0;
 	return 0;
 }
 
@@ -289,6 +304,7 @@ static __always_inline int select_answers(struct scratch *s,
 	/* The answer order: members of mask from start on, wrapping at n,
 	 * past which mask has no member. */
 	__u32 cnt = 0;
+	__u64 sum = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		if (i >= n)
@@ -298,11 +314,15 @@ static __always_inline int select_answers(struct scratch *s,
 			j -= n;
 		j &= K - 1;
 		if ((mask & (1u << j)) && cnt < limit) {
-			p->order[cnt & (K - 1)] = j;
+			__u32 o = cnt & (K - 1);
+			p->order[o] = j;
+			pick_answer(s, rr, o, j);
+			sum += rr->rr_sum[j];
 			cnt++;
 		}
 	}
 	p->n = cnt;
+	p->sum = sum;
 	return 0;
 }
 

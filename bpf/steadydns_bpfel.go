@@ -301,12 +301,15 @@ type SteadydnsScratch struct {
 		LowPrio uint32
 		Wsum    uint32
 	}
+	_    [4]byte
 	Pick struct {
 		_        structs.HostLayout
 		Action   uint32
 		Degraded uint32
 		N        uint32
 		Order    [8]uint8
+		_        [4]byte
+		Sum      uint64
 	}
 	Reply struct {
 		_      structs.HostLayout

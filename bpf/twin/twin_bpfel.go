@@ -70,10 +70,13 @@ type TwinOutput struct {
 		Degraded uint32
 		N        uint32
 		Order    [8]uint8
+		_        [4]byte
+		Sum      uint64
 	}
 	Ttl  uint32
 	Open uint32
 	Draw uint32
+	_    [4]byte
 }
 
 type TwinRrlInput struct {
