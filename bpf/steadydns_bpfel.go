@@ -110,6 +110,7 @@ const (
 	SteadydnsLimitsMAX_CANDIDATES    SteadydnsLimits = 8
 	SteadydnsLimitsMSG_MAX           SteadydnsLimits = 1024
 	SteadydnsLimitsNAME_MAX_WIRE     SteadydnsLimits = 255
+	SteadydnsLimitsNAME_HEAD         SteadydnsLimits = 48
 	SteadydnsLimitsMAX_REGIONS       SteadydnsLimits = 64
 	SteadydnsLimitsGEO_RANKS         SteadydnsLimits = 4
 	SteadydnsLimitsSOA_RDATA_MAX     SteadydnsLimits = 256
@@ -201,15 +202,16 @@ const (
 )
 
 type SteadydnsRecSlot struct {
-	_     structs.HostLayout
-	Seq   uint32
-	State uint8
-	Dist  uint8
-	Qtype uint16
-	Hash  uint64
-	Name  [256]int8
-	Rr    SteadydnsRrset
-	_     [12]byte
+	_        structs.HostLayout
+	Seq      uint32
+	State    uint8
+	Dist     uint8
+	Qtype    uint16
+	Hash     uint64
+	NameHead [48]int8
+	Rr       SteadydnsRrset
+	NameTail [208]int8
+	_        [8]byte
 }
 
 type SteadydnsRrlClock struct {
@@ -255,8 +257,9 @@ type SteadydnsRrset struct {
 	Pad0        uint8
 	Zone        uint16
 	Pad1        uint16
-	Cand        [8]SteadydnsCandidate
+	Pad2        uint32
 	RrSum       [8]uint16
+	Cand        [8]SteadydnsCandidate
 }
 
 type SteadydnsRrsetFlags uint32

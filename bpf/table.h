@@ -9,33 +9,42 @@
 #include "maps.h"
 
 /* name_eq compares the first n bytes of the query's key, zero past the
- * name, with a slot's name, 8 bytes at a time. Wire names delimit
- * themselves, so equal first n bytes are equal names. */
-static __always_inline int name_eq(const __u8 *key, const char *name, __u32 n)
+ * name, with a slot's name, 8 bytes at a time: its head, then its tail.
+ * Wire names delimit themselves, so equal first n bytes are equal names. */
+static __always_inline int name_eq(const __u8 *key, const struct rec_slot *sl, __u32 n)
 {
 	const __u64 *a = (const __u64 *)key;
-	const __u64 *b = (const __u64 *)name;
-	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1) / 8; w++) {
+	const __u64 *h = (const __u64 *)sl->name_head;
+	const __u64 *t = (const __u64 *)sl->name_tail;
+	_Static_assert(NAME_HEAD % 8 == 0, "the name's head is whole words");
+	for (__u32 w = 0; w < NAME_HEAD / 8; w++) {
 		if (w * 8 >= n)
+			return 1;
+		if (a[w] != h[w])
+			return 0;
+	}
+	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1 - NAME_HEAD) / 8; w++) {
+		if (NAME_HEAD + w * 8 >= n)
 			break;
-		if (a[w] != b[w])
+		if (a[NAME_HEAD / 8 + w] != t[w])
 			return 0;
 	}
 	return 1;
 }
 
 /* touch_slot loads a word from the cache lines of the slot's record set
- * that every query reads, the first (the set's header and first
- * candidate) and the answers' sums, without using them. The loads do not
- * wait for the comparisons before them, so the CPU fetches those lines
- * while the miss on the slot's first line (the hash and a short name) is
- * outstanding: one memory latency per query instead of two in a row. The
- * lines of further candidates are loaded by the scan, all at once. The
- * empty asm keeps the loads, which clang would otherwise drop as unused. */
+ * that a query with up to four candidates reads, the second (the set's
+ * fields, its sums and its first candidate) and the third, without using
+ * them. The loads do not wait for the comparisons before them, so the CPU
+ * fetches those lines while the miss on the slot's first line (the hash
+ * and the name's head) is outstanding: one memory latency per query
+ * instead of two in a row. The lines of further candidates are loaded by
+ * the scan, all at once. The empty asm keeps the loads, which clang would
+ * otherwise drop as unused. */
 static __always_inline void touch_slot(const struct rec_slot *sl)
 {
 	__u64 a = *(const volatile __u64 *)&sl->rr;
-	__u16 b = *(const volatile __u16 *)&sl->rr.rr_sum[MAX_CANDIDATES - 1];
+	__u32 b = *(const volatile __u32 *)&sl->rr.cand[1].check;
 	asm volatile("" : : "r"(a), "r"(b));
 }
 
@@ -89,7 +98,7 @@ static __always_inline int find_slot(struct scratch *s)
 			continue;
 		if (sl->state != SLOT_USED || sl->hash != h || sl->qtype != q->qtype)
 			continue;
-		if (!name_eq(s->key, sl->name, n))
+		if (!name_eq(s->key, sl, n))
 			continue;
 		q->seq = seq;
 		return idx;

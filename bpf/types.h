@@ -26,6 +26,9 @@ enum limits {
 	MSG_MAX = 1024,
 	/* Longest wire-format name (RFC 1035 §3.1), root label included. */
 	NAME_MAX_WIRE = 255,
+	/* The bytes of a name a record slot keeps in its first cache line
+	 * (struct rec_slot): a multiple of 8. */
+	NAME_HEAD = 48,
 	/* Geo: region ids are 1..MAX_REGIONS-1, 0 is none. A client's region
 	 * orders candidate regions into GEO_RANKS ranks: its own, the next two
 	 * it fails over to, and everything else. */
@@ -120,12 +123,15 @@ struct rrset {
 	__u8 _pad0;
 	__u16 zone;          /* index into the zone table, for NODATA's SOA */
 	__u16 _pad1;
-	struct candidate cand[MAX_CANDIDATES];
+	__u32 _pad2;         /* the sums and the candidates 8-byte aligned */
 	/* Per candidate, the ones-complement sum of its answer record as the
 	 * program writes it, TTL left 0, in little-endian 16-bit words from
 	 * the record's start: the loader computes it for the set's type, so
-	 * the program's checksum needs no pass over the answers. */
+	 * the program's checksum needs no pass over the answers. Before the
+	 * candidates, so that a set's fields, its sums and its first
+	 * candidate share a cache line. */
 	__u16 rr_sum[MAX_CANDIDATES];
+	struct candidate cand[MAX_CANDIDATES];
 };
 
 /* Slot states of the record table. */
@@ -149,9 +155,17 @@ struct rec_slot {
 	__u8 dist;       /* slots from its home slot */
 	__u16 qtype;
 	__u64 hash;      /* name_hash of the name and qtype */
-	char name[NAME_MAX_WIRE + 1];  /* lowercased wire name, zero-filled */
+	/* The lowercased wire name, zero-filled, in two parts: its first
+	 * NAME_HEAD bytes here, in the slot's first cache line, and the rest
+	 * after the set. A name of up to NAME_HEAD bytes, as most are, is
+	 * compared from the first line, and the set follows in the second:
+	 * a query with a candidate or two reads one pair of adjacent lines. */
+	char name_head[NAME_HEAD];
 	struct rrset rr;
+	char name_tail[NAME_MAX_WIRE + 1 - NAME_HEAD];
 } __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
+_Static_assert(__builtin_offsetof(struct rec_slot, rr) == 64,
+	       "a slot's set starts its second cache line");
 
 enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,

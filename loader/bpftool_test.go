@@ -45,7 +45,7 @@ func TestBpftoolDump(t *testing.T) {
 
 	// Field names each map's dump must show.
 	want := map[string][]string{
-		"records":     {"seq", "state", "qtype", "hash", "name", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum"},
+		"records":     {"seq", "state", "qtype", "hash", "name_head", "name_tail", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum"},
 		"health":      {"state", "reason"},
 		"health_bits": {},
 		"rec_bits":    {},

@@ -194,7 +194,10 @@ func (t *recordTable) slot(j uint32) *bpf.SteadydnsRecSlot {
 
 // slotName is the wire name of a slot: up to and including its root label.
 func slotName(s *bpf.SteadydnsRecSlot) string {
-	name := unsafe.Slice((*byte)(unsafe.Pointer(&s.Name[0])), len(s.Name))
+	name := make([]byte, 0, len(s.NameHead)+len(s.NameTail))
+	for _, part := range [][]int8{s.NameHead[:], s.NameTail[:]} {
+		name = append(name, unsafe.Slice((*byte)(unsafe.Pointer(&part[0])), len(part))...)
+	}
 	n := 0
 	for n < len(name) && name[n] != 0 {
 		n += int(name[n]) + 1
@@ -231,8 +234,14 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
 // encode is the slot content of a set.
 func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.SteadydnsRecSlot {
 	s := &bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: *v}
-	for i := range len(k.Wire) {
-		s.Name[i] = int8(k.Wire[i])
+	// The name's head lives in the slot's first cache line, the rest
+	// after the set (struct rec_slot).
+	for i, b := range k.Wire {
+		if i < len(s.NameHead) {
+			s.NameHead[i] = int8(b)
+		} else {
+			s.NameTail[i-len(s.NameHead)] = int8(b)
+		}
 	}
 	for i := range s.Rr.Cand {
 		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])

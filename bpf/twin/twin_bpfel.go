@@ -38,6 +38,8 @@ type TwinInput struct {
 		Pad0        uint8
 		Zone        uint16
 		Pad1        uint16
+		Pad2        uint32
+		RrSum       [8]uint16
 		Cand        [8]struct {
 			_        structs.HostLayout
 			Addr     [16]uint8
@@ -47,7 +49,6 @@ type TwinInput struct {
 			Flags    uint8
 			Region   uint8
 		}
-		RrSum [8]uint16
 	}
 	Order struct {
 		_    structs.HostLayout
@@ -56,6 +57,7 @@ type TwinInput struct {
 	Geo  uint32
 	Rnd  uint32
 	Turn uint32
+	_    [4]byte
 	Hash uint64
 	Port uint16
 	Id   uint16
