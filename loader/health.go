@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -29,26 +30,25 @@ func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 // n entries: a power of two, so that the program masks a word's index
 // (health_word_mask) where it would otherwise compare it.
 func HealthBitsWords(n int) uint32 {
-	w := uint32(1)
-	for int(w)*64 < n {
-		w <<= 1
-	}
-	return w
+	return 1 << bits.Len32(max(uint32((n+63)/64), 1)-1)
 }
 
-// SizeHealthBits sizes the bitmap's map, m, for a table of n entries: its
-// one value is the whole bitmap, an array of HealthBitsWords(n) words. It
-// returns the mask the program indexes the words with, health_word_mask.
-func SizeHealthBits(m *ebpf.MapSpec, n int) (uint32, error) {
+// SizeHealthBits sizes the bitmap's map, m, for a table of n entries, and
+// sets the program's mask of its words, mask (health_word_mask): the map's
+// one value is the whole bitmap, an array of HealthBitsWords(n) words.
+func SizeHealthBits(m *ebpf.MapSpec, mask *ebpf.VariableSpec, n int) error {
 	arr, ok := m.Value.(*btf.Array)
 	if !ok {
-		return 0, fmt.Errorf("sizing the health bitmap: its value is %T, want an array of words", m.Value)
+		return fmt.Errorf("sizing the health bitmap: its value is %T, want an array of words", m.Value)
 	}
 	words := HealthBitsWords(n)
 	sized := *arr
 	sized.Nelems = words
 	m.Value, m.ValueSize = &sized, 8*words
-	return words - 1, nil
+	if err := mask.Set(words - 1); err != nil {
+		return fmt.Errorf("setting the health bitmap's mask: %w", err)
+	}
+	return nil
 }
 
 // HealthBits is the bitmap the program's scan reads (health_bits): bit i,

@@ -123,12 +123,8 @@ func prepare(opts *Options) (*ebpf.CollectionSpec, *bpf.SteadydnsSpecs, error) {
 	if opts.HealthCapacity > 0 {
 		specs.Health.MaxEntries = opts.HealthCapacity
 	}
-	mask, err := SizeHealthBits(specs.HealthBits, int(specs.Health.MaxEntries))
-	if err != nil {
+	if err := SizeHealthBits(specs.HealthBits, specs.HealthWordMask, int(specs.Health.MaxEntries)); err != nil {
 		return nil, nil, err
-	}
-	if err := specs.HealthWordMask.Set(mask); err != nil {
-		return nil, nil, fmt.Errorf("setting the health bitmap's mask: %w", err)
 	}
 	if opts.RecordCapacity == 0 {
 		opts.RecordCapacity = DefaultRecordCapacity

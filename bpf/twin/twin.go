@@ -83,12 +83,8 @@ func Load() (*Harness, error) {
 		return nil, err
 	}
 	specs.Health.MaxEntries = HealthEntries
-	mask, err := loader.SizeHealthBits(specs.HealthBits, HealthEntries)
-	if err != nil {
+	if err := loader.SizeHealthBits(specs.HealthBits, specs.HealthWordMask, HealthEntries); err != nil {
 		return nil, err
-	}
-	if err := specs.HealthWordMask.Set(mask); err != nil {
-		return nil, fmt.Errorf("setting the twin's health bitmap mask: %w", err)
 	}
 	// The record table comes with the header and goes unused here.
 	specs.Records.MaxEntries = 1
