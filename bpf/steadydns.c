@@ -58,7 +58,7 @@ static __always_inline int count_aborted(void)
 
 /* Every step is inlined into one function: a call costs its return, and
  * under the kernel's return thunk (the SRSO mitigation of AMD CPUs) every
- * return mispredicts; six calls cost about 50 ns a query. forget() stands
+ * return mispredicts, about 7 ns a call here. forget() stands
  * where a call boundary stood: what the step before it wrote to the
  * scratch is read back from map memory, which the verifier knows nothing
  * of, instead of reused from the registers clang would keep it in. Each
