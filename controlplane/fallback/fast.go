@@ -173,7 +173,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		dynName string   // or a health-checked set's name and type
 		dynType uint16
 	)
-	if e := sv.idx.find(&w.key, &q); e != nil && !(e.signed && q.do) {
+	if e, ok := sv.idx.find(w.key[:q.keyLen]); ok && !(e.signed && q.do) {
 		answers, n, dynName, dynType = e.answers, e.n, e.dynName, e.dynType
 	} else {
 		name = qname(b)
@@ -235,6 +235,12 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		}
 	}
 	r := w.buf[:0]
+	if w.inPlace {
+		// Over the query: its header and question stay where they
+		// are (the question's copy below is onto itself), and what
+		// follows them has been read.
+		r = b[:0]
+	}
 	// The header: ID, QR, opcode QUERY, AA, TC for a slipped reply, RD
 	// and CD echoed, the rcode; one question, the answers, the OPT.
 	flags := uint16(1 << 15)

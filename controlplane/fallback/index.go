@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 
 	"github.com/miekg/dns"
 
@@ -26,10 +27,44 @@ type served struct {
 // only read afterwards. Wildcards, CNAME chains, delegations, negative
 // answers and the debug names are not in it: their questions take the
 // zone lookup, as before.
-type wireIndex map[string]*indexed
+//
+// It is a table of its own rather than a Go map so that a lookup reads
+// two places in memory, not four: a map keyed by strings led from its
+// slot to the key's bytes, to the entry, and from there to the answers,
+// each a cache miss under load, where the kernel's receive and send paths
+// take the caches between two batches. Here a slot holds the key's hash
+// and where its entry starts in data, and an entry holds its fields, the
+// key and the answers back to back, so the compare fetches the answers'
+// first lines with the key's.
+type wireIndex struct {
+	// slots has a power of two entries, at most half of them in use,
+	// each the key's hash's high 32 bits and its entry's offset in data
+	// plus one in the low 32 (0: empty). Linear probing.
+	slots []uint64
+	data  []byte
+	dyn   []dynSet // the health-checked sets, which entries refer to
+	seed  maphash.Seed
+}
 
-// indexed is one question's answer: a set of the zone file, or the name
-// of a health-checked set to select from.
+// An entry in data: its header, then the key, then the answers.
+const (
+	entKeyLen = 0 // uint16: the key's length
+	entSigned = 2 // 1: a set of a signed zone
+	entDyn    = 3 // 1: a health-checked set, n the index of its dynSet
+	entN      = 4 // uint32: the set's records, or the dynSet's index
+	entAnsLen = 8 // uint32: the answers' length
+	entHeader = 12
+)
+
+// dynSet is a health-checked set's lowercase name and type, for
+// Records.Select.
+type dynSet struct {
+	name string
+	typ  uint16
+}
+
+// indexed is one question's answer as find returns it: a set of the zone
+// file or the name of a health-checked set to select from.
 type indexed struct {
 	// A set of the zone file: its n records as the reply carries them,
 	// each owned by a pointer to the question.
@@ -50,11 +85,15 @@ const maxKey = 255 + 2
 
 // newServed indexes v for a server whose debug names are under debug.
 func newServed(v *View, debug string) *served {
-	sv := &served{v: v, idx: wireIndex{}}
+	sv := &served{v: v}
 	if v == nil {
 		return sv
 	}
-	var key [maxKey]byte
+	var (
+		key  [maxKey]byte
+		keys [][]byte
+		ents []indexed
+	)
 	for z := range v.Zones.All() {
 		for name := range z.Owners() {
 			// A name below a delegation to another of the zones is
@@ -68,38 +107,107 @@ func newServed(v *View, debug string) *served {
 				continue
 			}
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-				if e := indexAnswer(v, z, name, t); e != nil {
+				if e, ok := indexAnswer(v, z, name, t); ok {
 					binary.BigEndian.PutUint16(key[n:], t)
-					sv.idx[string(key[:n+2])] = e
+					keys = append(keys, append([]byte(nil), key[:n+2]...))
+					ents = append(ents, e)
 				}
 			}
 		}
 	}
+	sv.idx = buildIndex(keys, ents)
 	return sv
 }
 
-// indexAnswer is the entry for name and qtype in z, or nil when the fast
-// path would not answer it from the zone's lookup: the same conditions as
+// buildIndex lays out the entries ents under keys, which are distinct.
+func buildIndex(keys [][]byte, ents []indexed) wireIndex {
+	x := wireIndex{seed: maphash.MakeSeed()}
+	size := 8
+	for size < 2*len(keys) {
+		size *= 2
+	}
+	x.slots = make([]uint64, size)
+	for i, k := range keys {
+		e := ents[i]
+		off := len(x.data)
+		if off+entHeader+len(k)+len(e.answers) >= 1<<32 {
+			// A slot holds an offset of 32 bits: the questions past
+			// 4 GiB of entries take the zone's lookup.
+			break
+		}
+		var h [entHeader]byte
+		binary.LittleEndian.PutUint16(h[entKeyLen:], uint16(len(k)))
+		if e.signed {
+			h[entSigned] = 1
+		}
+		n := uint32(e.n)
+		if e.dynName != "" {
+			h[entDyn] = 1
+			n = uint32(len(x.dyn))
+			x.dyn = append(x.dyn, dynSet{e.dynName, e.dynType})
+		}
+		binary.LittleEndian.PutUint32(h[entN:], n)
+		binary.LittleEndian.PutUint32(h[entAnsLen:], uint32(len(e.answers)))
+		x.data = append(x.data, h[:]...)
+		x.data = append(x.data, k...)
+		x.data = append(x.data, e.answers...)
+		hash := maphash.Bytes(x.seed, k)
+		mask := uint64(len(x.slots) - 1)
+		for j := hash & mask; ; j = (j + 1) & mask {
+			if x.slots[j] == 0 {
+				x.slots[j] = hash&^0xffffffff | uint64(off+1)
+				break
+			}
+		}
+	}
+	return x
+}
+
+// indexAnswer is the entry for name and qtype in z, if the fast path
+// would answer it from the zone's lookup: the same conditions as
 // answerFast's, for a lookup without DO, which is the lookup with DO in an
 // unsigned zone.
-func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) *indexed {
+func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) (indexed, bool) {
 	res := z.Lookup(name, qtype, false)
 	switch {
 	case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, qtype):
-		e := &indexed{n: len(res.Answer), signed: z.Signed()}
-		e.answers = appendRRs(nil, res.Answer)
-		return e
+		return indexed{n: len(res.Answer), signed: z.Signed(), answers: appendRRs(nil, res.Answer)}, true
 	case res.Kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
-		return &indexed{dynName: res.DynamicName, dynType: res.DynamicType}
+		return indexed{dynName: res.DynamicName, dynType: res.DynamicType}, true
 	}
-	return nil
+	return indexed{}, false
 }
 
-// find returns the entry for q, whose key parseFast wrote into k, or nil.
-// A lookup with the key converted in the index expression allocates
+// find returns the entry under key, if there is one. It allocates
 // nothing.
-func (x wireIndex) find(k *[maxKey]byte, q *fastQuery) *indexed {
-	return x[string(k[:q.keyLen])]
+func (x *wireIndex) find(key []byte) (indexed, bool) {
+	if len(x.slots) == 0 {
+		return indexed{}, false
+	}
+	hash := maphash.Bytes(x.seed, key)
+	mask := uint64(len(x.slots) - 1)
+	for j := hash & mask; ; j = (j + 1) & mask {
+		s := x.slots[j]
+		if s == 0 {
+			return indexed{}, false
+		}
+		if s>>32 != hash>>32 {
+			continue
+		}
+		e := x.data[uint32(s)-1:]
+		klen := int(binary.LittleEndian.Uint16(e[entKeyLen:]))
+		if string(e[entHeader:entHeader+klen]) != string(key) {
+			continue
+		}
+		n := binary.LittleEndian.Uint32(e[entN:])
+		if e[entDyn] == 1 {
+			d := x.dyn[n]
+			return indexed{dynName: d.name, dynType: d.typ}, true
+		}
+		alen := int(binary.LittleEndian.Uint32(e[entAnsLen:]))
+		a := e[entHeader+klen:]
+		return indexed{answers: a[:alen:alen], n: int(n), signed: e[entSigned] == 1}, true
+	}
 }
 
 // appendRRs appends a set of the zone file, which staticSet has passed, as

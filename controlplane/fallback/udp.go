@@ -218,7 +218,7 @@ func (u *udpServer) loop() {
 			h.Control = &sl.oob[0]
 		}
 	}
-	w := &udpWriter{local: u.local}
+	w := &udpWriter{local: u.local, inPlace: true}
 	fd := uintptr(u.fd)
 	for {
 		for i := range in {
@@ -253,7 +253,12 @@ func (u *udpServer) loop() {
 			if w.reply == nil {
 				continue
 			}
-			sl.reply = w.reply
+			if unsafe.SliceData(w.reply) != &sl.buf[0] {
+				// Packed into the reply buffer, or a bigger one
+				// PackBuffer made, which the slot keeps; a reply
+				// written in place stays in the query's buffer.
+				sl.reply = w.reply
+			}
 			sl.outIov.Base = unsafe.SliceData(w.reply)
 			sl.outIov.SetLen(len(w.reply))
 			var h unix.Mmsghdr
@@ -446,6 +451,12 @@ type udpWriter struct {
 	// key is the room of the question's index key, here rather than on
 	// the fast path's stack, which would clear it for every query.
 	key [maxKey]byte
+	// inPlace lets the fast path write its reply over the query, as the
+	// loop's datagram buffers allow: each has room for any reply, and
+	// nothing reads a query once it is answered. The reply then goes out
+	// from the page the query came in on and was parsed from, not from a
+	// second page per datagram, as gdnsd's replies do.
+	inPlace bool
 }
 
 // clock is when the query w answers began: its batch's read, or now
