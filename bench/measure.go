@@ -28,50 +28,69 @@ type ServerResult struct {
 	OtherLoad  float64 // the largest share of the CPUs other processes took during a run that was kept
 }
 
-// measure brings a server up and runs the correctness check, the latency
-// runs and the load runs against it.
-func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err error) {
-	fmt.Fprintf(r.o.Log, "bench: %s\n", s.name)
-	res = ServerResult{Name: s.name, About: s.about, Rcodes: map[string]uint64{}}
+// serverRuns gathers one server's samples over the rounds of a run.
+type serverRuns struct {
+	res                          ServerResult
+	p50, p99, sent, answered, ns []float64
+}
+
+func newServerRuns(s server) *serverRuns {
+	return &serverRuns{res: ServerResult{Name: s.name, About: s.about, Rcodes: map[string]uint64{}}}
+}
+
+// result summarizes the rounds.
+func (m *serverRuns) result() ServerResult {
+	res := m.res
+	res.P50, res.P99 = summarize(m.p50), summarize(m.p99)
+	res.Offered, res.Answered, res.KernelNs = summarize(m.sent), summarize(m.answered), summarize(m.ns)
+	return res
+}
+
+// measure brings a server up for one round, runs the correctness check
+// and the compliance cases in the first, one latency run and one load run
+// in each, and takes it down. The servers take turns round by round
+// (Run), so a change in the host's speed over a minute or two falls on
+// all of them, not on whichever server ran then.
+func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (err error) {
+	fmt.Fprintf(r.o.Log, "bench: %s, round %d of %d\n", s.name, round+1, r.o.Runs)
+	res := &m.res
 	// Sockets on the client get XDP_TX replies only with a program on its veth.
 	if err := r.clientPass(true); err != nil {
-		return res, err
+		return err
 	}
 	stop, err := s.start(ctx, r)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer func() { err = errors.Join(err, stop(), r.edgeClear()) }()
 	if err := r.pinNAPI(); err != nil {
-		return res, err
+		return err
 	}
-	res.Spot = r.spotCheck(s.name == "reflector")
-	if s.name != "reflector" {
-		if res.Compliance, err = r.compliance(); err != nil {
-			return res, err
+	if round == 0 {
+		res.Spot = r.spotCheck(s.name == "reflector")
+		if s.name != "reflector" {
+			if res.Compliance, err = r.compliance(); err != nil {
+				return err
+			}
 		}
 	}
-	var p50, p99 []float64
-	for range r.o.Runs {
-		var p perfRun
-		other, err := r.quietly(func() (err error) { p, err = r.dnsperf(ctx); return err })
-		if err != nil {
-			return res, fmt.Errorf("%s: %w", s.name, err)
-		}
-		p50, p99 = append(p50, p.p50), append(p99, p.p99)
-		res.Lost += p.lost
-		res.OtherLoad = max(res.OtherLoad, other)
+	var p perfRun
+	other, err := r.quietly(func() (err error) { p, err = r.dnsperf(ctx); return err })
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
 	}
-	res.P50, res.P99 = summarize(p50), summarize(p99)
+	m.p50, m.p99 = append(m.p50, p.p50), append(m.p99, p.p99)
+	res.Lost += p.lost
+	res.OtherLoad = max(res.OtherLoad, other)
 
 	// kxdpgun brings its own program for the client veth, and leaves it.
 	if err := r.clientPass(false); err != nil {
-		return res, err
+		return err
 	}
 	defer func() { err = errors.Join(err, r.clientPass(false)) }()
 	prog, err := r.edgeProgram()
 	if err != nil {
-		return res, err
+		return err
 	}
 	if prog != nil {
 		defer prog.Close()
@@ -80,25 +99,21 @@ func (r *rig) measure(ctx context.Context, s server) (res ServerResult, err erro
 	if s.sockets {
 		rate = r.o.SocketRate
 	}
-	var sent, answered, ns []float64
-	for range r.o.Runs {
-		var g gunRun
-		var cost float64
-		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.queries, rate); return err })
-		if err != nil {
-			return res, fmt.Errorf("%s: %w", s.name, err)
-		}
-		if prog != nil {
-			ns = append(ns, cost)
-		}
-		res.OtherLoad = max(res.OtherLoad, other)
-		sent, answered = append(sent, g.sent), append(answered, g.replies)
-		for k, v := range g.rcodes {
-			res.Rcodes[k] += v
-		}
+	var g gunRun
+	var cost float64
+	other, err = r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.queries, rate); return err })
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
 	}
-	res.Offered, res.Answered, res.KernelNs = summarize(sent), summarize(answered), summarize(ns)
-	return res, nil
+	if prog != nil {
+		m.ns = append(m.ns, cost)
+	}
+	res.OtherLoad = max(res.OtherLoad, other)
+	m.sent, m.answered = append(m.sent, g.sent), append(m.answered, g.replies)
+	for k, v := range g.rcodes {
+		res.Rcodes[k] += v
+	}
+	return nil
 }
 
 // loadRun runs kxdpgun once at rate and reads the in-kernel ns per packet of prog,

@@ -22,9 +22,9 @@ type Results struct {
 	Commands []string    // the load generators' command lines, as run
 }
 
-// Run builds the test hosts, measures every server in turn with the same
-// zone and load, then the constant-work cells and the aggregator, and
-// removes the hosts.
+// Run builds the test hosts, measures every server with the same zone and
+// load, the servers taking turns in each of o.Runs rounds, then the
+// constant-work cells and the aggregator, and removes the hosts.
 func Run(ctx context.Context, o Options) (res *Results, err error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -58,12 +58,19 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 	}
 	defer stats.Close()
 
-	for _, name := range o.Servers {
-		s, err := r.measure(ctx, serverNamed(name))
-		if err != nil {
-			return nil, fmt.Errorf("measuring %s: %w", name, err)
+	runs := make([]*serverRuns, len(o.Servers))
+	for i, name := range o.Servers {
+		runs[i] = newServerRuns(serverNamed(name))
+	}
+	for round := range o.Runs {
+		for i, name := range o.Servers {
+			if err := r.measure(ctx, serverNamed(name), runs[i], round); err != nil {
+				return nil, fmt.Errorf("measuring %s: %w", name, err)
+			}
 		}
-		res.Servers = append(res.Servers, s)
+	}
+	for _, m := range runs {
+		res.Servers = append(res.Servers, m.result())
 	}
 	res.setRatios()
 	if len(o.WorkNames) > 0 {

@@ -180,9 +180,13 @@ func startGdnsd(ctx context.Context, r *rig) (func() error, error) {
 	return func() error { p.stop(); return nil }, nil
 }
 
-// serverDir makes a fresh directory for one server's config and state.
+// serverDir makes a fresh directory for one server's config and state,
+// in place of the one of its last round.
 func serverDir(r *rig, name string) (string, error) {
 	dir := filepath.Join(r.dir, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("removing %s: %w", dir, err)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", fmt.Errorf("making %s: %w", dir, err)
 	}
