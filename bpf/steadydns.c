@@ -355,29 +355,30 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
  * its start. Growth goes at the head: drivers guarantee
  * XDP_PACKET_HEADROOM there, while the tailroom of a veth frame is often
  * too small for a whole reply (adjust_tail fails on most). A growth past
- * HEAD_GROWTH (8 AAAA answers) takes the tailroom for all of it, where
- * there is that much, and nothing moves; else the head for HEAD_GROWTH and
- * the tail for the few bytes left. Returns 0, or -1 with the frame as it
- * was, or -2 with the frame changed. */
+ * HEAD_GROWTH (8 AAAA answers) takes the tail for the few bytes past it
+ * and the head for HEAD_GROWTH: two calls, where asking the head for all
+ * of it, then the tail, fails twice first on a veth frame, and each call
+ * costs its mispredicted return. Only where the head has less room than
+ * that does the tail take all of it. Returns 0, or -1 with the frame as
+ * it was, or -2 with the frame changed. */
 static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 {
 	if (delta <= 0)
 		return delta && bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
 	if (delta > MSG_MAX)
 		return -1;
-	if (!bpf_xdp_adjust_head(ctx, -delta))
+	if (delta <= HEAD_GROWTH) {
+		if (bpf_xdp_adjust_head(ctx, -delta))
+			return -1;
 		return move_down(ctx, keep, delta);
-	if (delta <= HEAD_GROWTH)
-		return -1;
-	if (!bpf_xdp_adjust_tail(ctx, delta))
-		return 0;
+	}
 	if (bpf_xdp_adjust_tail(ctx, delta - HEAD_GROWTH))
 		return -1;
-	if (bpf_xdp_adjust_head(ctx, -HEAD_GROWTH)) {
-		bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta);
-		return -1;
-	}
-	return move_down(ctx, keep, HEAD_GROWTH) ? -2 : 0;
+	if (!bpf_xdp_adjust_head(ctx, -HEAD_GROWTH))
+		return move_down(ctx, keep, HEAD_GROWTH) ? -2 : 0;
+	if (bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta))
+		return -2;
+	return bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
 }
 
 /* write_reply turns the query's frame into the reply from s->q and
