@@ -70,6 +70,9 @@ func TestQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Binary = exe
+	// The comparison with another build, run here against this build's
+	// own object from the repository: the method, not a difference.
+	o.CompareObject = filepath.Join("..", "bpf", "steadydns_bpfel.o")
 	res, err := bench.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +109,7 @@ func TestQuick(t *testing.T) {
 		t.Errorf("ratios to the ceiling %v and %v", res.Servers[0].Ratio, res.Servers[1].Ratio)
 	}
 	checkWork(t, res.Work, o.RRLRounds)
+	checkCompare(t, res.Work, o.RRLRounds)
 	checkAggregator(t, res.Agg)
 
 	dir := t.TempDir()
@@ -125,6 +129,21 @@ func TestQuick(t *testing.T) {
 }
 
 // checkWork wants every constant-work cell measured both ways.
+// checkCompare checks that the comparison measured both builds for A and
+// AAAA at both K, a slice of each per round and a ratio per pair.
+func checkCompare(t *testing.T, w *bench.Work, rounds int) {
+	t.Helper()
+	if w == nil || len(w.Compare) != 4 {
+		t.Fatalf("comparison of builds: %+v, want 4 cells (K=1 and K=8, A and AAAA)", w)
+	}
+	for _, c := range w.Compare {
+		if c.ThisNs.N != rounds || c.OtherNs.N != rounds || c.Ratio.N != rounds/2 ||
+			c.ThisNs.Median <= 0 || c.OtherNs.Median <= 0 || c.Ratio.Median <= 0 {
+			t.Errorf("comparison, %d names K=%d %s: %+v", c.Names, c.K, c.Qtype, c)
+		}
+	}
+}
+
 func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 	t.Helper()
 	if w == nil || len(w.Cells) != 6 {

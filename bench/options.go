@@ -45,6 +45,13 @@ type Options struct {
 	ServerCPU  int           // the CPU of the servers and of the server veth's NAPI thread
 	Settle     time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
 	Log        io.Writer     `json:"-"` // progress; nil is quiet
+
+	// CompareObject is the XDP object of another build of steadydns
+	// (its bpf/steadydns_bpfel.o), measured against this build's program
+	// in the constant-work runs: the two take turns on one link under
+	// one load, in RRLRounds rounds of RRLSlice each, like the
+	// rate-limiting cells (workCompare). Empty: no comparison.
+	CompareObject string
 }
 
 // Defaults are the options of `steadydns-bench`: the full comparison.
@@ -110,6 +117,14 @@ func (o *Options) check() error {
 	for _, n := range o.WorkNames {
 		if n < 1 {
 			return fmt.Errorf("constant-work size %d: must be positive", n)
+		}
+	}
+	if o.CompareObject != "" {
+		if len(o.WorkNames) == 0 {
+			return errors.New("compare object: the comparison runs with the constant work, which no size turns on")
+		}
+		if _, err := os.Stat(o.CompareObject); err != nil {
+			return fmt.Errorf("compare object: %w", err)
 		}
 	}
 	if n := runtime.NumCPU(); o.GenCPU == o.ServerCPU || o.GenCPU >= n || o.ServerCPU >= n {

@@ -131,6 +131,9 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 	if len(wk.RRL) > 0 {
 		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLSlice)
 	}
+	if len(wk.Compare) > 0 {
+		compareMarkdown(w, wk.Compare, o.CompareObject, o.RRLRounds, o.RRLSlice)
+	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
 	}
@@ -156,6 +159,20 @@ func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
 			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))
+	}
+}
+
+// compareMarkdown prints this build's program against another build's.
+func compareMarkdown(w io.Writer, cells []CompareResult, object string, rounds int, d time.Duration) {
+	fmt.Fprintf(w, "\nThis build's XDP program against another build's, `%s`, all candidates up: "+
+		"the two share one kxdpgun run per query type and take turns on the same link within it, in %d rounds of a %v slice each, every second round in reverse, "+
+		"every pair of rounds with loads of its own of both programs. "+
+		"The ratio is the other build's ns per packet over this build's, per pair of rounds: the median of the %d pairs, a 95%% confidence interval of that median, and the pairs' range. "+
+		"Above 1, this build is the faster.\n\n", object, rounds, d, rounds/2)
+	fmt.Fprintf(w, "| names | K | query | this build, ns/packet | other build, ns/packet | other over this |\n|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %.3f (CI %.3f–%.3f; pairs %.3f–%.3f) |\n", c.Names, c.K, c.Qtype,
+			c.ThisNs.format(1, 1), c.OtherNs.format(1, 1), c.Ratio.Median, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
 	}
 }
 

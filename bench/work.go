@@ -26,6 +26,7 @@ type Work struct {
 	ReflectorNs Summary         // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
+	Compare     []CompareResult // this build's program against Options.CompareObject's, all candidates up
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -98,6 +99,15 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var cmp [][]*ebpf.Program
+	if r.o.CompareObject != "" {
+		fmt.Fprintf(r.o.Log, "bench: loading this build's program and %s's, %d of each\n", r.o.CompareObject, r.o.RRLRounds/2)
+		cmp, err = comparePrograms(o, opts, r.o.CompareObject, r.o.RRLRounds/2)
+		defer func() { err = errors.Join(err, closePrograms(cmp)) }()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := r.workBaseline(w, o); err != nil {
 		return nil, err
 	}
@@ -114,7 +124,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
 		}
-		if err := r.workSize(ctx, w, o, progs, n); err != nil {
+		if err := r.workSize(ctx, w, o, progs, cmp, n); err != nil {
 			return nil, err
 		}
 	}
@@ -151,8 +161,9 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 }
 
 // workSize fills the maps with n names and measures K = 1 and K = max at
-// every share down, the other query shapes, and rate limiting's cells.
-func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, n int) error {
+// every share down, the other query shapes, rate limiting's cells, and
+// this build's program against another build's where cmp holds them.
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
 	for range min(n, workFrames) {
@@ -183,6 +194,11 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs []
 		}
 		if err := r.workRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
 			return err
+		}
+		if cmp != nil {
+			if err := r.workCompare(ctx, w, o, cmp, order, n, k); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -114,6 +114,11 @@ func prepare(opts *Options) (*ebpf.CollectionSpec, *bpf.SteadydnsSpecs, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the bpf object: %w", err)
 	}
+	return prepareSpec(spec, opts)
+}
+
+// prepareSpec is prepare for an object already read.
+func prepareSpec(spec *ebpf.CollectionSpec, opts *Options) (*ebpf.CollectionSpec, *bpf.SteadydnsSpecs, error) {
 	// The generated specs point into spec, so what is set through them
 	// is what loads.
 	var specs bpf.SteadydnsSpecs
@@ -159,6 +164,26 @@ func (o *Objects) LoadProgram(opts Options) (*ebpf.Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	return o.loadProgram(spec, opts)
+}
+
+// LoadProgramFrom is LoadProgram for the program of another build: the
+// object at path, a bpf/steadydns_bpfel.o of another revision, whose maps'
+// layout must be o's. It is for measuring a change of the program against
+// the build before it, on one link under one load.
+func (o *Objects) LoadProgramFrom(opts Options, path string) (*ebpf.Program, error) {
+	spec, err := ebpf.LoadCollectionSpec(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the bpf object %s: %w", path, err)
+	}
+	if spec, _, err = prepareSpec(spec, &opts); err != nil {
+		return nil, fmt.Errorf("preparing the bpf object %s: %w", path, err)
+	}
+	return o.loadProgram(spec, opts)
+}
+
+// loadProgram loads spec's program onto o's maps; see LoadProgram.
+func (o *Objects) loadProgram(spec *ebpf.CollectionSpec, opts Options) (*ebpf.Program, error) {
 	if dir := filepath.Join(o.Base, layoutVersion(spec)); dir != o.Dir {
 		return nil, fmt.Errorf("loading another xdp program: its maps' layout %s differs from the loaded one's (%s)", filepath.Base(dir), filepath.Base(o.Dir))
 	}
@@ -166,7 +191,7 @@ func (o *Objects) LoadProgram(opts Options) (*ebpf.Program, error) {
 		Steadydns   *ebpf.Program `ebpf:"steadydns"`
 		ArmRrlClock *ebpf.Program `ebpf:"arm_rrl_clock"`
 	}
-	err = spec.LoadAndAssign(&p, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: o.Dir}})
+	err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: o.Dir}})
 	if err != nil {
 		return nil, fmt.Errorf("loading another xdp program: %w", permissionError(err, capBPF))
 	}

@@ -3,7 +3,9 @@ package loader
 import (
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +121,49 @@ func TestLoadProgram(t *testing.T) {
 	}
 	if err := o.SwapProgram("sdtest0", p); err == nil {
 		t.Error("swapped a program onto a link that was never attached")
+	}
+}
+
+// TestLoadProgramFrom loads another build's object, here this build's own
+// from the repository, onto the maps of a load: it must use them; a
+// missing object and one of another layout are refused.
+func TestLoadProgramFrom(t *testing.T) {
+	requireRoot(t)
+	dir := mountTestFS(t)
+	opts := Options{BPFFS: dir + "/sd", HealthCapacity: 1024, Servers: []netip.Addr{netip.MustParseAddr("198.18.0.2")}}
+	o, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	object := filepath.Join("..", "bpf", "steadydns_bpfel.o")
+	p, err := o.LoadProgramFrom(opts, object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := info.MapIDs()
+	for _, m := range []*ebpf.Map{o.Records, o.RecTags, o.Counters, o.HealthBits} {
+		mi, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := mi.ID()
+		if !slices.Contains(ids, id) {
+			t.Errorf("the other build's program does not use the first load's %s map (id %d; it uses %v)", mi.Name, id, ids)
+		}
+	}
+	if _, err := o.LoadProgramFrom(opts, filepath.Join(t.TempDir(), "none.o")); err == nil || !strings.Contains(err.Error(), "none.o") {
+		t.Errorf("loading a missing object: %v, want an error naming it", err)
+	}
+	other := opts
+	other.HealthCapacity = 2048
+	if p, err := o.LoadProgramFrom(other, object); err == nil {
+		p.Close()
+		t.Error("an object of another layout (health capacity 2048, not 1024) loaded onto the first load's maps")
 	}
 }

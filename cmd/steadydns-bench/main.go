@@ -63,6 +63,7 @@ func run(args []string) error {
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
+	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")
 	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
 	fs.Parse(args) // ExitOnError: returns only on success
 	if fs.NArg() > 0 {
@@ -94,6 +95,8 @@ func run(args []string) error {
 			o.RRLSlice = *rrlSlice
 		case "binary":
 			o.Binary = *binary
+		case "compare-object":
+			o.CompareObject = *compare
 		case "prefix":
 			o.Prefix = *prefix
 		case "push-rounds":
