@@ -92,21 +92,7 @@ func TestLoadProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, _ := info.MapIDs()
-	for _, m := range []*ebpf.Map{o.Rrl, o.Records, o.Counters, o.HealthBits} {
-		mi, err := m.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := mi.ID()
-		if !slices.Contains(ids, id) {
-			t.Errorf("the program loaded again does not use the first load's %s map (id %d; it uses %v)", mi.Name, id, ids)
-		}
-	}
+	usesMaps(t, p, "the program loaded again", o.Rrl, o.Records, o.Counters, o.HealthBits)
 	first := clock()
 	time.Sleep(20 * time.Millisecond)
 	if now := clock(); first == 0 || now <= first {
@@ -142,21 +128,7 @@ func TestLoadProgramFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, _ := info.MapIDs()
-	for _, m := range []*ebpf.Map{o.Records, o.RecTags, o.Counters, o.HealthBits} {
-		mi, err := m.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := mi.ID()
-		if !slices.Contains(ids, id) {
-			t.Errorf("the other build's program does not use the first load's %s map (id %d; it uses %v)", mi.Name, id, ids)
-		}
-	}
+	usesMaps(t, p, "the other build's program", o.Records, o.RecTags, o.Counters, o.HealthBits)
 	if _, err := o.LoadProgramFrom(opts, filepath.Join(t.TempDir(), "none.o")); err == nil || !strings.Contains(err.Error(), "none.o") {
 		t.Errorf("loading a missing object: %v, want an error naming it", err)
 	}
@@ -165,5 +137,25 @@ func TestLoadProgramFrom(t *testing.T) {
 	if p, err := o.LoadProgramFrom(other, object); err == nil {
 		p.Close()
 		t.Error("an object of another layout (health capacity 2048, not 1024) loaded onto the first load's maps")
+	}
+}
+
+// usesMaps requires program p, described by what, to use each of maps.
+func usesMaps(t *testing.T, p *ebpf.Program, what string, maps ...*ebpf.Map) {
+	t.Helper()
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := info.MapIDs()
+	for _, m := range maps {
+		mi, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := mi.ID()
+		if !slices.Contains(ids, id) {
+			t.Errorf("%s does not use the first load's %s map (id %d; it uses %v)", what, mi.Name, id, ids)
+		}
 	}
 }
