@@ -114,7 +114,7 @@ const (
 	SteadydnsLimitsMAX_REGIONS       SteadydnsLimits = 64
 	SteadydnsLimitsGEO_RANKS         SteadydnsLimits = 4
 	SteadydnsLimitsSOA_RDATA_MAX     SteadydnsLimits = 256
-	SteadydnsLimitsMAX_ZONES         SteadydnsLimits = 256
+	SteadydnsLimitsMAX_ZONES         SteadydnsLimits = 255
 	SteadydnsLimitsMAX_SERVER_ADDRS  SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE     SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX         SteadydnsLimits = 16
@@ -211,7 +211,7 @@ type SteadydnsRecSlot struct {
 	NameHead [48]int8
 	Rr       SteadydnsRrset
 	NameTail [208]int8
-	_        [8]byte
+	_        [16]byte
 }
 
 type SteadydnsRrlClock struct {
@@ -254,10 +254,7 @@ type SteadydnsRrset struct {
 	MinHealthy  uint8
 	Stale       uint8
 	Flags       uint8
-	Pad0        uint8
-	Zone        uint16
-	Pad1        uint16
-	Pad2        uint32
+	Zone        uint8
 	RrSum       [8]uint16
 	Cand        [8]SteadydnsCandidate
 }

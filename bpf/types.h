@@ -37,7 +37,10 @@ enum limits {
 	/* Longest SOA RDATA XDP puts in a NODATA reply; longer ones go to the
 	 * fallback. */
 	SOA_RDATA_MAX = 256,
-	MAX_ZONES = 256,
+	/* Zones XDP holds SOAs for, indexed by a set's zone byte; the index
+	 * MAX_ZONES is past the table, so a set of a zone beyond them has its
+	 * NODATA answered by the fallback. */
+	MAX_ZONES = 255,
 	/* Server addresses XDP answers for, per address family. */
 	MAX_SERVER_ADDRS = 8,
 	/* The EDNS UDP size replies advertise, on both paths: the DNS flag
@@ -120,16 +123,14 @@ struct rrset {
 	__u8 min_healthy;    /* healthy non-backup candidates needed to stop failing open */
 	__u8 stale;          /* enum stale_policy */
 	__u8 flags;          /* enum rrset_flags */
-	__u8 _pad0;
-	__u16 zone;          /* index into the zone table, for NODATA's SOA */
-	__u16 _pad1;
-	__u32 _pad2;         /* the sums and the candidates 8-byte aligned */
+	__u8 zone;           /* index into the zone table, for NODATA's SOA */
 	/* Per candidate, the ones-complement sum of its answer record as the
 	 * program writes it, TTL left 0, in little-endian 16-bit words from
 	 * the record's start: the loader computes it for the set's type, so
 	 * the program's checksum needs no pass over the answers. Before the
 	 * candidates, so that a set's fields, its sums and its first
-	 * candidate share a cache line. */
+	 * candidate share a cache line, and the first four candidates end
+	 * with the slot's third line: a set of up to four reads three. */
 	__u16 rr_sum[MAX_CANDIDATES];
 	struct candidate cand[MAX_CANDIDATES];
 };
@@ -166,6 +167,10 @@ struct rec_slot {
 } __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
 _Static_assert(__builtin_offsetof(struct rec_slot, rr) == 64,
 	       "a slot's set starts its second cache line");
+_Static_assert(MAX_CANDIDATES < 4 ||
+	       __builtin_offsetof(struct rec_slot, rr.cand[4]) == 192,
+	       "a slot's first four candidates end with its third cache line");
+_Static_assert(MAX_ZONES < 256, "a set's zone byte can name one past the zones");
 
 enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,

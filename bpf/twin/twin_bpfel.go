@@ -35,10 +35,7 @@ type TwinInput struct {
 		MinHealthy  uint8
 		Stale       uint8
 		Flags       uint8
-		Pad0        uint8
-		Zone        uint16
-		Pad1        uint16
-		Pad2        uint32
+		Zone        uint8
 		RrSum       [8]uint16
 		Cand        [8]struct {
 			_        structs.HostLayout

@@ -89,7 +89,9 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check string) (u
 		if err != nil {
 			return nil, err
 		}
-		s.Value.Zone = uint16(slices.Index(zones, z))
+		// Past the zones XDP holds SOAs for, the index past them: its
+		// NODATA goes to the fallback.
+		s.Value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
 		c.add(s)
 	}
 	for _, z := range zones {

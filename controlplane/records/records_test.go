@@ -1,6 +1,7 @@
 package records
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -204,5 +205,53 @@ func TestSelectIntoRoom(t *testing.T) {
 	}
 	if len(sel.Addrs) == 0 || &sel.Addrs[0] != &room[:1][0] {
 		t.Errorf("selection %v not in the room lent", sel.Addrs)
+	}
+}
+
+// TestZoneIndexPastTheTable checks the zone byte of dynamic sets: a zone's
+// index while XDP holds its SOA, and MAX_ZONES, past the SOA table, for a
+// zone beyond it, so that XDP passes its NODATA to the fallback instead of
+// answering with another zone's SOA (a wrapped byte).
+func TestZoneIndexPastTheTable(t *testing.T) {
+	max := int(bpf.SteadydnsLimitsMAX_ZONES)
+	dir := t.TempDir()
+	var cfgText strings.Builder
+	cfgText.WriteString("server:\n  listen: [\"198.18.0.2:53\"]\nzones:\n")
+	var zones []*zone.Zone
+	for i := range max + 2 {
+		origin := fmt.Sprintf("z%d.test.", i)
+		file := filepath.Join(dir, fmt.Sprintf("z%d.zone", i))
+		text := fmt.Sprintf("$ORIGIN %s\n@ 300 SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 300 NS ns1\nns1 300 A 198.18.0.2\n", origin)
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		z, err := zone.Load(origin, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zones = append(zones, z)
+		fmt.Fprintf(&cfgText, "  - origin: %s\n    file: %s\n", origin, file)
+	}
+	cfgText.WriteString("records:\n")
+	want := map[int]uint8{0: 0, max - 1: uint8(max - 1), max: uint8(max), max + 1: uint8(max)}
+	for i := range want {
+		fmt.Fprintf(&cfgText, "  - name: www.z%d.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1 }\n", i)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(cfgText.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(cfg, zones, func(string) (uint32, bool) { return 0, false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		s := c.Lookup(fmt.Sprintf("www.z%d.test.", i), dns.TypeA)
+		if s == nil {
+			t.Fatalf("www.z%d.test. A not compiled", i)
+		}
+		if s.Value.Zone != w {
+			t.Errorf("www.z%d.test. A: zone byte %d, want %d", i, s.Value.Zone, w)
+		}
 	}
 }
