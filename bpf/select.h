@@ -178,6 +178,30 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 	return 0;
 }
 
+/* select_static is select_answers for a set flagged RR_STATIC: every
+ * candidate is up (check 0) and primary, so the eligible set is all of
+ * them and multivalue, answering as many as there are, answers each in
+ * order from the first. The branch that takes this path is on the set's
+ * configuration, never on health: such a set has no health to visit. */
+static __always_inline int select_static(struct scratch *s, const struct rrset *rr, __u32 n)
+{
+	struct pick *p = &s->pick;
+	__u64 sum = 0;
+	p->action = ACT_ANSWER;
+	p->degraded = 0;
+#pragma unroll
+	for (__u32 i = 0; i < K; i++) {
+		if (i >= n)
+			break;
+		p->order[i] = i;
+		pick_answer(s, rr, i, i);
+		sum += rr->rr_sum[i];
+	}
+	p->n = n;
+	p->sum = sum;
+	return 0;
+}
+
 /* select_answers decides which candidates to answer and leaves the result
  * in s->pick. order ranks the candidates' regions for this client (NULL:
  * no geo). s->draw carries the rest of the query's inputs: open (answer as
@@ -205,6 +229,8 @@ static __always_inline int select_answers(struct scratch *s,
 		n = K;
 	if (n <= 1)
 		return select_one(s, rr, n, open, bits, wmask);
+	if (rr->flags & RR_STATIC)
+		return select_static(s, rr, n);
 	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every candidate, once.

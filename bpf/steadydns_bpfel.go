@@ -264,6 +264,7 @@ type SteadydnsRrsetFlags uint32
 const (
 	SteadydnsRrsetFlagsRR_SIGNED SteadydnsRrsetFlags = 1
 	SteadydnsRrsetFlagsRR_GEO    SteadydnsRrsetFlags = 2
+	SteadydnsRrsetFlagsRR_STATIC SteadydnsRrsetFlags = 4
 )
 
 type SteadydnsScratch struct {

@@ -102,6 +102,11 @@ enum candidate_flags {
 enum rrset_flags {
 	RR_SIGNED = 1,  /* zone is signed: DO=1 queries go to the fallback */
 	RR_GEO = 2,     /* candidates have regions: steer by the client's */
+	/* A zone file's set: no health check (every check 0, always up), no
+	 * backup, no geo, multivalue answering every candidate. Its answers
+	 * are all its candidates in order at any health, which the program
+	 * writes without the selection's scan. */
+	RR_STATIC = 4,
 };
 
 struct candidate {

@@ -182,6 +182,9 @@ func compileStatic(z *zone.Zone, zs zone.Set) *Set {
 	v.N = uint8(len(zs.RRs))
 	v.MaxAnswers = uint8(len(zs.RRs))
 	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)
+	// Every candidate checked by entry 0, always up, no backup, no geo,
+	// every one answered: the program may skip the selection.
+	v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
 	if z.Signed() {
 		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 	}

@@ -313,3 +313,38 @@ func TestDrawTwin(t *testing.T) {
 		t.Errorf("500 inputs gave %d distinct draws", len(seen))
 	}
 }
+
+// TestTwinStatic: a zone file's sets, flagged RR_STATIC, which the program
+// answers without the selection's scan, answer as the general rules do at
+// every health level, table state and draw: every candidate, in order.
+func TestTwinStatic(t *testing.T) {
+	h := harness(t)
+	rng := rand.New(rand.NewPCG(21, 5))
+	for range 2_000 {
+		k := 2 + rng.IntN(int(selection.K)-1)
+		s := &bpf.SteadydnsRrset{N: uint8(k), MaxAnswers: uint8(k), Ttl: uint32(1 + rng.IntN(300)),
+			Policy: uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE), Flags: uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)}
+		for i := range k {
+			s.Cand[i].Addr[0], s.Cand[i].Addr[1], s.Cand[i].Addr[2], s.Cand[i].Addr[3] = 198, 18, 6, byte(i+1)
+		}
+		// Entry 0 is always up, as the loader keeps it; the rest at random.
+		up := make([]bool, 1+rng.IntN(twin.HealthEntries))
+		up[0] = true
+		for i := 1; i < len(up); i++ {
+			up[i] = rng.IntN(2) == 0
+		}
+		in := input{Set: s, Up: up, Meta: fresh, Now: now, Rnd: rng.Uint32(), Turn: rng.Uint32()}
+		if rng.IntN(3) == 0 {
+			in.Meta = bpf.SteadydnsTableMeta{} // no table yet
+		}
+		o := same(t, h, in)
+		if o.action != selection.Answer || len(o.order) != k || o.degraded || o.ttl != s.Ttl {
+			t.Fatalf("static set of %d: %s, want every candidate in order at TTL %d", k, o, s.Ttl)
+		}
+		for i, j := range o.order {
+			if j != i {
+				t.Fatalf("static set of %d: order %v, want 0..%d", k, o.order, k-1)
+			}
+		}
+	}
+}
