@@ -213,12 +213,12 @@ func TestSelectIntoRoom(t *testing.T) {
 // zone beyond it, so that XDP passes its NODATA to the fallback instead of
 // answering with another zone's SOA (a wrapped byte).
 func TestZoneIndexPastTheTable(t *testing.T) {
-	max := int(bpf.SteadydnsLimitsMAX_ZONES)
+	held := int(bpf.SteadydnsLimitsMAX_ZONES)
 	dir := t.TempDir()
 	var cfgText strings.Builder
 	cfgText.WriteString("server:\n  listen: [\"198.18.0.2:53\"]\nzones:\n")
 	var zones []*zone.Zone
-	for i := range max + 2 {
+	for i := range held + 2 {
 		origin := fmt.Sprintf("z%d.test.", i)
 		file := filepath.Join(dir, fmt.Sprintf("z%d.zone", i))
 		text := fmt.Sprintf("$ORIGIN %s\n@ 300 SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 300 NS ns1\nns1 300 A 198.18.0.2\n", origin)
@@ -233,7 +233,7 @@ func TestZoneIndexPastTheTable(t *testing.T) {
 		fmt.Fprintf(&cfgText, "  - origin: %s\n    file: %s\n", origin, file)
 	}
 	cfgText.WriteString("records:\n")
-	want := map[int]uint8{0: 0, max - 1: uint8(max - 1), max: uint8(max), max + 1: uint8(max)}
+	want := map[int]uint8{0: 0, held - 1: uint8(held - 1), held: uint8(held), held + 1: uint8(held)}
 	for i := range want {
 		fmt.Fprintf(&cfgText, "  - name: www.z%d.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1 }\n", i)
 	}
