@@ -23,7 +23,8 @@ import (
 )
 
 // The fuzzed world: record sets whose answers depend on four checks, the
-// down ones chosen by the input, and static sets from the zone file. The
+// down ones chosen by the input, and static sets from the zone file (wide:
+// eight A and eight AAAA, packed to their full width). The
 // sets named rnd* draw at random (weighted, round robin, multivalue over
 // max_answers): for them the two paths agree on everything but which
 // candidates were drawn, and each draw must be one of the set's.
@@ -35,6 +36,22 @@ ns1    A   198.18.0.2
 ns1    AAAA fd53::2
 static A   198.18.3.1
 static A   198.18.3.2
+wide   A   198.18.4.1
+wide   A   198.18.4.2
+wide   A   198.18.4.3
+wide   A   198.18.4.4
+wide   A   198.18.4.5
+wide   A   198.18.4.6
+wide   A   198.18.4.7
+wide   A   198.18.4.8
+wide   AAAA fd53:4::1
+wide   AAAA fd53:4::2
+wide   AAAA fd53:4::3
+wide   AAAA fd53:4::4
+wide   AAAA fd53:4::5
+wide   AAAA fd53:4::6
+wide   AAAA fd53:4::7
+wide   AAAA fd53:4::8
 alias  CNAME static
 `
 
@@ -372,7 +389,7 @@ func summary(m *dns.Msg, qname string) string {
 // families, EDNS, 0x20, long names, and queries XDP passes.
 func addSeeds(f *testing.F) {
 	q := func(name string, qtype uint16, mutate func(*dns.Msg)) []byte { return query(name, qtype, mutate) }
-	for _, n := range []string{"fo", "mv", "sf", "geo", "rndw", "rndr", "rndm", "ns1", "static", "alias", "nope"} {
+	for _, n := range []string{"fo", "mv", "sf", "geo", "rndw", "rndr", "rndm", "ns1", "static", "wide", "alias", "nope"} {
 		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
 			f.Add(uint8(0), uint16(40000), uint8(0), q(n+".example.test.", qt, nil))
 			f.Add(uint8(modeV6|modeOtherGeo), uint16(5353), uint8(0b0011), q(n+".example.test.", qt, withOpt(1232, true)))

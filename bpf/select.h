@@ -182,8 +182,11 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
  * candidate is up (check 0) and primary, so the eligible set is all of
  * them and multivalue, answering as many as there are, answers each in
  * order from the first. The branch that takes this path is on the set's
- * configuration, never on health: such a set has no health to visit. */
-static __always_inline int select_static(struct scratch *s, const struct rrset *rr, __u32 n)
+ * configuration, never on health: such a set has no health to visit. Its
+ * addresses are packed, stride bytes apart (struct rrset); 16 bytes are
+ * copied of each, of which an A answer uses the first 4. */
+static __always_inline int select_static(struct scratch *s, const struct rrset *rr,
+					 __u32 n, __u32 stride)
 {
 	struct pick *p = &s->pick;
 	__u64 sum = 0;
@@ -194,7 +197,10 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
 		if (i >= n)
 			break;
 		p->order[i] = i;
-		pick_answer(s, rr, i, i);
+		__u64 *d = (__u64 *)s->ans[i];
+		const __u64 *a = (const __u64 *)(rr->packed + (i * stride & (K * 16 - 4)));
+		d[0] = a[0];
+		d[1] = a[1];
 		sum += rr->rr_sum[i];
 	}
 	p->n = n;
@@ -204,7 +210,8 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
 
 /* select_answers decides which candidates to answer and leaves the result
  * in s->pick. order ranks the candidates' regions for this client (NULL:
- * no geo). s->draw carries the rest of the query's inputs: open (answer as
+ * no geo); stride is a static set's bytes per address, STATIC_STRIDE_A or
+ * STATIC_STRIDE_AAAA by the query's type. s->draw carries the rest of the query's inputs: open (answer as
  * if every candidate were healthy: no table yet, or stale with answer_all),
  * the random draw and the round-robin turn, taken on every query.
  *
@@ -214,7 +221,7 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
  * priority and weight sum take a second pass, in map memory. */
 static __always_inline int select_answers(struct scratch *s,
 					     const struct rrset *rr,
-					     const struct geo_order *order)
+					     const struct geo_order *order, __u32 stride)
 {
 	if (!s || !rr)
 		return -1;
@@ -230,7 +237,7 @@ static __always_inline int select_answers(struct scratch *s,
 	if (n <= 1)
 		return select_one(s, rr, n, open, bits, wmask);
 	if (rr->flags & RR_STATIC)
-		return select_static(s, rr, n);
+		return select_static(s, rr, n, stride);
 	__u32 present = (__u32)((1ULL << n) - 1);
 
 	/* The scan: health, backup and geo rank of every candidate, once.

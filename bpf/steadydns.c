@@ -614,7 +614,8 @@ int steadydns(struct xdp_md *ctx)
 		order = bpf_map_lookup_elem(&geo_rank, &region);
 	}
 
-	if (select_answers(s, rr, order))
+	__u32 stride = q.qtype == TYPE_A ? STATIC_STRIDE_A : STATIC_STRIDE_AAAA;
+	if (select_answers(s, rr, order, stride))
 		return count(OUT_MALFORMED);
 	forget();
 	/* The pick's fields read one by one, each as wide as select_answers

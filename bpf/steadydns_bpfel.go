@@ -107,24 +107,26 @@ const (
 type SteadydnsLimits uint32
 
 const (
-	SteadydnsLimitsMAX_CANDIDATES    SteadydnsLimits = 8
-	SteadydnsLimitsMSG_MAX           SteadydnsLimits = 1024
-	SteadydnsLimitsNAME_MAX_WIRE     SteadydnsLimits = 255
-	SteadydnsLimitsNAME_HEAD         SteadydnsLimits = 48
-	SteadydnsLimitsMAX_REGIONS       SteadydnsLimits = 64
-	SteadydnsLimitsGEO_RANKS         SteadydnsLimits = 4
-	SteadydnsLimitsSOA_RDATA_MAX     SteadydnsLimits = 256
-	SteadydnsLimitsMAX_ZONES         SteadydnsLimits = 255
-	SteadydnsLimitsMAX_SERVER_ADDRS  SteadydnsLimits = 8
-	SteadydnsLimitsEDNS_UDP_SIZE     SteadydnsLimits = 1232
-	SteadydnsLimitsPROBE_MAX         SteadydnsLimits = 16
-	SteadydnsLimitsNSID_MAX          SteadydnsLimits = 128
-	SteadydnsLimitsRRL_WAYS          SteadydnsLimits = 4
-	SteadydnsLimitsRRL_TABLE_DEFAULT SteadydnsLimits = 65536
-	SteadydnsLimitsRRL_TABLE_MIN     SteadydnsLimits = 1024
-	SteadydnsLimitsRRL_TABLE_MAX     SteadydnsLimits = 16777216
-	SteadydnsLimitsRRL_V6PREFIX_MAX  SteadydnsLimits = 64
-	SteadydnsLimitsRRL_TICK_NS       SteadydnsLimits = 1000000
+	SteadydnsLimitsMAX_CANDIDATES     SteadydnsLimits = 8
+	SteadydnsLimitsMSG_MAX            SteadydnsLimits = 1024
+	SteadydnsLimitsNAME_MAX_WIRE      SteadydnsLimits = 255
+	SteadydnsLimitsNAME_HEAD          SteadydnsLimits = 48
+	SteadydnsLimitsMAX_REGIONS        SteadydnsLimits = 64
+	SteadydnsLimitsGEO_RANKS          SteadydnsLimits = 4
+	SteadydnsLimitsSOA_RDATA_MAX      SteadydnsLimits = 256
+	SteadydnsLimitsMAX_ZONES          SteadydnsLimits = 255
+	SteadydnsLimitsMAX_SERVER_ADDRS   SteadydnsLimits = 8
+	SteadydnsLimitsEDNS_UDP_SIZE      SteadydnsLimits = 1232
+	SteadydnsLimitsPROBE_MAX          SteadydnsLimits = 16
+	SteadydnsLimitsSTATIC_STRIDE_A    SteadydnsLimits = 4
+	SteadydnsLimitsSTATIC_STRIDE_AAAA SteadydnsLimits = 16
+	SteadydnsLimitsNSID_MAX           SteadydnsLimits = 128
+	SteadydnsLimitsRRL_WAYS           SteadydnsLimits = 4
+	SteadydnsLimitsRRL_TABLE_DEFAULT  SteadydnsLimits = 65536
+	SteadydnsLimitsRRL_TABLE_MIN      SteadydnsLimits = 1024
+	SteadydnsLimitsRRL_TABLE_MAX      SteadydnsLimits = 16777216
+	SteadydnsLimitsRRL_V6PREFIX_MAX   SteadydnsLimits = 64
+	SteadydnsLimitsRRL_TICK_NS        SteadydnsLimits = 1000000
 )
 
 type SteadydnsNsidOption struct {

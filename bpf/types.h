@@ -49,6 +49,10 @@ enum limits {
 	/* The record table: a query probes at most PROBE_MAX slots from its
 	 * home slot; the control plane places every set within them. */
 	PROBE_MAX = 16,
+	/* The bytes a static set keeps per address (struct rrset's
+	 * packed), by the query type. */
+	STATIC_STRIDE_A = 4,
+	STATIC_STRIDE_AAAA = 16,
 	/* Longest NSID value (RFC 5001) replies carry, server.nsid. */
 	NSID_MAX = 128,
 	/* Response rate limiting: the accounts one set of the table holds
@@ -137,7 +141,16 @@ struct rrset {
 	 * candidate share a cache line, and the first four candidates end
 	 * with the slot's third line: a set of up to four reads three. */
 	__u16 rr_sum[MAX_CANDIDATES];
-	struct candidate cand[MAX_CANDIDATES];
+	union {
+		struct candidate cand[MAX_CANDIDATES];
+		/* A set flagged RR_STATIC keeps its addresses alone, back to
+		 * back, STATIC_STRIDE_A bytes each for A and STATIC_STRIDE_AAAA
+		 * for AAAA, the rest zero: up to eight A or two AAAA end with
+		 * the set's first cache line, so such a set reads two lines,
+		 * the pair the CPU fetches together. A set of one is the same
+		 * either way: its address starts cand[0], its check is 0. */
+		__u8 packed[MAX_CANDIDATES * 16];
+	};
 };
 
 /* Slot states of the record table. */
@@ -176,6 +189,9 @@ _Static_assert(MAX_CANDIDATES < 4 ||
 	       __builtin_offsetof(struct rec_slot, rr.cand[4]) == 192,
 	       "a slot's first four candidates end with its third cache line");
 _Static_assert(MAX_ZONES < 256, "a set's zone byte can name one past the zones");
+_Static_assert(__builtin_offsetof(struct rec_slot, rr.packed) + 8 * STATIC_STRIDE_A <= 128 &&
+	       __builtin_offsetof(struct rec_slot, rr.packed) + 2 * STATIC_STRIDE_AAAA <= 128,
+	       "a static set of eight A or two AAAA ends with the slot's second cache line");
 
 enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,

@@ -246,7 +246,26 @@ func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.Stead
 	for i := range s.Rr.Cand {
 		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
 	}
+	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_STATIC) != 0 {
+		pack(k.Qtype, &s.Rr)
+	}
 	return s
+}
+
+// pack rewrites a static set's candidates as their addresses alone, back
+// to back, the rest zero (struct rrset's packed): the program reads a
+// static set's answers from there, and the set's first cache line holds
+// eight A or two AAAA. Such a set has no check, backup or region to keep.
+func pack(qtype uint16, v *bpf.SteadydnsRrset) {
+	stride := int(bpf.SteadydnsLimitsSTATIC_STRIDE_AAAA)
+	if qtype == 1 { // A
+		stride = int(bpf.SteadydnsLimitsSTATIC_STRIDE_A)
+	}
+	var packed [unsafe.Sizeof(v.Cand)]byte
+	for i := range min(int(v.N), len(v.Cand)) {
+		copy(packed[i*stride:], v.Cand[i].Addr[:stride])
+	}
+	*(*[unsafe.Sizeof(v.Cand)]byte)(unsafe.Pointer(&v.Cand)) = packed
 }
 
 // answerSum is the rr_sum of a candidate: the ones-complement sum, in

@@ -70,7 +70,9 @@ int twin(struct xdp_md *ctx)
 	s->draw.open = table_open(&in->meta, in->rr.stale);
 	s->draw.rnd = in->rnd;
 	s->draw.turn = in->turn;
-	if (select_answers(s, &in->rr, in->geo ? &in->order : 0))
+	/* The output is the order, not the addresses, so a static set's
+	 * stride does not matter here. */
+	if (select_answers(s, &in->rr, in->geo ? &in->order : 0, STATIC_STRIDE_AAAA))
 		return XDP_ABORTED;
 	struct pick p = s->pick;
 
