@@ -240,37 +240,46 @@ static __always_inline int select_answers(struct scratch *s,
 		return select_static(s, rr, n, stride);
 	__u32 present = (__u32)((1ULL << n) - 1);
 
-	/* The scan: health, backup and geo rank of every candidate, once.
-	 * The work depends on the set's size, never on health: the slots
-	 * past n hold no candidate, and every mask below keeps to present. */
-	__u32 healthy = 0, backup = 0, rb0 = 0, rb1 = 0;
+	/* The scan: health and backup of every candidate, once. The work
+	 * depends on the set's size, never on health: the slots past n hold
+	 * no candidate, and every mask below keeps to present. It carries no
+	 * more than the two masks, so that they stay in registers: BPF has
+	 * ten, and every value past them goes through the stack. */
+	__u32 healthy = 0, backup = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		if (i >= n)
 			break;
 		const struct candidate *c = &rr->cand[i];
-		healthy |= (health_bit(bits, wmask, c->check) | open) << i;
+		healthy |= health_bit(bits, wmask, c->check) << i;
 		backup |= (c->flags & CAND_BACKUP) << i;
-		if (order) {
+	}
+	/* Open: every candidate counts as healthy. */
+	healthy |= present & -open;
+	__u32 up_all = present & healthy & ~backup;   /* healthy primaries */
+	__u32 bup_all = present & healthy & backup;   /* healthy backups */
+	__u32 prim_all = present & ~backup;           /* every primary */
+
+	/* Geo: every candidate's rank, as two bit planes, then the nearest
+	 * rank with a healthy candidate; with none, the nearest with any
+	 * primary, to fail open there. Without geo every candidate ranks 0:
+	 * the branch is on the set's configuration, never on health, so the
+	 * work stays the same at every health level. */
+	__u32 rmask = ~0u;
+	if (order) {
+		__u32 rb0 = 0, rb1 = 0;
+#pragma unroll
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= n)
+				break;
 			/* The rank, clamped to GEO_RANKS - 1 = 3 without a branch. */
-			__u32 r = order->rank[c->region & (MAX_REGIONS - 1)];
+			__u32 r = order->rank[rr->cand[i].region & (MAX_REGIONS - 1)];
 			__u32 far = ((r >> 2) + 63) >> 6;
 			r = (r & 3) | (far * 3);
 			rb0 |= (r & 1) << i;
 			rb1 |= ((r >> 1) & 1) << i;
 		}
-	}
-	_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
-	__u32 up_all = present & healthy & ~backup;   /* healthy primaries */
-	__u32 bup_all = present & healthy & backup;   /* healthy backups */
-	__u32 prim_all = present & ~backup;           /* every primary */
-
-	/* Geo: the nearest rank with a healthy candidate; with none, the
-	 * nearest with any primary, to fail open there. Without geo every
-	 * candidate ranks 0: the branch is on the set's configuration, never
-	 * on health, so the work stays the same at every health level. */
-	__u32 rmask = ~0u;
-	if (order) {
+		_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
 		__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
 		__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
 #pragma unroll
