@@ -197,6 +197,8 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
 		if (i >= n)
 			break;
 		p->order[i] = i;
+		/* The mask bounds the offset for the verifier; a set's last
+		 * address starts at 112 at most. */
 		__u64 *d = (__u64 *)s->ans[i];
 		const __u64 *a = (const __u64 *)(rr->packed + (i * stride & (K * 16 - 4)));
 		d[0] = a[0];
@@ -211,9 +213,10 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
 /* select_answers decides which candidates to answer and leaves the result
  * in s->pick. order ranks the candidates' regions for this client (NULL:
  * no geo); stride is a static set's bytes per address, STATIC_STRIDE_A or
- * STATIC_STRIDE_AAAA by the query's type. s->draw carries the rest of the query's inputs: open (answer as
- * if every candidate were healthy: no table yet, or stale with answer_all),
- * the random draw and the round-robin turn, taken on every query.
+ * STATIC_STRIDE_AAAA by the query's type. s->draw carries the rest of the
+ * query's inputs: open (answer as if every candidate were healthy: no
+ * table yet, or stale with answer_all), the random draw and the
+ * round-robin turn, taken on every query.
  *
  * The scan builds bitmasks without a branch per candidate: healthy,
  * backup, present, and the geo rank as two bit planes. Every set the
