@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/steadydns/steadydns/loader"
 )
 
 // Options configures a run.
@@ -33,10 +35,15 @@ type Options struct {
 	// of every cell's program, gives one ratio per cell: RRL's cost is a
 	// few percent, so it is read from many short paired slices and many
 	// loads, not from a few long runs of one load each (see workRRL).
-	RRLRounds  int
-	RRLSlice   time.Duration
-	Servers    []string      // servers to measure, from ServerNames, in this order
-	WorkNames  []int         // zone sizes of the constant-work runs; none skips them
+	RRLRounds int
+	RRLSlice  time.Duration
+	Servers   []string // servers to measure, from ServerNames, in this order
+	WorkNames []int    // zone sizes of the constant-work runs; none skips them
+	WorkK     []int    // candidates per set in the constant-work runs, each 1 … loader.MaxCandidates
+	// WorkStatic makes the constant-work sets a zone file's: flagged
+	// RR_STATIC, with no health check, so that every query takes the
+	// static path and answers all K at every share down.
+	WorkStatic bool
 	Iterations int           // BPF_PROG_RUN calls per constant-work run
 	PushRounds int           // aggregator pushes per cell per run; 0 skips the aggregator
 	Binary     string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
@@ -67,6 +74,7 @@ func Defaults() Options {
 		RRLSlice:    200 * time.Millisecond,
 		Servers:     ServerNames(),
 		WorkNames:   []int{1000, 1_000_000},
+		WorkK:       []int{1, loader.MaxCandidates},
 		Iterations:  100_000,
 		PushRounds:  300,
 		Prefix:      "sdb",
@@ -119,6 +127,16 @@ func (o *Options) check() error {
 			return fmt.Errorf("constant-work size %d: must be positive", n)
 		}
 	}
+	if len(o.WorkNames) > 0 && len(o.WorkK) == 0 {
+		return errors.New("constant-work K: none given, so the constant-work sizes would measure nothing")
+	}
+	for _, k := range o.WorkK {
+		if k < 1 || k > loader.MaxCandidates {
+			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxCandidates)
+		}
+	}
+	// The report groups cells by size and K: each K once, ascending.
+	o.WorkK = slices.Compact(slices.Sorted(slices.Values(o.WorkK)))
 	if o.CompareObject != "" {
 		if len(o.WorkNames) == 0 {
 			return errors.New("compare object: the comparison runs with the constant work, which no size turns on")

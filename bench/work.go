@@ -27,6 +27,7 @@ type Work struct {
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
 	Compare     []CompareResult // this build's program against Options.CompareObject's, all candidates up
+	Static      bool            // the sets were a zone file's (Options.WorkStatic), not health-checked
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -72,7 +73,7 @@ var workDown = []int{0, 50, 100}
 // whose candidates are health-checked, attaches it to the server's veth,
 // and measures every cell through BPF_PROG_RUN and under load.
 func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
-	w = &Work{}
+	w = &Work{Static: r.o.WorkStatic}
 	fmt.Fprintf(r.o.Log, "bench: constant work\n")
 	// Ascending, so each size adds names to the maps rather than leaving
 	// stale ones from a bigger size behind.
@@ -160,8 +161,8 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 	return nil
 }
 
-// workSize fills the maps with n names and measures K = 1 and K = max at
-// every share down, the other query shapes, rate limiting's cells, and
+// workSize fills the maps with n names and measures each K of
+// Options.WorkK at every share down, the other query shapes, rate limiting's cells, and
 // this build's program against another build's where cmp holds them.
 func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
@@ -179,10 +180,10 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, c
 	if err != nil {
 		return err
 	}
-	for _, k := range []int{1, loader.MaxCandidates} {
+	for _, k := range r.o.WorkK {
 		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
 		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			if err := putWorkRecords(o, n, k, qtype); err != nil {
+			if err := putWorkRecords(o, n, k, qtype, r.o.WorkStatic); err != nil {
 				return err
 			}
 		}
@@ -262,7 +263,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			return err
 		}
 		for j, f := range frames {
-			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down)); err != nil {
+			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down, r.o.WorkStatic)); err != nil {
 				return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
 			}
 		}
@@ -293,7 +294,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 	}
 	for i, down := range workDown {
 		w.Cells = append(w.Cells, WorkResult{
-			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down),
+			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o.WorkStatic),
 			RunNs: summarize(samples[i].run), LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered),
 		})
 	}

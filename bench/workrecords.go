@@ -21,8 +21,10 @@ import (
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
 
 // putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
-// candidates for each of n names: multivalue, answering up to k.
-func putWorkRecords(o *loader.Objects, n, k int, qtype uint16) error {
+// candidates for each of n names: multivalue, answering up to k. A static
+// set is a zone file's instead: no check, flagged RR_STATIC, which the
+// loader packs and the program answers without a selection.
+func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, static bool) error {
 	buf := make([]byte, 256)
 	for i := range n {
 		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
@@ -30,6 +32,9 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16) error {
 			return fmt.Errorf("packing %s: %w", nameOf(i), err)
 		}
 		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k)}
+		if static {
+			v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
+		}
 		for j := range k {
 			if qtype == dns.TypeA {
 				a := [4]byte{198, 19, byte(j), byte(i)}
@@ -37,7 +42,9 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16) error {
 			} else {
 				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
 			}
-			v.Cand[j].Check = checkOf(i, j, k)
+			if !static {
+				v.Cand[j].Check = checkOf(i, j, k)
+			}
 		}
 		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
 			return err
@@ -61,9 +68,10 @@ func writeWorkHealth(o *loader.Objects, down int) error {
 }
 
 // expectedAnswers is the reply's answer count: the healthy candidates, or
-// all of them when none is (when_all_down: answer_all).
-func expectedAnswers(k, down int) int {
-	if down == 50 && k > 1 {
+// all of them when none is (when_all_down: answer_all); a static set's
+// every record, whatever the table says.
+func expectedAnswers(k, down int, static bool) int {
+	if down == 50 && k > 1 && !static {
 		return k / 2
 	}
 	return k

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/steadydns/steadydns/bench"
+	"github.com/steadydns/steadydns/loader"
 )
 
 const usage = `usage: steadydns-bench [flags]
@@ -63,6 +64,8 @@ func run(args []string) error {
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
+	workK := fs.String("work-k", join(d.WorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
+	workStatic := fs.Bool("work-static", false, "make the constant-work sets a zone file's (static, no health check) instead of health-checked")
 	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")
 	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
 	fs.Parse(args) // ExitOnError: returns only on success
@@ -109,6 +112,12 @@ func run(args []string) error {
 			if o.WorkNames, err = sizes(*work); err != nil {
 				err = fmt.Errorf("--work-names: %w", err)
 			}
+		case "work-k":
+			if o.WorkK, err = sizes(*workK); err != nil {
+				err = fmt.Errorf("--work-k: %w", err)
+			}
+		case "work-static":
+			o.WorkStatic = *workStatic
 		}
 	})
 	if err != nil {
