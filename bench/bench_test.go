@@ -168,6 +168,23 @@ func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 		}
 	}
 	checkRRL(t, w.RRL, rrlRounds)
+	checkLevels(t, w.Levels, rrlRounds)
+}
+
+// checkLevels wants the three health levels of K=1 and K=8 measured in
+// paired slices: a slice of each per round, and each level read against
+// 0% down, one ratio per pair of rounds; 0% down against itself is 1.
+func checkLevels(t *testing.T, cells []bench.LevelResult, rounds int) {
+	t.Helper()
+	if len(cells) != 6 {
+		t.Fatalf("health levels in slices: %d cells, want 6 (K=1 and K=8, three levels)", len(cells))
+	}
+	for _, c := range cells {
+		if c.LoadNs.N != rounds || c.LoadNs.Median <= 0 || c.Ratio.N != rounds/2 || c.Ratio.Median <= 0 ||
+			c.RatioCI[0] > c.Ratio.Median || c.RatioCI[1] < c.Ratio.Median || c.DownPct == 0 && c.Ratio.Median != 1 {
+			t.Errorf("health levels in slices, K=%d %d%% down: %+v", c.K, c.DownPct, c)
+		}
+	}
 }
 
 // checkRRL wants rate limiting's six cells for K=1 and K=8, with what a

@@ -115,11 +115,15 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 			c.RunNs.format(1, 1), c.LoadNs.format(1, 1), c.Answered.format(1e3, 0))
 	}
 	fmt.Fprintf(w, "\nSpread across the health levels (largest median over smallest, minus one):\n\n")
-	fmt.Fprintf(w, "| names | K | BPF_PROG_RUN | under load |\n|---|---|---|---|\n")
+	fmt.Fprintf(w, "| names | K | BPF_PROG_RUN | under load | under load, paired slices |\n|---|---|---|---|---|\n")
 	for _, g := range workGroups(wk.Cells) {
-		fmt.Fprintf(w, "| %d | %d | %.1f%% | %.1f%% |\n", g[0].Names, g[0].K,
+		fmt.Fprintf(w, "| %d | %d | %.1f%% | %.1f%% | %s |\n", g[0].Names, g[0].K,
 			100*levelSpread(g, func(c WorkResult) float64 { return c.RunNs.Median }),
-			100*levelSpread(g, func(c WorkResult) float64 { return c.LoadNs.Median }))
+			100*levelSpread(g, func(c WorkResult) float64 { return c.LoadNs.Median }),
+			slicedSpread(wk.Levels, g[0].Names, g[0].K))
+	}
+	if len(wk.Levels) > 0 {
+		levelsMarkdown(w, wk.Levels, o.RRLRounds, o.RRLSlice)
 	}
 	if len(wk.Variants) > 0 {
 		fmt.Fprintf(w, "\nOther query shapes, all candidates up (the table holds an A and an AAAA set per name; EDNS: the query has an OPT record, which the reply echoes):\n\n")
@@ -163,6 +167,23 @@ func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
 			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))
+	}
+}
+
+// levelsMarkdown prints the health levels measured in paired slices.
+func levelsMarkdown(w io.Writer, cells []LevelResult, rounds int, d time.Duration) {
+	fmt.Fprintf(w, "\nThe health levels again, in paired slices: the same program on the link, every name asked in one kxdpgun run per size and K, "+
+		"and the levels taking turns within it, in %d rounds of a %v slice each, every second round in reverse, each slice starting with its level's table pushed. "+
+		"The ratio is the level's ns per packet over 0%% down's, per pair of rounds: the median of the %d pairs, a 95%% confidence interval of that median, and the pairs' range. "+
+		"A drift of the host falls on every level alike here, unlike in the separate runs above. "+
+		"The scan is the same at every level; where fewer candidates are healthy, fewer answers are written.\n\n", rounds, d, rounds/2)
+	fmt.Fprintf(w, "| names | K | down | answers | ns/packet under load, per slice | over 0%% down |\n|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		ratio := ""
+		if c.DownPct != 0 {
+			ratio = fmt.Sprintf("%.3f (CI %.3f–%.3f; pairs %.3f–%.3f)", c.Ratio.Median, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
+		}
+		fmt.Fprintf(w, "| %d | %d | %d%% | %d | %s | %s |\n", c.Names, c.K, c.DownPct, c.Answers, c.LoadNs.format(1, 1), ratio)
 	}
 }
 
@@ -215,6 +236,21 @@ func levelSpread(g []WorkResult, v func(WorkResult) float64) float64 {
 		return 0
 	}
 	return hi/lo - 1
+}
+
+// slicedSpread is levelSpread of the paired slices' ratios to 0% down
+// (which is 1) for one size and K, or a dash when they were not measured.
+func slicedSpread(levels []LevelResult, names, k int) string {
+	lo, hi, found := 1.0, 1.0, false
+	for _, c := range levels {
+		if c.Names == names && c.K == k && c.DownPct != 0 {
+			lo, hi, found = min(lo, c.Ratio.Median), max(hi, c.Ratio.Median), true
+		}
+	}
+	if !found || lo <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*(hi/lo-1))
 }
 
 func rcodes(m map[string]uint64) string {

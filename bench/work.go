@@ -24,6 +24,7 @@ type Work struct {
 	Cells       []WorkResult
 	PassNs      Summary         // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
 	ReflectorNs Summary         // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
+	Levels      []LevelResult   // the health levels again, in paired slices of one generator run
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
 	Compare     []CompareResult // this build's program against Options.CompareObject's, all candidates up
@@ -188,6 +189,9 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, c
 			}
 		}
 		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
+			return err
+		}
+		if err := r.workLevelSlices(ctx, w, o, queries, n, k); err != nil {
 			return err
 		}
 		if err := r.workVariants(ctx, w, o, order, n, k); err != nil {

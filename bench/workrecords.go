@@ -54,14 +54,13 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, static bool) erro
 }
 
 // writeWorkHealth writes a table with down% of the candidates' entries
-// down: none, the odd ones, or all.
+// down (workHealth).
 func writeWorkHealth(o *loader.Objects, down int) error {
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
-	for i := 1; i < o.HealthCapacity(); i++ {
-		up := down == 0 || down == 50 && i%2 == 0
-		loader.PutHealthEntry(table, uint32(i), up, 0)
-	}
+	return pushWorkHealth(o, workHealth(o, down))
+}
+
+// pushWorkHealth pushes a table of workHealth's.
+func pushWorkHealth(o *loader.Objects, table []byte) error {
 	// Version 0 would mean no table yet, and every set would fail open.
 	_, err := o.PushHealth(table, 1, 0, 0)
 	return err

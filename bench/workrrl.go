@@ -201,6 +201,17 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs [][]*ebpf.Pro
 	if err := r.swapWork(o, progs[cells[0]][0]); err != nil {
 		return nil, err
 	}
+	return r.slicedRun(ctx, o, len(cells), file, func(j, round int) (rrlSliceResult, error) {
+		return r.rrlSlice(o, progs[cells[j]][round/2])
+	})
+}
+
+// slicedRun runs the generator once asking file's queries and, while it
+// runs, measures cells 0 … n-1 in turn, one slice each per round of
+// Options.RRLRounds, every second round in reverse: slice readies cell j
+// for its slice in the given round and measures it. A slice without a
+// query (the generator stalled) runs again.
+func (r *rig) slicedRun(ctx context.Context, o *loader.Objects, n int, file string, slice func(j, round int) (rrlSliceResult, error)) ([]rrlSlices, error) {
 	base, err := o.Outcomes()
 	if err != nil {
 		return nil, err
@@ -208,7 +219,7 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs [][]*ebpf.Pro
 	// kxdpgun takes whole seconds: four times the slices' time, for the
 	// attaching and reading between slices on a loaded machine, and time
 	// to start. It is stopped once the slices are done.
-	need := time.Duration(r.o.RRLRounds*len(cells)) * r.o.RRLSlice
+	need := time.Duration(r.o.RRLRounds*n) * r.o.RRLSlice
 	secs := 4*int((need+time.Second-1)/time.Second) + rrlStart
 	start := time.Now()
 	gctx, stop := context.WithCancel(ctx)
@@ -225,15 +236,15 @@ func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs [][]*ebpf.Pro
 		stop()
 		return nil, errors.Join(err, <-gun)
 	}
-	out := make([]rrlSlices, len(cells))
+	out := make([]rrlSlices, n)
 	for round := range r.o.RRLRounds {
-		for j := range cells {
+		for j := range n {
 			if round%2 == 1 {
-				j = len(cells) - 1 - j
+				j = n - 1 - j
 			}
 			var s rrlSliceResult
 			for try := 0; ; try++ {
-				if s, err = r.rrlSlice(o, progs[cells[j]][round/2]); err != nil {
+				if s, err = slice(j, round); err != nil {
 					stop()
 					return nil, errors.Join(err, <-gun)
 				}
@@ -327,6 +338,12 @@ func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, e
 	if err := r.swapWork(o, prog); err != nil {
 		return rrlSliceResult{}, err
 	}
+	return r.measureSlice(o, prog)
+}
+
+// measureSlice measures prog, on the link, for one slice: its run-time
+// statistics and the outcome counters of o's maps at either end.
+func (r *rig) measureSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, error) {
 	before, out0, err := sliceCounts(o, prog)
 	if err != nil {
 		return rrlSliceResult{}, err
