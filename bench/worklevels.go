@@ -76,12 +76,19 @@ func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, q
 }
 
 // workHealth is a table with down% of the candidates' entries down: none,
-// the odd ones, or all.
+// all, or one of each pair of entries (checkOf), which one drawn from the
+// pair's hash. A set of K > 1 candidates then has K/2 up, in one of
+// 2^(K/2) arrangements that varies from name to name as real failures
+// do, and with K = 1 half the names are up in no pattern: a program whose
+// branches followed health would mispredict them, where the same
+// candidates down in every set would let it learn the pattern.
 func workHealth(o *loader.Objects, down int) []byte {
 	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
 	loader.PutHealthEntry(table, 0, true, 0)
 	for i := 1; i < o.HealthCapacity(); i++ {
-		up := down == 0 || down == 50 && i%2 == 0
+		pair, second := uint64(i-1)/2, uint64(i-1)&1
+		// The top bit of a multiplicative hash: 2^64 over the golden ratio.
+		up := down == 0 || down == 50 && second == (pair*0x9E3779B97F4A7C15)>>63
 		loader.PutHealthEntry(table, uint32(i), up, 0)
 	}
 	return table

@@ -15,9 +15,9 @@ import (
 )
 
 // checkOf is the health-table entry of candidate j of name i. Entries run
-// 1 … workTable-2 (0 is the always-up entry); the count is even, so
-// candidate j's entry has j's parity and odd entries are half of every set
-// with K > 1, and every other name's single candidate with K = 1.
+// 1 … workTable-2 (0 is the always-up entry); the count is even, so a set
+// of an even K > 1 candidates holds K/2 whole pairs of entries (2m+1,
+// 2m+2), whatever the wrap, and with K = 1 two names in a row share a pair.
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
 
 // putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
