@@ -59,6 +59,9 @@ type Options struct {
 	// one load, in RRLRounds rounds of RRLSlice each, like the
 	// rate-limiting cells (workCompare). Empty: no comparison.
 	CompareObject string
+	// CompareDown is the share of candidates down, 0, 50 or 100, while
+	// the two builds are compared.
+	CompareDown int
 }
 
 // Defaults are the options of `steadydns-bench`: the full comparison.
@@ -137,6 +140,9 @@ func (o *Options) check() error {
 	}
 	// The report groups cells by size and K: each K once, ascending.
 	o.WorkK = slices.Compact(slices.Sorted(slices.Values(o.WorkK)))
+	if !slices.Contains(workDown, o.CompareDown) {
+		return fmt.Errorf("compare down %d%%: want one of %v", o.CompareDown, workDown)
+	}
 	if o.CompareObject != "" {
 		if len(o.WorkNames) == 0 {
 			return errors.New("compare object: the comparison runs with the constant work, which no size turns on")

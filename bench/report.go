@@ -140,7 +140,7 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLSlice)
 	}
 	if len(wk.Compare) > 0 {
-		compareMarkdown(w, wk.Compare, o.CompareObject, o.RRLRounds, o.RRLSlice)
+		compareMarkdown(w, wk.Compare, o)
 	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
@@ -188,15 +188,15 @@ func levelsMarkdown(w io.Writer, cells []LevelResult, rounds int, d time.Duratio
 }
 
 // compareMarkdown prints this build's program against another build's.
-func compareMarkdown(w io.Writer, cells []CompareResult, object string, rounds int, d time.Duration) {
-	fmt.Fprintf(w, "\nThis build's XDP program against another build's, `%s`, all candidates up: "+
+func compareMarkdown(w io.Writer, cells []CompareResult, o Options) {
+	fmt.Fprintf(w, "\nThis build's XDP program against another build's, `%s`, with %d%% of the candidates down: "+
 		"the two share one kxdpgun run per query type and take turns on the same link within it, in %d rounds of a %v slice each, every second round in reverse, "+
 		"every pair of rounds with loads of its own of both programs. "+
 		"The ratio is the other build's ns per packet over this build's, per pair of rounds: the median of the %d pairs, a 95%% confidence interval of that median, and the pairs' range. "+
-		"Above 1, this build is the faster.\n\n", object, rounds, d, rounds/2)
-	fmt.Fprintf(w, "| names | K | query | this build, ns/packet | other build, ns/packet | other over this |\n|---|---|---|---|---|---|\n")
+		"Above 1, this build is the faster.\n\n", o.CompareObject, o.CompareDown, o.RRLRounds, o.RRLSlice, o.RRLRounds/2)
+	fmt.Fprintf(w, "| names | K | down | query | this build, ns/packet | other build, ns/packet | other over this |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
-		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %.3f (CI %.3f–%.3f; pairs %.3f–%.3f) |\n", c.Names, c.K, c.Qtype,
+		fmt.Fprintf(w, "| %d | %d | %d%% | %s | %s | %s | %.3f (CI %.3f–%.3f; pairs %.3f–%.3f) |\n", c.Names, c.K, c.DownPct, c.Qtype,
 			c.ThisNs.format(1, 1), c.OtherNs.format(1, 1), c.Ratio.Median, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
 	}
 }

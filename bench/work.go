@@ -27,7 +27,7 @@ type Work struct {
 	Levels      []LevelResult   // the health levels again, in paired slices of one generator run
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
-	Compare     []CompareResult // this build's program against Options.CompareObject's, all candidates up
+	Compare     []CompareResult // this build's program against Options.CompareObject's, at Options.CompareDown
 	Static      bool            // the sets were a zone file's (Options.WorkStatic), not health-checked
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept

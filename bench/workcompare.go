@@ -13,10 +13,11 @@ import (
 )
 
 // CompareResult is this build's XDP program against another build's
-// (Options.CompareObject), for one zone size, K and query type, every
-// candidate up.
+// (Options.CompareObject), for one zone size, K and query type, at
+// Options.CompareDown.
 type CompareResult struct {
 	Names, K int
+	DownPct  int     // the share of candidates down
 	Qtype    string  // A or AAAA, without EDNS
 	ThisNs   Summary // this build's ns per packet under load, one figure per round's slice
 	OtherNs  Summary // the other build's, in the same rounds
@@ -59,10 +60,10 @@ func comparePrograms(o *loader.Objects, opts loader.Options, other string, pairs
 // rounds. A change of a few percent is smaller than what separate runs of
 // the generator differ by on a shared machine; paired slices see it.
 func (r *rig) workCompare(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, order []int, n, k int) (err error) {
-	if err := writeWorkHealth(o, 0); err != nil {
+	if err := writeWorkHealth(o, r.o.CompareDown); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.attachWork(o)) }()
+	defer func() { err = errors.Join(err, r.attachWork(o), writeWorkHealth(o, 0)) }()
 	for _, qtype := range []string{"A", "AAAA"} {
 		file := filepath.Join(r.dir, fmt.Sprintf("work-%d-compare-%s.txt", n, qtype))
 		err := writeLines(file, func(b *bufio.Writer) {
@@ -89,7 +90,7 @@ func (r *rig) workCompare(ctx context.Context, w *Work, o *loader.Objects, progs
 			}
 		}
 		ratios := pairRatios(got[1].ns, got[0].ns)
-		res := CompareResult{Names: n, K: k, Qtype: qtype, ThisNs: summarize(got[0].ns), OtherNs: summarize(got[1].ns), Ratio: summarize(ratios)}
+		res := CompareResult{Names: n, K: k, DownPct: r.o.CompareDown, Qtype: qtype, ThisNs: summarize(got[0].ns), OtherNs: summarize(got[1].ns), Ratio: summarize(ratios)}
 		res.RatioCI[0], res.RatioCI[1] = medianCI(ratios)
 		w.Compare = append(w.Compare, res)
 	}

@@ -67,6 +67,7 @@ func run(args []string) error {
 	workK := fs.String("work-k", join(d.WorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
 	workStatic := fs.Bool("work-static", false, "make the constant-work sets a zone file's (static, no health check) instead of health-checked")
 	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")
+	compareDown := fs.Int("compare-down", d.CompareDown, "percent of candidates down while the builds are compared: 0, 50 or 100")
 	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
 	fs.Parse(args) // ExitOnError: returns only on success
 	if fs.NArg() > 0 {
@@ -100,6 +101,8 @@ func run(args []string) error {
 			o.Binary = *binary
 		case "compare-object":
 			o.CompareObject = *compare
+		case "compare-down":
+			o.CompareDown = *compareDown
 		case "prefix":
 			o.Prefix = *prefix
 		case "push-rounds":
