@@ -375,25 +375,31 @@ static __always_inline int select_answers(struct scratch *s,
 		break;
 	}
 
-	/* The answer order: members of mask from start on, wrapping at n,
-	 * past which mask has no member. */
-	__u32 cnt = 0;
-	__u64 sum = 0;
+	/* The answer order: the first limit members of mask from start on,
+	 * wrapping at n, past which mask has no member. rot is mask turned
+	 * so that its bit i is the i-th candidate visited, and lmask has a
+	 * bit for each place below the limit. No branch on either: each step
+	 * stores its candidate at the next place, taken or not, and only a
+	 * taken one moves the place on, so that a place is written over
+	 * until a member holds it, and the places past the last are never
+	 * read. */
+	start &= K - 1;
+	__u32 rot = ((mask >> start) | (mask << ((n - start) & (K - 1)))) & present;
+	__u32 lmask = limit >= K ? (1u << K) - 1 : (1u << limit) - 1;
+	__u64 j = start, cnt = 0, sum = 0;
 #pragma unroll
 	for (__u32 i = 0; i < K; i++) {
 		if (i >= n)
 			break;
-		__u32 j = start + i;
-		if (j >= n)
-			j -= n;
-		j &= K - 1;
-		if ((mask & (1u << j)) && cnt < limit) {
-			__u32 o = cnt & (K - 1);
-			p->order[o] = j;
-			pick_answer(s, rr, o, j);
-			sum += rr->rr_sum[j];
-			cnt++;
-		}
+		__u64 take = (rot >> i) & (lmask >> cnt) & 1;
+		__u32 o = cnt & (K - 1), c = j & (K - 1);
+		p->order[o] = c;
+		pick_answer(s, rr, o, c);
+		sum += rr->rr_sum[c] & -take;
+		cnt += take;
+		/* The next candidate: j + 1, or 0 past the last. */
+		__u64 next = j + 1;
+		j = next & -is_below(next, n);
 	}
 	p->n = cnt;
 	p->sum = sum;
