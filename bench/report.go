@@ -147,6 +147,12 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 	}
 }
 
+// pairedRatio prints a ratio read per pair of rounds: the median, its 95%
+// confidence interval and the pairs' range.
+func pairedRatio(r Summary, ci [2]float64) string {
+	return fmt.Sprintf("%.3f (CI %.3f–%.3f; pairs %.3f–%.3f)", r.Median, ci[0], ci[1], r.Min, r.Max)
+}
+
 // rrlMarkdown prints rate limiting's cells, each with its ratio to the
 // cell it is read against: "on" and "off again" to "off" over every name,
 // a limited cell to "on" over the same one name.
@@ -163,7 +169,7 @@ func rrlMarkdown(w io.Writer, cells []RRLResult, rounds int, d time.Duration) {
 			queries = "one name"
 		}
 		if c.Reference != "" {
-			ratio = fmt.Sprintf("%.3f of %s (CI %.3f–%.3f; pairs %.3f–%.3f)", c.Ratio.Median, c.Reference, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
+			ratio = fmt.Sprintf("%s of %s", pairedRatio(c.Ratio, c.RatioCI), c.Reference)
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Cell, queries, 100*c.Limited,
 			c.LoadNs.format(1, 1), ratio, c.Answered.format(1e3, 0))
@@ -181,7 +187,7 @@ func levelsMarkdown(w io.Writer, cells []LevelResult, rounds int, d time.Duratio
 	for _, c := range cells {
 		ratio := ""
 		if c.DownPct != 0 {
-			ratio = fmt.Sprintf("%.3f (CI %.3f–%.3f; pairs %.3f–%.3f)", c.Ratio.Median, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
+			ratio = pairedRatio(c.Ratio, c.RatioCI)
 		}
 		fmt.Fprintf(w, "| %d | %d | %d%% | %d | %s | %s |\n", c.Names, c.K, c.DownPct, c.Answers, c.LoadNs.format(1, 1), ratio)
 	}
@@ -196,8 +202,8 @@ func compareMarkdown(w io.Writer, cells []CompareResult, o Options) {
 		"Above 1, this build is the faster.\n\n", o.CompareObject, o.CompareDown, o.RRLRounds, o.RRLSlice, o.RRLRounds/2)
 	fmt.Fprintf(w, "| names | K | down | query | this build, ns/packet | other build, ns/packet | other over this |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
-		fmt.Fprintf(w, "| %d | %d | %d%% | %s | %s | %s | %.3f (CI %.3f–%.3f; pairs %.3f–%.3f) |\n", c.Names, c.K, c.DownPct, c.Qtype,
-			c.ThisNs.format(1, 1), c.OtherNs.format(1, 1), c.Ratio.Median, c.RatioCI[0], c.RatioCI[1], c.Ratio.Min, c.Ratio.Max)
+		fmt.Fprintf(w, "| %d | %d | %d%% | %s | %s | %s | %s |\n", c.Names, c.K, c.DownPct, c.Qtype,
+			c.ThisNs.format(1, 1), c.OtherNs.format(1, 1), pairedRatio(c.Ratio, c.RatioCI))
 	}
 }
 

@@ -29,3 +29,22 @@ func TestComplianceMarkdown(t *testing.T) {
 		t.Errorf("the reflector, which ran no case, has a column:\n%s", b.String())
 	}
 }
+
+// TestSlicedSpread: the paired slices' spread counts 0% down as 1, reads
+// only its own size and K, and says so when they were not measured.
+func TestSlicedSpread(t *testing.T) {
+	levels := []LevelResult{
+		{Names: 1000, K: 8, DownPct: 0, Ratio: Summary{Median: 1}},
+		{Names: 1000, K: 8, DownPct: 50, Ratio: Summary{Median: 0.95}},
+		{Names: 1000, K: 8, DownPct: 100, Ratio: Summary{Median: 1.02}},
+		{Names: 1000, K: 1, DownPct: 50, Ratio: Summary{Median: 1.5}},
+	}
+	for _, c := range []struct {
+		names, k int
+		want     string
+	}{{1000, 8, "7.4%"}, {1000, 1, "50.0%"}, {2000, 8, "—"}} {
+		if got := slicedSpread(levels, c.names, c.k); got != c.want {
+			t.Errorf("%d names, K=%d: spread %s, want %s", c.names, c.k, got, c.want)
+		}
+	}
+}
