@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -44,6 +46,10 @@ type Options struct {
 	// RR_STATIC, with no health check, so that every query takes the
 	// static path and answers all K at every share down.
 	WorkStatic bool
+	// WorkPolicy is the constant-work sets' policy, by its config name.
+	// Failover sets rank their candidates in order (priority j) and
+	// weighted ones weigh them alike, so both answer one.
+	WorkPolicy config.Policy
 	Iterations int           // BPF_PROG_RUN calls per constant-work run
 	PushRounds int           // aggregator pushes per cell per run; 0 skips the aggregator
 	Binary     string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
@@ -78,6 +84,7 @@ func Defaults() Options {
 		Servers:     ServerNames(),
 		WorkNames:   []int{1000, 1_000_000},
 		WorkK:       []int{1, loader.MaxCandidates},
+		WorkPolicy:  config.PolicyMultivalue,
 		Iterations:  100_000,
 		PushRounds:  300,
 		Prefix:      "sdb",
@@ -137,6 +144,12 @@ func (o *Options) check() error {
 		if k < 1 || k > loader.MaxCandidates {
 			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxCandidates)
 		}
+	}
+	if _, ok := records.DataPlanePolicy(o.WorkPolicy); !ok {
+		return fmt.Errorf("constant-work policy %q: not a policy", o.WorkPolicy)
+	}
+	if o.WorkStatic && o.WorkPolicy != config.PolicyMultivalue {
+		return fmt.Errorf("constant-work policy %q: a zone file's sets are multivalue", o.WorkPolicy)
 	}
 	// The report groups cells by size and K: each K once, ascending.
 	o.WorkK = slices.Compact(slices.Sorted(slices.Values(o.WorkK)))

@@ -97,7 +97,7 @@ func Markdown(w io.Writer, res *Results) {
 
 func workMarkdown(w io.Writer, wk *Work, o Options) {
 	fmt.Fprintf(w, "\n## Constant work\n\n")
-	sets := "synthetic multivalue A sets of K health-checked candidates"
+	sets := fmt.Sprintf("synthetic %s A sets of K health-checked candidates", o.WorkPolicy)
 	if wk.Static {
 		sets = "synthetic sets of K records as a zone file's: flagged static, with no health check, so that every share down answers all K"
 	}

@@ -184,7 +184,7 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, c
 	for _, k := range r.o.WorkK {
 		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
 		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			if err := putWorkRecords(o, n, k, qtype, r.o.WorkStatic); err != nil {
+			if err := putWorkRecords(o, n, k, qtype, r.o); err != nil {
 				return err
 			}
 		}
@@ -243,7 +243,7 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 		}
 	}
 	for i, v := range variants {
-		w.Variants = append(w.Variants, VariantResult{Names: n, K: k, Qtype: v.qtype, EDNS: v.edns, Answers: k,
+		w.Variants = append(w.Variants, VariantResult{Names: n, K: k, Qtype: v.qtype, EDNS: v.edns, Answers: expectedAnswers(k, 0, r.o),
 			LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered)})
 	}
 	return nil
@@ -267,7 +267,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			return err
 		}
 		for j, f := range frames {
-			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down, r.o.WorkStatic)); err != nil {
+			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down, r.o)); err != nil {
 				return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
 			}
 		}
@@ -298,7 +298,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 	}
 	for i, down := range workDown {
 		w.Cells = append(w.Cells, WorkResult{
-			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o.WorkStatic),
+			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o),
 			RunNs: summarize(samples[i].run), LoadNs: summarize(samples[i].load), Answered: summarize(samples[i].answered),
 		})
 	}

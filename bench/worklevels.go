@@ -67,7 +67,7 @@ func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, q
 			return fmt.Errorf("health levels in slices, %d names, K=%d, %d%% down: %d queries, %d over a rate limit", n, k, down, s.runs, s.limited)
 		}
 		ratios := pairRatios(s.ns, got[0].ns)
-		res := LevelResult{Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o.WorkStatic),
+		res := LevelResult{Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o),
 			LoadNs: summarize(s.ns), Ratio: summarize(ratios)}
 		res.RatioCI[0], res.RatioCI[1] = medianCI(ratios)
 		w.Levels = append(w.Levels, res)

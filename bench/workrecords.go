@@ -10,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -21,18 +23,24 @@ import (
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
 
 // putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
-// candidates for each of n names: multivalue, answering up to k. A static
-// set is a zone file's instead: no check, flagged RR_STATIC, which the
-// loader packs and the program answers without a selection.
-func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, static bool) error {
+// candidates for each of n names, of Options.WorkPolicy, answering up to k;
+// a failover set's candidates rank in order, a weighted set's weigh alike.
+// With Options.WorkStatic a set is a zone file's instead: no check,
+// flagged RR_STATIC, which the loader packs and the program answers
+// without a selection.
+func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
+	policy, ok := records.DataPlanePolicy(opt.WorkPolicy)
+	if !ok {
+		return fmt.Errorf("constant-work policy %q: not a policy", opt.WorkPolicy)
+	}
 	buf := make([]byte, 256)
 	for i := range n {
 		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
 		if err != nil {
 			return fmt.Errorf("packing %s: %w", nameOf(i), err)
 		}
-		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k)}
-		if static {
+		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k), Policy: uint8(policy)}
+		if opt.WorkStatic {
 			v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
 		}
 		for j := range k {
@@ -42,7 +50,8 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, static bool) erro
 			} else {
 				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
 			}
-			if !static {
+			v.Cand[j].Priority, v.Cand[j].Weight = uint8(j), 1
+			if !opt.WorkStatic {
 				v.Cand[j].Check = checkOf(i, j, k)
 			}
 		}
@@ -68,9 +77,13 @@ func pushWorkHealth(o *loader.Objects, table []byte) error {
 
 // expectedAnswers is the reply's answer count: the healthy candidates, or
 // all of them when none is (when_all_down: answer_all); a static set's
-// every record, whatever the table says.
-func expectedAnswers(k, down int, static bool) int {
-	if down == 50 && k > 1 && !static {
+// every record, whatever the table says; one for failover (the healthy
+// candidate ranked first, or the first when none is) and weighted.
+func expectedAnswers(k, down int, opt Options) int {
+	if opt.WorkPolicy == config.PolicyFailover || opt.WorkPolicy == config.PolicyWeighted {
+		return 1
+	}
+	if down == 50 && k > 1 && !opt.WorkStatic {
 		return k / 2
 	}
 	return k

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/steadydns/steadydns/bench"
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -66,6 +67,7 @@ func run(args []string) error {
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
 	workK := fs.String("work-k", join(d.WorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
 	workStatic := fs.Bool("work-static", false, "make the constant-work sets a zone file's (static, no health check) instead of health-checked")
+	workPolicy := fs.String("work-policy", string(d.WorkPolicy), "the constant-work sets' policy: multivalue, failover, weighted or round_robin")
 	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")
 	compareDown := fs.Int("compare-down", d.CompareDown, "percent of candidates down while the builds are compared: 0, 50 or 100")
 	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
@@ -121,6 +123,8 @@ func run(args []string) error {
 			}
 		case "work-static":
 			o.WorkStatic = *workStatic
+		case "work-policy":
+			o.WorkPolicy = config.Policy(*workPolicy)
 		}
 	})
 	if err != nil {

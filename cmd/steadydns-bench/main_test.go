@@ -52,7 +52,7 @@ func TestFlags(t *testing.T) {
 		t.Errorf("-h: exit %d, want 0 and the usage:\n%s", code, out)
 	}
 	for _, f := range []string{"quick", "names", "rate", "latency-rate", "duration", "runs", "out",
-		"servers", "settle", "prefix", "push-rounds", "work-names", "work-k", "work-static", "compare-down", "binary"} {
+		"servers", "settle", "prefix", "push-rounds", "work-names", "work-k", "work-static", "work-policy", "compare-down", "binary"} {
 		if !strings.Contains(out, "\n  -"+f+" ") && !strings.Contains(out, "\n  -"+f+"\n") {
 			t.Errorf("-h does not list --%s:\n%s", f, out)
 		}
@@ -69,6 +69,9 @@ func TestFlags(t *testing.T) {
 	}
 	if code, out := invoke(t, bin, "--work-names", "1000,many"); code != 1 || !strings.Contains(out, "--work-names") {
 		t.Errorf("a bad --work-names: exit %d, want 1:\n%s", code, out)
+	}
+	if code, out := invoke(t, bin, "--work-policy", "random"); code != 1 || !strings.Contains(out, `constant-work policy "random"`) {
+		t.Errorf("an unknown policy: exit %d, want 1:\n%s", code, out)
 	}
 	if code, out := invoke(t, bin, "--compare-down", "25"); code != 1 || !strings.Contains(out, "compare down 25%") {
 		t.Errorf("a share down the harness has no table for: exit %d, want 1:\n%s", code, out)

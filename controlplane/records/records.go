@@ -112,6 +112,13 @@ func (c *Compiled) add(s *Set) {
 	c.byName[nameType{s.Name, s.Type}] = s
 }
 
+// DataPlanePolicy is how the data plane numbers a config's policy; false
+// for a name the config does not know.
+func DataPlanePolicy(p config.Policy) (bpf.SteadydnsPolicy, bool) {
+	n, ok := policies[p]
+	return n, ok
+}
+
 // The config's policies as the data plane numbers them. These maps are the
 // only place the two meet; the config rejects any other value.
 var (

@@ -255,3 +255,22 @@ func TestZoneIndexPastTheTable(t *testing.T) {
 		}
 	}
 }
+
+// TestDataPlanePolicy: each policy the config accepts has its own enum,
+// the one Compile writes, and a word the config rejects has none.
+func TestDataPlanePolicy(t *testing.T) {
+	want := map[config.Policy]bpf.SteadydnsPolicy{
+		config.PolicyMultivalue: bpf.SteadydnsPolicyPOLICY_MULTIVALUE,
+		config.PolicyFailover:   bpf.SteadydnsPolicyPOLICY_FAILOVER,
+		config.PolicyWeighted:   bpf.SteadydnsPolicyPOLICY_WEIGHTED,
+		config.PolicyRoundRobin: bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN,
+	}
+	for p, n := range want {
+		if got, ok := DataPlanePolicy(p); !ok || got != n {
+			t.Errorf("%s: %d, %v; want %d", p, got, ok, n)
+		}
+	}
+	if got, ok := DataPlanePolicy("random"); ok {
+		t.Errorf("random: %d, want none", got)
+	}
+}
