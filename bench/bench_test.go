@@ -308,13 +308,10 @@ func TestFleetQuick(t *testing.T) {
 		if c.CPUMs.N != 2 || c.CPUMs.Min <= 0 {
 			t.Errorf("%d checks %d%% unhealthy: no aggregator CPU measured: %+v", c.Checks, c.Unhealthy, c.CPUMs)
 		}
-		// A frame or table per push at least, but for the pushes a
-		// loaded machine shifts out of the window: make test's other
-		// packages shifted two of 8 out of one run, which read 0.75 of
-		// a table per push.
-		least := float64(c.TableBytes) * float64(o.Pushes-2) / float64(o.Pushes)
 		for _, l := range []string{"prober → NATS", "NATS → aggregator", "aggregator → NATS", "NATS → edge"} {
-			if b, b0 := c.Bytes[l], first[l]; b < least || b > 1.3*b0 || b < b0/1.3 {
+			// A frame or table per push at least; a loaded machine may
+			// shift one push of the window's 8 in or out.
+			if b, b0 := c.Bytes[l], first[l]; b < float64(c.TableBytes) || b > 1.3*b0 || b < b0/1.3 {
 				t.Errorf("%d checks %d%% unhealthy: %s carried %.0f bytes per push, the first cell %.0f", c.Checks, c.Unhealthy, l, b, b0)
 			}
 		}
