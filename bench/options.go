@@ -140,9 +140,17 @@ func (o *Options) check() error {
 	if len(o.WorkNames) > 0 && len(o.WorkK) == 0 {
 		return errors.New("constant-work K: none given, so the constant-work sizes would measure nothing")
 	}
+	// At 50% down a set holds K/2 whole pairs of the table's entries
+	// (workHealth), one of each up: an odd K > 1 would have a count up
+	// that varies from set to set, where the reply check wants one count.
+	// A set answering one, or a static set, answers the same at any K.
+	oneAnswer := o.WorkPolicy == config.PolicyFailover || o.WorkPolicy == config.PolicyWeighted
 	for _, k := range o.WorkK {
 		if k < 1 || k > loader.MaxCandidates {
 			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxCandidates)
+		}
+		if k > 1 && k%2 == 1 && !o.WorkStatic && !oneAnswer {
+			return fmt.Errorf("constant-work K %d: want 1 or an even K for %s sets, whose count up at 50%% down must be the same in every set", k, o.WorkPolicy)
 		}
 	}
 	if _, ok := records.DataPlanePolicy(o.WorkPolicy); !ok {

@@ -98,7 +98,7 @@ func Markdown(w io.Writer, res *Results) {
 func workMarkdown(w io.Writer, wk *Work, o Options) {
 	fmt.Fprintf(w, "\n## Constant work\n\n")
 	sets := fmt.Sprintf("synthetic %s A sets of K health-checked candidates", o.WorkPolicy)
-	if wk.Static {
+	if o.WorkStatic {
 		sets = "synthetic sets of K records as a zone file's: flagged static, with no health check, so that every share down answers all K"
 	}
 	fmt.Fprintf(w, "The steadydns XDP program with %s. "+

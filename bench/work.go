@@ -28,7 +28,6 @@ type Work struct {
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
 	Compare     []CompareResult // this build's program against Options.CompareObject's, at Options.CompareDown
-	Static      bool            // the sets were a zone file's (Options.WorkStatic), not health-checked
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -74,7 +73,7 @@ var workDown = []int{0, 50, 100}
 // whose candidates are health-checked, attaches it to the server's veth,
 // and measures every cell through BPF_PROG_RUN and under load.
 func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
-	w = &Work{Static: r.o.WorkStatic}
+	w = &Work{}
 	fmt.Fprintf(r.o.Log, "bench: constant work\n")
 	// Ascending, so each size adds names to the maps rather than leaving
 	// stale ones from a bigger size behind.

@@ -73,6 +73,9 @@ func TestFlags(t *testing.T) {
 	if code, out := invoke(t, bin, "--work-policy", "random"); code != 1 || !strings.Contains(out, `constant-work policy "random"`) {
 		t.Errorf("an unknown policy: exit %d, want 1:\n%s", code, out)
 	}
+	if code, out := invoke(t, bin, "--work-k", "3"); code != 1 || !strings.Contains(out, "constant-work K 3") {
+		t.Errorf("an odd K of health-checked multivalue sets: exit %d, want 1:\n%s", code, out)
+	}
 	if code, out := invoke(t, bin, "--compare-down", "25"); code != 1 || !strings.Contains(out, "compare down 25%") {
 		t.Errorf("a share down the harness has no table for: exit %d, want 1:\n%s", code, out)
 	}
