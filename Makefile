@@ -52,10 +52,7 @@ FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/fallba
 	./controlplane/transport:FuzzReassemble
 
 fuzz: deps
-	@set -e; for t in $(FUZZ); do \
-		echo "fuzz: $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $${t%%:*}/; \
-	done
+	@GO="$(GO)" FUZZTIME="$(FUZZTIME)" FUZZFLAGS="$(FUZZFLAGS)" scripts/fuzz.sh $(FUZZ)
 
 demo: deps build
 	@scripts/demo.sh
