@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,7 @@ func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 			t.Errorf("cell %d names K=%d %d%% down: %+v", c.Names, c.K, c.DownPct, c)
 		}
 	}
+	checkWarmup(t, w.Warmup)
 	// A + EDNS, AAAA and AAAA + EDNS, for K=1 and K=8: every reply
 	// answered, so the XDP program answered these shapes too.
 	if len(w.Variants) != 6 {
@@ -169,6 +171,31 @@ func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 	}
 	checkRRL(t, w.RRL, rrlRounds)
 	checkLevels(t, w.Levels, rrlRounds)
+}
+
+// checkWarmup wants a warm-up before each K's cells that stopped at the
+// first run within 10% of the one before it, or at the sixth.
+func checkWarmup(t *testing.T, runs []bench.WarmupResult) {
+	t.Helper()
+	if len(runs) != 2 || runs[0].K != 1 || runs[1].K != 8 {
+		t.Fatalf("warm-up: %+v, want one before K=1's cells and one before K=8's", runs)
+	}
+	for _, x := range runs {
+		l := len(x.LoadNs)
+		if l < 2 || l > 6 || slices.ContainsFunc(x.LoadNs, func(v float64) bool { return v <= 0 }) {
+			t.Errorf("warm-up, %d names K=%d: runs %v, want 2 to 6 measured", x.Names, x.K, x.LoadNs)
+			continue
+		}
+		within := func(i int) bool { return math.Abs(x.LoadNs[i]-x.LoadNs[i-1]) <= 0.1*x.LoadNs[i-1] }
+		for i := 1; i < l-1; i++ {
+			if within(i) {
+				t.Errorf("warm-up, %d names K=%d: runs %v went on after run %d had settled", x.Names, x.K, x.LoadNs, i+1)
+			}
+		}
+		if within(l-1) != x.Settled || !x.Settled && l < 6 {
+			t.Errorf("warm-up, %d names K=%d: runs %v, settled %v", x.Names, x.K, x.LoadNs, x.Settled)
+		}
+	}
 }
 
 // checkLevels wants the three health levels of K=1 and K=8 measured in

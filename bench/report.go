@@ -114,6 +114,9 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 		fmt.Fprintf(w, "| %d | %d | %d%% | %d | %s | %s | %s |\n", c.Names, c.K, c.DownPct, c.Answers,
 			c.RunNs.format(1, 1), c.LoadNs.format(1, 1), c.Answered.format(1e3, 0))
 	}
+	if len(wk.Warmup) > 0 {
+		warmupMarkdown(w, wk.Warmup)
+	}
 	fmt.Fprintf(w, "\nSpread across the health levels (largest median over smallest, minus one):\n\n")
 	fmt.Fprintf(w, "| names | K | BPF_PROG_RUN | under load | under load, paired slices |\n|---|---|---|---|---|\n")
 	for _, g := range workGroups(wk.Cells) {
@@ -144,6 +147,26 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 	}
 	for _, s := range wk.Skipped {
 		fmt.Fprintf(w, "\nNot run: %s.\n", s)
+	}
+}
+
+// warmupMarkdown prints the runs that came before each size's and K's
+// cells, run by run.
+func warmupMarkdown(w io.Writer, runs []WarmupResult) {
+	fmt.Fprintf(w, "\nBefore each size's and K's cells, right after their sets were written, A queries under load with every candidate up, "+
+		"run after run until one came within %.0f%% of the one before (at most %d runs): a table's fresh memory can answer several times slower at first.\n\n",
+		100*warmTolerance, warmMaxRuns)
+	fmt.Fprintf(w, "| names | K | ns/packet under load, run by run | settled |\n|---|---|---|---|\n")
+	for _, x := range runs {
+		ns := make([]string, len(x.LoadNs))
+		for i, v := range x.LoadNs {
+			ns[i] = fmt.Sprintf("%.0f", v)
+		}
+		settled := "yes"
+		if !x.Settled {
+			settled = "no: the cells may read a table still warming"
+		}
+		fmt.Fprintf(w, "| %d | %d | %s | %s |\n", x.Names, x.K, strings.Join(ns, ", "), settled)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 // program with 0%, 50% and 100% of its candidates down.
 type Work struct {
 	Cells       []WorkResult
+	Warmup      []WarmupResult  // the runs before each size's and K's cells, until the cost per packet settled
 	PassNs      Summary         // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
 	ReflectorNs Summary         // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
 	Levels      []LevelResult   // the health levels again, in paired slices of one generator run
@@ -161,8 +162,8 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 	return nil
 }
 
-// workSize fills the maps with n names and measures each K of
-// Options.WorkK at every share down, the other query shapes, rate limiting's cells, and
+// workSize fills the maps with n names and, once their cost has settled,
+// measures each K of Options.WorkK at every share down, the other query shapes, rate limiting's cells, and
 // this build's program against another build's where cmp holds them.
 func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
@@ -186,6 +187,9 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, c
 			if err := putWorkRecords(o, n, k, qtype, r.o); err != nil {
 				return err
 			}
+		}
+		if err := r.workWarmUp(ctx, w, o, queries, n, k); err != nil {
+			return err
 		}
 		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
 			return err
