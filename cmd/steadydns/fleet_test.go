@@ -107,8 +107,8 @@ func TestFleet(t *testing.T) {
 	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	rogue := r.f.Probers[2][0]
-	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n", rogue.V4, rogue.V4, r.token)+
-		r.joiner)
+	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n  state_dir: %s\n",
+		rogue.V4, rogue.V4, r.token, filepath.Join(r.dir, "state-rogue"))+r.joiner)
 	for i := range r.f.Backends {
 		r.startBackend(i)
 	}
@@ -381,6 +381,12 @@ func (r *fleetRig) start(h *testenv.Host, role, region string) {
 func (r *fleetRig) startAs(h *testenv.Host, id, role, seed, region string) {
 	r.t.Helper()
 	cfg := filepath.Join(r.dir, id+".yaml")
+	// An aggregator writes its state file at start: without a state_dir
+	// of the test's own, it would overwrite this machine's
+	// /var/lib/steadydns/state.json, a deployed server's.
+	if b, err := os.ReadFile(cfg); err != nil || role == "aggregator" && !strings.Contains(string(b), "\n  state_dir: ") {
+		r.t.Fatalf("%s: an aggregator's config needs a state_dir of the test's own (%v)", cfg, err)
+	}
 	args := []string{"serve", "--config", cfg, "--role", role, "--id", id, "--nkey-seed", seed}
 	if region != "" {
 		args = append(args, "--region", region)

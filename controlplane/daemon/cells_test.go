@@ -86,7 +86,9 @@ func TestCellsMerge(t *testing.T) {
 	store := t.TempDir()
 	aggCfg := filepath.Join(t.TempDir(), "a1.yaml")
 	write(t, filepath.Join(filepath.Dir(aggCfg), "example.test.zone"), zoneFile)
-	write(t, aggCfg, fmt.Sprintf(cellsConfig, env.Edge.Link, "127.0.0.1:9154", "/sys/fs/bpf/unused", store, prb.pub, agg.pub, edg.pub))
+	// The edge's state_dir is serveAs's; the aggregator needs its own.
+	write(t, aggCfg, withState(fmt.Sprintf(cellsConfig, env.Edge.Link, "127.0.0.1:9154", "/sys/fs/bpf/unused", store, prb.pub, agg.pub, edg.pub),
+		filepath.Join(filepath.Dir(aggCfg), "state")))
 	var a1 *daemon.Daemon
 	err := env.Edge.Do(func() (err error) {
 		a1, err = daemon.StartWith(aggCfg, daemon.Options{Netns: env.Edge.Do,
