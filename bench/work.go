@@ -163,8 +163,9 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 }
 
 // workSize fills the maps with n names and, once their cost has settled,
-// measures each K of Options.WorkK at every share down, the other query shapes, rate limiting's cells, and
-// this build's program against another build's where cmp holds them.
+// measures each K of Options.WorkK at every share down, the other query
+// shapes, rate limiting's cells, and this build's program against another
+// build's where cmp holds them.
 func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
