@@ -384,8 +384,12 @@ func (r *fleetRig) startAs(h *testenv.Host, id, role, seed, region string) {
 	// An aggregator writes its state file at start: without a state_dir
 	// of the test's own, it would overwrite this machine's
 	// /var/lib/steadydns/state.json, a deployed server's.
-	if b, err := os.ReadFile(cfg); err != nil || role == "aggregator" && !strings.Contains(string(b), "\n  state_dir: ") {
-		r.t.Fatalf("%s: an aggregator's config needs a state_dir of the test's own (%v)", cfg, err)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if role == "aggregator" && !strings.Contains(string(b), "\n  state_dir: ") {
+		r.t.Fatalf("%s: an aggregator's config needs a state_dir of the test's own", cfg)
 	}
 	args := []string{"serve", "--config", cfg, "--role", role, "--id", id, "--nkey-seed", seed}
 	if region != "" {
