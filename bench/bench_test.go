@@ -129,7 +129,6 @@ func TestQuick(t *testing.T) {
 	}
 }
 
-// checkWork wants every constant-work cell measured both ways.
 // checkCompare checks that the comparison measured both builds for A and
 // AAAA at both K, a slice of each per round and a ratio per pair.
 func checkCompare(t *testing.T, w *bench.Work, rounds int) {
@@ -145,6 +144,7 @@ func checkCompare(t *testing.T, w *bench.Work, rounds int) {
 	}
 }
 
+// checkWork wants every constant-work cell measured both ways.
 func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 	t.Helper()
 	if w == nil || len(w.Cells) != 6 {
@@ -171,6 +171,28 @@ func checkWork(t *testing.T, w *bench.Work, rrlRounds int) {
 	}
 	checkRRL(t, w.RRL, rrlRounds)
 	checkLevels(t, w.Levels, rrlRounds)
+	checkFloor(t, w.Floor, rrlRounds)
+}
+
+// checkFloor wants the program, the table floor and the reflector measured
+// for each K, a slice of each per round and each ratio per pair of rounds.
+func checkFloor(t *testing.T, cells []bench.FloorResult, rounds int) {
+	t.Helper()
+	if len(cells) != 2 {
+		t.Fatalf("table floor: %d cells, want 2 (K=1 and K=8)", len(cells))
+	}
+	for _, c := range cells {
+		for _, s := range []bench.Summary{c.ProgramNs, c.FloorNs, c.ReflectorNs} {
+			if s.N != rounds || s.Median <= 0 {
+				t.Errorf("table floor, %d names K=%d: a cell measured %+v, want %d slices", c.Names, c.K, s, rounds)
+			}
+		}
+		for _, s := range []bench.Summary{c.OverReflector, c.FloorOverReflector, c.OverFloor} {
+			if s.N != rounds/2 || s.Median <= 0 {
+				t.Errorf("table floor, %d names K=%d: a ratio %+v, want %d pairs", c.Names, c.K, s, rounds/2)
+			}
+		}
+	}
 }
 
 // checkWarmup wants a warm-up before each K's cells that stopped at the

@@ -142,6 +142,9 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 	if len(wk.RRL) > 0 {
 		rrlMarkdown(w, wk.RRL, o.RRLRounds, o.RRLSlice)
 	}
+	if len(wk.Floor) > 0 {
+		floorMarkdown(w, wk.Floor, o.RRLRounds, o.RRLSlice)
+	}
 	if len(wk.Compare) > 0 {
 		compareMarkdown(w, wk.Compare, o)
 	}
@@ -213,6 +216,23 @@ func levelsMarkdown(w io.Writer, cells []LevelResult, rounds int, d time.Duratio
 			ratio = pairedRatio(c.Ratio, c.RatioCI)
 		}
 		fmt.Fprintf(w, "| %d | %d | %d%% | %d | %s | %s |\n", c.Names, c.K, c.DownPct, c.Answers, c.LoadNs.format(1, 1), ratio)
+	}
+}
+
+// floorMarkdown prints the program against the reflector and the table
+// floor.
+func floorMarkdown(w io.Writer, cells []FloorResult, rounds int, d time.Duration) {
+	fmt.Fprintf(w, "\nThe program against the bare reflector and against the table floor (bpf/floor.c): the reflector plus one read of the record table, "+
+		"at a slot of the table's live region picked by the question's first 16 bytes, the reply waiting for it. "+
+		"The floor is loaded onto the program's own maps, so it reads the same table in the same state; what it adds to the reflector is what one read of a table of this size costs on this machine, "+
+		"and what the program adds to the floor is its own work. "+
+		"The three share one kxdpgun run asking every name's A, all candidates up, and take turns on the link within it, in %d rounds of a %v slice each, every second round in reverse, "+
+		"every pair of rounds with loads of its own of each. Each ratio is per pair of rounds: the median of the %d pairs, a 95%% confidence interval of that median, and the pairs' range.\n\n", rounds, d, rounds/2)
+	fmt.Fprintf(w, "| names | K | program, ns/packet | floor, ns/packet | reflector, ns/packet | program over reflector | floor over reflector | program over floor |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", c.Names, c.K,
+			c.ProgramNs.format(1, 1), c.FloorNs.format(1, 1), c.ReflectorNs.format(1, 1),
+			pairedRatio(c.OverReflector, c.OverReflectorCI), pairedRatio(c.FloorOverReflector, c.FloorCI), pairedRatio(c.OverFloor, c.OverFloorCI))
 	}
 }
 

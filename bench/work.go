@@ -29,6 +29,7 @@ type Work struct {
 	Variants    []VariantResult // AAAA and EDNS queries, all candidates up
 	RRL         []RRLResult     // response rate limiting off, on, and over the limit, all candidates up
 	Compare     []CompareResult // this build's program against Options.CompareObject's, at Options.CompareDown
+	Floor       []FloorResult   // the program against the reflector and the table floor, all candidates up
 	Skipped     []string        // sizes that did not run here, and why
 	OtherLoad   float64         // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -101,6 +102,12 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(r.o.Log, "bench: loading the table floor's cells, %d of each\n", r.o.RRLRounds/2)
+	floors, err := floorPrograms(o, opts, r.o.RRLRounds/2)
+	defer func() { err = errors.Join(err, closePrograms(floors)) }()
+	if err != nil {
+		return nil, err
+	}
 	var cmp [][]*ebpf.Program
 	if r.o.CompareObject != "" {
 		fmt.Fprintf(r.o.Log, "bench: loading this build's program and %s's, %d of each\n", r.o.CompareObject, r.o.RRLRounds/2)
@@ -126,7 +133,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
 		}
-		if err := r.workSize(ctx, w, o, progs, cmp, n); err != nil {
+		if err := r.workSize(ctx, w, o, progs, floors, cmp, n); err != nil {
 			return nil, err
 		}
 	}
@@ -164,9 +171,9 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 
 // workSize fills the maps with n names and, once their cost has settled,
 // measures each K of Options.WorkK at every share down, the other query
-// shapes, rate limiting's cells, and this build's program against another
-// build's where cmp holds them.
-func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, cmp [][]*ebpf.Program, n int) error {
+// shapes, rate limiting's cells, the table floor's, and this build's
+// program against another build's where cmp holds them.
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, floors, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
 	for range min(n, workFrames) {
@@ -202,6 +209,9 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, c
 			return err
 		}
 		if err := r.workRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
+			return err
+		}
+		if err := r.workFloor(ctx, w, o, floors, queries, n, k); err != nil {
 			return err
 		}
 		if cmp != nil {

@@ -310,13 +310,6 @@ func rrlWaitLoad(o *loader.Objects, base []uint64, gun chan error) error {
 	return fmt.Errorf("no queries answered within %ds of starting the generator", rrlStart)
 }
 
-func total(xs []uint64) (t uint64) {
-	for _, x := range xs {
-		t += x
-	}
-	return t
-}
-
 // rrlSliceResult is one slice of one program.
 type rrlSliceResult struct {
 	ns, replies            float64
@@ -342,7 +335,9 @@ func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, e
 }
 
 // measureSlice measures prog, on the link, for one slice: its run-time
-// statistics and the outcome counters of o's maps at either end.
+// statistics and the outcome counters of o's maps at either end. Its runs
+// are the statistics' count: the reflector and the table floor, which
+// take slices too (workFloor), count no outcome.
 func (r *rig) measureSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, error) {
 	before, out0, err := sliceCounts(o, prog)
 	if err != nil {
@@ -360,7 +355,7 @@ func (r *rig) measureSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResul
 	return rrlSliceResult{
 		ns:      nsPerRun(before, after),
 		replies: float64(d(bpf.SteadydnsOutcomeOUT_ANSWERED)+slipped) / took,
-		runs:    total(out1) - total(out0),
+		runs:    after.RunCount - before.RunCount,
 		limited: slipped + d(bpf.SteadydnsOutcomeOUT_RRL_DROPPED),
 		slipped: slipped,
 	}, nil
