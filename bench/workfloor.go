@@ -51,6 +51,8 @@ func floorPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][
 			case floorFloor:
 				p, err = loadFloor(o)
 			default:
+				// The reflector's objects are its program alone:
+				// closePrograms closing p closes all of them.
 				p, _, err = loadReflector()
 			}
 			if err != nil {
