@@ -232,7 +232,7 @@ func floorMarkdown(w io.Writer, cells []FloorResult, rounds int, d time.Duration
 	for _, c := range cells {
 		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", c.Names, c.K,
 			c.ProgramNs.format(1, 1), c.FloorNs.format(1, 1), c.ReflectorNs.format(1, 1),
-			pairedRatio(c.OverReflector, c.OverReflectorCI), pairedRatio(c.FloorOverReflector, c.FloorCI), pairedRatio(c.OverFloor, c.OverFloorCI))
+			pairedRatio(c.OverReflector, c.OverReflectorCI), pairedRatio(c.FloorOverReflector, c.FloorOverReflectorCI), pairedRatio(c.OverFloor, c.OverFloorCI))
 	}
 }
 
