@@ -192,6 +192,18 @@ func checkFloor(t *testing.T, cells []bench.FloorResult, rounds int) {
 				t.Errorf("table floor, %d names K=%d: a ratio %+v, want %d pairs", c.Names, c.K, s, rounds/2)
 			}
 		}
+		var names []string
+		for _, st := range c.Stages {
+			names = append(names, st.Name)
+			if st.Ns.N != rounds || st.Ns.Median <= 0 || st.Adds.N != rounds/2 {
+				t.Errorf("stages, %d names K=%d: %s measured %+v, adding %+v; want %d slices and %d pairs", c.Names, c.K, st.Name, st.Ns, st.Adds, rounds, rounds/2)
+			}
+		}
+		if want := []string{"parse", "hash", "lookup", "select", "write"}; !slices.Equal(names, want) {
+			t.Errorf("stages, %d names K=%d: %v, want %v", c.Names, c.K, names, want)
+		} else if w := c.Stages[4]; w.Ns != c.ProgramNs {
+			t.Errorf("stages, %d names K=%d: write's cut %+v is not the program's %+v", c.Names, c.K, w.Ns, c.ProgramNs)
+		}
 	}
 }
 

@@ -234,6 +234,17 @@ func floorMarkdown(w io.Writer, cells []FloorResult, rounds int, d time.Duration
 			c.ProgramNs.format(1, 1), c.FloorNs.format(1, 1), c.ReflectorNs.format(1, 1),
 			pairedRatio(c.OverReflector, c.OverReflectorCI), pairedRatio(c.FloorOverReflector, c.FloorOverReflectorCI), pairedRatio(c.OverFloor, c.OverFloorCI))
 	}
+	fmt.Fprintf(w, "\nThe program by stage, in the same run: each stage build is the program cut after a stage (bpf/gen.go), which then returns the query as the reflector does. "+
+		"A stage's cost is the cut after it less the cut after the stage before (the reflector, for parse), per pair of rounds: the median, its 95%% confidence interval and the pairs' range. "+
+		"Parse: Ethernet, IP and UDP, the DNS header, the name's walk, type and OPT; hash: the name lowercased, hashed and summed; lookup: the probe of the hot index and the set's slot; "+
+		"select: health, the draw, the selection and the copy-out; write: the reply's sizing, its growth, header, answers, OPT, checksums and the outcome's count, less the reflector's turning the query round.\n\n")
+	fmt.Fprintf(w, "| names | K | stage | cut after it, ns/packet | the stage's own ns/packet |\n|---|---|---|---|---|\n")
+	for _, c := range cells {
+		for _, st := range c.Stages {
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f (CI %.1f–%.1f; pairs %.1f–%.1f) |\n", c.Names, c.K, st.Name,
+				st.Ns.format(1, 1), st.Adds.Median, st.AddsCI[0], st.AddsCI[1], st.Adds.Min, st.Adds.Max)
+		}
+	}
 }
 
 // compareMarkdown prints this build's program against another build's.

@@ -23,22 +23,56 @@ type FloorResult struct {
 	OverReflector, FloorOverReflector                  Summary // ratios per pair of rounds
 	OverFloor                                          Summary
 	OverReflectorCI, FloorOverReflectorCI, OverFloorCI [2]float64 // 95% confidence intervals of the ratios' medians
+	// Stages is the program by stage, in its order: parse, hash, lookup,
+	// select, and write, the whole program.
+	Stages []StageResult
+}
+
+// StageResult is one stage of the program, measured in the table floor's
+// run: the program cut after the stage (a stage build, bpf/gen.go), which
+// returns the query as the reflector does once the stage is done.
+type StageResult struct {
+	Name string
+	Ns   Summary // the cut program's ns per packet under load, one figure per round's slice; the whole program's for write
+	// Adds is the stage's own cost: ns per packet over the cut after the
+	// stage before it (the reflector, for parse), one figure per pair of
+	// rounds, and AddsCI a 95% confidence interval of its median. Write's
+	// is the reply's writing less the reflector's turning the query
+	// round, which the cut programs do instead.
+	Adds   Summary
+	AddsCI [2]float64
 }
 
 // The cells of the floor's paired slices, in the order of progs: the
 // program first, so that the generator's first queries find it on the
-// link and are answered.
+// link and are answered; then the floor, the stage builds in the
+// program's order (floorStages) and the reflector.
 const (
 	floorProgram = iota
 	floorFloor
+	floorParse
+	floorHash
+	floorLookup
+	floorSelect
 	floorReflector
 	floorCells
 )
 
+// floorStages are the stage builds, cells floorParse to floorSelect.
+var floorStages = []struct {
+	name string
+	spec func() (*ebpf.CollectionSpec, error)
+}{
+	{"parse", bpf.LoadStageParse},
+	{"hash", bpf.LoadStageHash},
+	{"lookup", bpf.LoadStageLookup},
+	{"select", bpf.LoadStageSelect},
+}
+
 // floorPrograms loads, once per pair of rounds, this build's program onto
-// o's maps, the table floor onto o's record table and the reflector, in
-// turn, each pair starting with another of them. Like rrlPrograms, every
-// pair has loads of its own.
+// o's maps, the table floor onto o's record table, the stage builds onto
+// o's maps and the reflector, in turn, each pair starting with another of
+// them. Like rrlPrograms, every pair has loads of its own.
 func floorPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][]*ebpf.Program, err error) {
 	progs = make([][]*ebpf.Program, floorCells)
 	for pair := range pairs {
@@ -50,10 +84,12 @@ func floorPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][
 				p, err = o.LoadProgram(opts)
 			case floorFloor:
 				p, err = loadFloor(o)
-			default:
+			case floorReflector:
 				// The reflector's objects are its program alone:
 				// closePrograms closing p closes all of them.
 				p, _, err = loadReflector()
+			default:
+				p, err = loadStage(o, opts, i-floorParse)
 			}
 			if err != nil {
 				return progs, fmt.Errorf("loading the table floor's cells: %w", err)
@@ -86,11 +122,25 @@ func loadFloor(o *loader.Objects) (*ebpf.Program, error) {
 	return objs.TableFloor, nil
 }
 
-// workFloor measures the program, the table floor and the reflector under
-// load with every candidate up, asking every name's A: the three take
-// turns on the link within one generator run, in slices, as rate
-// limiting's cells do (rrlRun), and each ratio is read within a pair of
-// rounds.
+// loadStage loads stage build i (floorStages) onto o's maps.
+func loadStage(o *loader.Objects, opts loader.Options, i int) (*ebpf.Program, error) {
+	st := floorStages[i]
+	spec, err := st.spec()
+	if err != nil {
+		return nil, fmt.Errorf("reading the program cut after %s: %w", st.name, err)
+	}
+	p, err := o.LoadProgramSpec(opts, spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading the program cut after %s: %w", st.name, err)
+	}
+	return p, nil
+}
+
+// workFloor measures the program, the table floor, the stage builds and
+// the reflector under load with every candidate up, asking every name's
+// A: they take turns on the link within one generator run, in slices, as
+// rate limiting's cells do (rrlRun), and each ratio and each stage's cost
+// is read within a pair of rounds.
 func (r *rig) workFloor(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, queries string, n, k int) (err error) {
 	if err := writeWorkHealth(o, 0); err != nil {
 		return err
@@ -99,7 +149,11 @@ func (r *rig) workFloor(ctx context.Context, w *Work, o *loader.Objects, progs [
 	fmt.Fprintf(r.o.Log, "bench: the table floor, %d names, K=%d: %d rounds of %v slices\n", n, k, r.o.RRLRounds, r.o.RRLSlice)
 	var got []rrlSlices
 	other, err := r.quietly(func() (err error) {
-		got, err = r.rrlRun(ctx, o, progs, []int{floorProgram, floorFloor, floorReflector}, queries)
+		cells := make([]int, floorCells)
+		for i := range cells {
+			cells[i] = i
+		}
+		got, err = r.rrlRun(ctx, o, progs, cells, queries)
 		return errors.Join(err, r.clientPass(false))
 	})
 	if err != nil {
@@ -117,6 +171,19 @@ func (r *rig) workFloor(ctx context.Context, w *Work, o *loader.Objects, progs [
 		*c.s = summarize(ratios)
 		c.ci[0], c.ci[1] = medianCI(ratios)
 	}
+	stage := func(name string, ns, before []float64) {
+		adds := pairDiffs(ns, before)
+		st := StageResult{Name: name, Ns: summarize(ns), Adds: summarize(adds)}
+		st.AddsCI[0], st.AddsCI[1] = medianCI(adds)
+		res.Stages = append(res.Stages, st)
+	}
+	before := refl
+	for i, st := range floorStages {
+		ns := got[floorParse+i].ns
+		stage(st.name, ns, before)
+		before = ns
+	}
+	stage("write", prog, before)
 	w.Floor = append(w.Floor, res)
 	return nil
 }

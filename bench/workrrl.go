@@ -386,6 +386,16 @@ func pairRatios(x, ref []float64) []float64 {
 	return out
 }
 
+// pairDiffs is pairRatios' difference: x less ref per slice, pair of
+// rounds by pair, ((x[2p] + x[2p+1]) - (ref[2p] + ref[2p+1])) / 2.
+func pairDiffs(x, ref []float64) []float64 {
+	var out []float64
+	for p := 0; p+1 < len(x) && p+1 < len(ref); p += 2 {
+		out = append(out, (x[p]+x[p+1]-ref[p]-ref[p+1])/2)
+	}
+	return out
+}
+
 // attachWork puts p's program on the server's veth: it updates the link
 // o's attach pinned, so the veth and its NAPI thread stay as they are.
 func (r *rig) attachWork(p *loader.Objects) error {

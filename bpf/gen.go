@@ -7,3 +7,7 @@ package bpf
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux Pass pass.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux Reflector reflector.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux Floor floor.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_PARSE" -tags linux StageParse steadydns.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_HASH" -tags linux StageHash steadydns.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_LOOKUP" -tags linux StageLookup steadydns.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_SELECT" -tags linux StageSelect steadydns.c -- -I/usr/include/x86_64-linux-gnu

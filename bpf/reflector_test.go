@@ -1,7 +1,9 @@
 package bpf_test
 
 import (
+	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/loader"
 )
 
 // The reflector is the benchmark's ceiling; its replies must still be
@@ -103,6 +106,83 @@ func TestTableFloor(t *testing.T) {
 		// "." makes a question of 5 bytes: the floor hashes 16.
 		if ret, _ := run(floor.TableFloor, packet.Build(frame(v6, query(".", dns.TypeA, nil), packet.Full))); ret != 2 {
 			t.Errorf("v6=%v: a question shorter than 16 bytes got action %d, want XDP_PASS", v6, ret)
+		}
+	}
+}
+
+// The stage builds are the program cut after a stage (STAGE_END): each
+// must send the reflector's reply, byte for byte, and count nothing, once
+// its stage is done, and must do its stage and the ones before it: a name
+// the table lacks is reflected by parse and hash, which do not look it
+// up, and passed by lookup and select, which do.
+func TestStageBuilds(t *testing.T) {
+	o := load(t)
+	fixtures(t, o)
+	var refl bpf.ReflectorObjects
+	if err := bpf.LoadReflectorObjects(&refl, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer refl.Close()
+	stages := []struct {
+		name   string
+		spec   func() (*ebpf.CollectionSpec, error)
+		lookup bool // the stage looks the name up
+	}{
+		{"parse", bpf.LoadStageParse, false},
+		{"hash", bpf.LoadStageHash, false},
+		{"lookup", bpf.LoadStageLookup, true},
+		{"select", bpf.LoadStageSelect, true},
+	}
+	exec := func(p *ebpf.Program, data []byte) (uint32, []byte) {
+		t.Helper()
+		opts := &ebpf.RunOptions{Data: data, DataOut: make([]byte, 4096)}
+		ret, err := p.Run(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ret, opts.DataOut
+	}
+	for _, st := range stages {
+		spec, err := st.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := o.LoadProgramSpec(loader.Options{HealthCapacity: testHealth, Servers: []netip.Addr{server4, server6}}, spec)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		defer p.Close()
+		for _, v6 := range []bool{false, true} {
+			for _, q := range []struct {
+				name  string
+				qtype uint16
+			}{{"www.example.test.", dns.TypeA}, {"WWW.Example.TEST.", dns.TypeAAAA}, {name255, dns.TypeAAAA}} {
+				data := packet.Build(frame(v6, query(q.name, q.qtype, withOpt(1232, true)), packet.Full))
+				before, err := o.Outcomes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, want := exec(refl.Reflector, data)
+				ret, got := exec(p, data)
+				after, err := o.Outcomes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ret != 3 || string(got) != string(want) {
+					t.Errorf("%s, v6=%v, %s %d: action %d; the reflector's reply: %v", st.name, v6, q.name, q.qtype, ret, string(got) == string(want))
+				}
+				if !slices.Equal(before, after) {
+					t.Errorf("%s, v6=%v, %s %d: outcomes %v → %v, want none counted", st.name, v6, q.name, q.qtype, before, after)
+				}
+			}
+			data := packet.Build(frame(v6, query("absent.example.test.", dns.TypeA, nil), packet.Full))
+			want := uint32(3)
+			if st.lookup {
+				want = 2
+			}
+			if ret, _ := exec(p, data); ret != want {
+				t.Errorf("%s, v6=%v: a name not in the table got action %d, want %d", st.name, v6, ret, want)
+			}
 		}
 	}
 }

@@ -21,6 +21,40 @@
 #include "nsid.h"
 #include "rrl.h"
 
+/* Stage builds: the benchmark's breakdown by stage (bench/workfloor.go)
+ * measures the program cut after each stage, compiled from this file
+ * with STAGE defined (bpf/gen.go's Stage* objects). A cut program
+ * returns the query to its client as the bare reflector does (reflect.h),
+ * the reply waiting for a value the stage produced, and does nothing
+ * after the stage. Each stage includes the ones before it, so what a
+ * stage adds to the one before is what it costs under load. Without
+ * STAGE, STAGE_END is nothing: the program built is the one served. */
+#define STAGE_PARSE 1  /* Ethernet, IP and UDP, then header, name, type, OPT */
+#define STAGE_HASH 2   /* the name lowercased, hashed and summed */
+#define STAGE_LOOKUP 3 /* the probe, and the set's slot */
+#define STAGE_SELECT 4 /* health, the draw and the selection, the copy-out */
+#ifdef STAGE
+#include "reflect.h"
+
+static __always_inline int stage_send(struct xdp_md *ctx, __u64 v)
+{
+	struct reflection r;
+	if (reflect_find(ctx, &r))
+		return XDP_PASS;
+	/* v ANDed with a 0 clang cannot see, as in floor.c. */
+	__u64 none = 0;
+	asm volatile("" : "+r"(none));
+	return reflect_send(&r, (__u16)(v & none));
+}
+#define STAGE_END(n, v)                                 \
+	do {                                            \
+		if (STAGE == (n))                       \
+			return stage_send(ctx, (v));    \
+	} while (0)
+#else
+#define STAGE_END(n, v) do { } while (0)
+#endif
+
 /* The IP TTL and hop limit of replies. */
 #define REPLY_TTL 64
 
@@ -579,6 +613,7 @@ int steadydns(struct xdp_md *ctx)
 		return count(o);
 	forget();
 	struct query q = s->q;
+	STAGE_END(STAGE_PARSE, q.q_end + q.qtype);
 
 	if (hash_name(ctx, s, f.dns_off))
 		return count(OUT_MALFORMED);
@@ -586,6 +621,7 @@ int steadydns(struct xdp_md *ctx)
 	__u64 rrl_h = 0;
 	if (rrl_on)
 		rrl_h = rrl_touch(f.src, f.v6, s->q.hash);
+	STAGE_END(STAGE_HASH, s->q.hash + rrl_h);
 	int si = find_slot(s);
 	if (si < 0)
 		return count(OUT_NOT_FOUND);
@@ -596,6 +632,7 @@ int steadydns(struct xdp_md *ctx)
 	const struct rrset *rr = &sl->rr;
 	if ((rr->flags & RR_SIGNED) && q.do_bit)
 		return count(OUT_DNSSEC);
+	STAGE_END(STAGE_LOOKUP, rr->flags);
 
 	/* No table yet: fail open. A stale table: the record's policy. */
 	struct table_meta *tm = bpf_map_lookup_elem(&health_meta, &zero);
@@ -651,6 +688,7 @@ int steadydns(struct xdp_md *ctx)
 	}
 	if (!slot_unchanged(sl, s->q.seq))
 		return count(OUT_NOT_FOUND);
+	STAGE_END(STAGE_SELECT, tail + an + ttl);
 	if (!slip && p->action != ACT_ANSWER)
 		return reply_nodata_servfail(ctx, &f, s, p->action, zi);
 

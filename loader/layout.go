@@ -13,10 +13,16 @@ import (
 // layoutVersion names the pin directory after everything that decides
 // whether a pinned map can be reused: type, sizes, flags and the BTF layout
 // of keys and values. The kernel itself only compares type, sizes and flags.
+// Maps that are not pinned, the load-time constants' .rodata above all,
+// belong to one load and take no part: a build of the same source with
+// other flags, whose constants clang lays out otherwise, loads onto the
+// same pins.
 func layoutVersion(spec *ebpf.CollectionSpec) string {
 	names := make([]string, 0, len(spec.Maps))
-	for name := range spec.Maps {
-		names = append(names, name)
+	for name, m := range spec.Maps {
+		if m.Pinning != ebpf.PinNone {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	h := fnv.New64a()

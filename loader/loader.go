@@ -176,8 +176,20 @@ func (o *Objects) LoadProgramFrom(opts Options, path string) (*ebpf.Program, err
 	if err != nil {
 		return nil, fmt.Errorf("reading the bpf object %s: %w", path, err)
 	}
-	if spec, _, err = prepareSpec(spec, &opts); err != nil {
-		return nil, fmt.Errorf("preparing the bpf object %s: %w", path, err)
+	p, err := o.LoadProgramSpec(opts, spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading the bpf object %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// LoadProgramSpec is LoadProgramFrom for an object already read: one
+// built from the program's source with other flags, such as the
+// benchmark's stage builds (bpf/gen.go), whose maps are the program's.
+func (o *Objects) LoadProgramSpec(opts Options, spec *ebpf.CollectionSpec) (*ebpf.Program, error) {
+	spec, _, err := prepareSpec(spec, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the bpf object: %w", err)
 	}
 	return o.loadProgram(spec, opts)
 }
