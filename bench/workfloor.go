@@ -24,7 +24,7 @@ type FloorResult struct {
 	OverFloor                                          Summary
 	OverReflectorCI, FloorOverReflectorCI, OverFloorCI [2]float64 // 95% confidence intervals of the ratios' medians
 	// Stages is the program by stage, in its order: parse, hash, lookup,
-	// select, and write, the whole program.
+	// select, grow, and write, the whole program.
 	Stages []StageResult
 }
 
@@ -54,11 +54,12 @@ const (
 	floorHash
 	floorLookup
 	floorSelect
+	floorGrow
 	floorReflector
 	floorCells
 )
 
-// floorStages are the stage builds, cells floorParse to floorSelect.
+// floorStages are the stage builds, cells floorParse to floorGrow.
 var floorStages = []struct {
 	name string
 	spec func() (*ebpf.CollectionSpec, error)
@@ -67,6 +68,7 @@ var floorStages = []struct {
 	{"hash", bpf.LoadStageHash},
 	{"lookup", bpf.LoadStageLookup},
 	{"select", bpf.LoadStageSelect},
+	{"grow", bpf.LoadStageGrow},
 }
 
 // floorPrograms loads, once per pair of rounds, this build's program onto

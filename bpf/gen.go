@@ -11,3 +11,4 @@ package bpf
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_HASH" -tags linux StageHash steadydns.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_LOOKUP" -tags linux StageLookup steadydns.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_SELECT" -tags linux StageSelect steadydns.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror -DSTAGE=STAGE_GROW" -tags linux StageGrow steadydns.c -- -I/usr/include/x86_64-linux-gnu

@@ -114,7 +114,9 @@ func TestTableFloor(t *testing.T) {
 // must send the reflector's reply, byte for byte, and count nothing, once
 // its stage is done, and must do its stage and the ones before it: a name
 // the table lacks is reflected by parse and hash, which do not look it
-// up, and passed by lookup and select, which do.
+// up, and passed from lookup on, which do. The cut after grow sends the
+// frame grown by the answers' bytes, the query's headers and question
+// reflected at its start.
 func TestStageBuilds(t *testing.T) {
 	o := load(t)
 	fixtures(t, o)
@@ -127,11 +129,13 @@ func TestStageBuilds(t *testing.T) {
 		name   string
 		spec   func() (*ebpf.CollectionSpec, error)
 		lookup bool // the stage looks the name up
+		grows  bool // the stage grows the frame by the answers
 	}{
-		{"parse", bpf.LoadStageParse, false},
-		{"hash", bpf.LoadStageHash, false},
-		{"lookup", bpf.LoadStageLookup, true},
-		{"select", bpf.LoadStageSelect, true},
+		{"parse", bpf.LoadStageParse, false, false},
+		{"hash", bpf.LoadStageHash, false, false},
+		{"lookup", bpf.LoadStageLookup, true, false},
+		{"select", bpf.LoadStageSelect, true, false},
+		{"grow", bpf.LoadStageGrow, true, true},
 	}
 	exec := func(p *ebpf.Program, data []byte) (uint32, []byte) {
 		t.Helper()
@@ -156,7 +160,8 @@ func TestStageBuilds(t *testing.T) {
 			for _, q := range []struct {
 				name  string
 				qtype uint16
-			}{{"www.example.test.", dns.TypeA}, {"WWW.Example.TEST.", dns.TypeAAAA}, {name255, dns.TypeAAAA}} {
+				grown int // the answers' bytes
+			}{{"www.example.test.", dns.TypeA, 3 * 16}, {"WWW.Example.TEST.", dns.TypeAAAA, 2 * 28}, {name255, dns.TypeAAAA, 28}} {
 				data := packet.Build(frame(v6, query(q.name, q.qtype, withOpt(1232, true)), packet.Full))
 				before, err := o.Outcomes()
 				if err != nil {
@@ -168,7 +173,14 @@ func TestStageBuilds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ret != 3 || string(got) != string(want) {
+				if st.grows {
+					// The OPT, 11 bytes, ends the query: what follows
+					// the question is the frame's old bytes.
+					keep := len(want) - 11
+					if ret != 3 || len(got) != len(want)+q.grown || string(got[:keep]) != string(want[:keep]) {
+						t.Errorf("%s, v6=%v, %s %d: action %d, %d bytes, want %d; the reflector's headers and question: %v", st.name, v6, q.name, q.qtype, ret, len(got), len(want)+q.grown, string(got[:keep]) == string(want[:keep]))
+					}
+				} else if ret != 3 || string(got) != string(want) {
 					t.Errorf("%s, v6=%v, %s %d: action %d; the reflector's reply: %v", st.name, v6, q.name, q.qtype, ret, string(got) == string(want))
 				}
 				if !slices.Equal(before, after) {

@@ -33,6 +33,7 @@
 #define STAGE_HASH 2   /* the name lowercased, hashed and summed */
 #define STAGE_LOOKUP 3 /* the probe, and the set's slot */
 #define STAGE_SELECT 4 /* health, the draw and the selection, the copy-out */
+#define STAGE_GROW 5   /* the frame grown at its head, the headers moved */
 #ifdef STAGE
 #include "reflect.h"
 
@@ -437,6 +438,9 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 	int r = resize(ctx, base + q_end, (__s32)rlen - (__s32)rp->dns_len);
 	if (r)
 		return r;
+#if defined(STAGE) && STAGE == STAGE_GROW
+	return 1; /* to STAGE_END(STAGE_GROW), in the caller */
+#endif
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u8 *h = data + base;
@@ -723,6 +727,7 @@ int steadydns(struct xdp_md *ctx)
 	rp->dns_len = f.dns_len;
 	rp->v6 = f.v6;
 	int r = write_reply(ctx, s);
+	STAGE_END(STAGE_GROW, r);
 	if (r == -1)
 		return count(OUT_NO_ROOM);
 	if (r)
