@@ -161,12 +161,18 @@ func frame(v6 bool, payload []byte, c packet.Checksum) packet.Frame {
 	return f
 }
 
-// run feeds one frame through BPF_PROG_RUN with room for the reply to grow.
+// run feeds one frame through the program with BPF_PROG_RUN.
 func run(t *testing.T, o *loader.Objects, in []byte) (uint32, []byte) {
 	t.Helper()
-	out := make([]byte, 4096)
-	opts := &ebpf.RunOptions{Data: in, DataOut: out}
-	ret, err := o.Steadydns.Run(opts)
+	return runProgram(t, o.Steadydns, in)
+}
+
+// runProgram feeds one frame through p with BPF_PROG_RUN, with room for
+// the reply to grow.
+func runProgram(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
+	t.Helper()
+	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, 4096)}
+	ret, err := p.Run(opts)
 	if err != nil {
 		t.Fatalf("running the program: %v", err)
 	}

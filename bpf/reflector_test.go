@@ -85,26 +85,17 @@ func TestTableFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := func(p *ebpf.Program, data []byte) (uint32, []byte) {
-		t.Helper()
-		opts := &ebpf.RunOptions{Data: data, DataOut: make([]byte, 4096)}
-		ret, err := p.Run(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ret, opts.DataOut
-	}
 	for _, v6 := range []bool{false, true} {
 		for _, name := range []string{"www.example.test.", "n1.bench.test.", "a-much-longer-name.of.several.labels.test."} {
 			data := packet.Build(frame(v6, query(name, dns.TypeAAAA, nil), packet.Full))
-			rr, want := run(refl.Reflector, data)
-			fr, got := run(floor.TableFloor, data)
+			rr, want := runProgram(t, refl.Reflector, data)
+			fr, got := runProgram(t, floor.TableFloor, data)
 			if rr != 3 || fr != 3 || string(got) != string(want) {
 				t.Errorf("v6=%v %s: floor %d, reflector %d; replies equal: %v", v6, name, fr, rr, string(got) == string(want))
 			}
 		}
 		// "." makes a question of 5 bytes: the floor hashes 16.
-		if ret, _ := run(floor.TableFloor, packet.Build(frame(v6, query(".", dns.TypeA, nil), packet.Full))); ret != 2 {
+		if ret, _ := runProgram(t, floor.TableFloor, packet.Build(frame(v6, query(".", dns.TypeA, nil), packet.Full))); ret != 2 {
 			t.Errorf("v6=%v: a question shorter than 16 bytes got action %d, want XDP_PASS", v6, ret)
 		}
 	}
@@ -137,15 +128,6 @@ func TestStageBuilds(t *testing.T) {
 		{"select", bpf.LoadStageSelect, true, false},
 		{"grow", bpf.LoadStageGrow, true, true},
 	}
-	exec := func(p *ebpf.Program, data []byte) (uint32, []byte) {
-		t.Helper()
-		opts := &ebpf.RunOptions{Data: data, DataOut: make([]byte, 4096)}
-		ret, err := p.Run(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ret, opts.DataOut
-	}
 	for _, st := range stages {
 		spec, err := st.spec()
 		if err != nil {
@@ -167,8 +149,8 @@ func TestStageBuilds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, want := exec(refl.Reflector, data)
-				ret, got := exec(p, data)
+				_, want := runProgram(t, refl.Reflector, data)
+				ret, got := runProgram(t, p, data)
 				after, err := o.Outcomes()
 				if err != nil {
 					t.Fatal(err)
@@ -192,7 +174,7 @@ func TestStageBuilds(t *testing.T) {
 			if st.lookup {
 				want = 2
 			}
-			if ret, _ := exec(p, data); ret != want {
+			if ret, _ := runProgram(t, p, data); ret != want {
 				t.Errorf("%s, v6=%v: a name not in the table got action %d, want %d", st.name, v6, ret, want)
 			}
 		}
