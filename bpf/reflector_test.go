@@ -14,9 +14,9 @@ import (
 	"github.com/steadydns/steadydns/loader"
 )
 
-// The reflector is the benchmark's ceiling; its replies must still be
-// well-formed, or kxdpgun would not count them.
-func TestReflector(t *testing.T) {
+// reflector loads the bare reflector, closed when t ends.
+func reflector(t *testing.T) *ebpf.Program {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
 	}
@@ -24,15 +24,21 @@ func TestReflector(t *testing.T) {
 	if err := bpf.LoadReflectorObjects(&objs, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer objs.Close()
+	t.Cleanup(func() { objs.Close() })
+	return objs.Reflector
+}
+
+// The reflector is the benchmark's ceiling; its replies must still be
+// well-formed, or kxdpgun would not count them.
+func TestReflector(t *testing.T) {
+	refl := reflector(t)
 	for _, v6 := range []bool{false, true} {
 		f := frame(v6, query("www.example.test.", dns.TypeA, nil), packet.Full)
-		opts := &ebpf.RunOptions{Data: packet.Build(f), DataOut: make([]byte, 4096)}
-		ret, err := objs.Reflector.Run(opts)
-		if err != nil || ret != 3 {
-			t.Fatalf("v6=%v: action %d, %v", v6, ret, err)
+		ret, out := runProgram(t, refl, packet.Build(f))
+		if ret != 3 {
+			t.Fatalf("v6=%v: action %d", v6, ret)
 		}
-		r, err := packet.Parse(opts.DataOut)
+		r, err := packet.Parse(out)
 		if err != nil {
 			t.Fatalf("v6=%v: %v", v6, err)
 		}
@@ -51,14 +57,7 @@ func TestReflector(t *testing.T) {
 // and a query too short for its hash goes to the stack as the reflector
 // would not.
 func TestTableFloor(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
-	}
-	var refl bpf.ReflectorObjects
-	if err := bpf.LoadReflectorObjects(&refl, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer refl.Close()
+	refl := reflector(t)
 	spec, err := bpf.LoadFloor()
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +87,7 @@ func TestTableFloor(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		for _, name := range []string{"www.example.test.", "n1.bench.test.", "a-much-longer-name.of.several.labels.test."} {
 			data := packet.Build(frame(v6, query(name, dns.TypeAAAA, nil), packet.Full))
-			rr, want := runProgram(t, refl.Reflector, data)
+			rr, want := runProgram(t, refl, data)
 			fr, got := runProgram(t, floor.TableFloor, data)
 			if rr != 3 || fr != 3 || string(got) != string(want) {
 				t.Errorf("v6=%v %s: floor %d, reflector %d; replies equal: %v", v6, name, fr, rr, string(got) == string(want))
@@ -111,11 +110,7 @@ func TestTableFloor(t *testing.T) {
 func TestStageBuilds(t *testing.T) {
 	o := load(t)
 	fixtures(t, o)
-	var refl bpf.ReflectorObjects
-	if err := bpf.LoadReflectorObjects(&refl, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer refl.Close()
+	refl := reflector(t)
 	stages := []struct {
 		name   string
 		spec   func() (*ebpf.CollectionSpec, error)
@@ -149,7 +144,7 @@ func TestStageBuilds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, want := runProgram(t, refl.Reflector, data)
+				_, want := runProgram(t, refl, data)
 				ret, got := runProgram(t, p, data)
 				after, err := o.Outcomes()
 				if err != nil {
