@@ -387,21 +387,29 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
 
 /* resize makes the frame delta bytes longer or shorter, its first keep
  * bytes (everything the reply keeps of the query) at the same offsets from
- * its start. Growth goes at the head: drivers guarantee
- * XDP_PACKET_HEADROOM there, while the tailroom of a veth frame is often
- * too small for a whole reply (adjust_tail fails on most). A growth past
- * HEAD_GROWTH (8 AAAA answers) takes the tail for the few bytes past it
- * and the head for HEAD_GROWTH: two calls, where asking the head for all
- * of it, then the tail, fails twice first on a veth frame, and each call
- * costs its mispredicted return. Only where the head has less room than
- * that does the tail take all of it. Returns 0, or -1 with the frame as
- * it was, or -2 with the frame changed. */
+ * its start. A growth that fits the frame's likely tailroom goes at the
+ * tail, where nothing moves. The context does not say how much tailroom
+ * a frame has, but a buffer sized to its frame rounded up to a cache line,
+ * as veth's copy of a frame is, has (-len) mod 64 bytes, and a driver's
+ * page more: enough for an answer or two. A wrong guess costs one refused
+ * call before the head's; asking the tail first for every growth would be
+ * refused on veth for most replies of four answers and more. Any other
+ * growth goes at the head: drivers guarantee XDP_PACKET_HEADROOM there. A
+ * growth past HEAD_GROWTH (8 AAAA answers) takes the tail for the few
+ * bytes past it and the head for HEAD_GROWTH: two calls, where asking the
+ * head for all of it, then the tail, fails twice first on a veth frame.
+ * Only where the head has less room than that does the tail take all of
+ * it. Returns 0, or -1 with the frame as it was, or -2 with the frame
+ * changed. */
 static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 {
 	if (delta <= 0)
 		return delta && bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
 	if (delta > MSG_MAX)
 		return -1;
+	__u32 len = ctx->data_end - ctx->data;
+	if ((__u32)delta <= (-len & 63) && !bpf_xdp_adjust_tail(ctx, delta))
+		return 0;
 	if (delta <= HEAD_GROWTH) {
 		if (bpf_xdp_adjust_head(ctx, -delta))
 			return -1;

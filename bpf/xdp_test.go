@@ -142,6 +142,52 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
+// TestGrowthAtEitherEnd holds the reply to the same bytes whichever end of
+// the frame grows: the program grows a frame at its tail when the answers
+// fit the (-len) mod 64 bytes a buffer rounded up to a cache line leaves
+// there, and at its head, moving the headers and question, when they do
+// not. Ethernet padding after the datagram, which the program allows and
+// the reply keeps, moves the frame's length through every remainder, so
+// one answer (16 bytes) and two (56) take each end in turn.
+func TestGrowthAtEitherEnd(t *testing.T) {
+	o := load(t)
+	fixtures(t, o)
+	for _, c := range []struct {
+		v6     bool
+		q      []byte
+		ttl    uint32
+		answer []string
+	}{
+		{false, query("test.", dns.TypeA, nil), 300, []string{"198.18.2.1"}},
+		{true, query("www.example.test.", dns.TypeAAAA, withOpt(1232, false)), 30, []string{"fd53:1::1", "fd53:1::2"}},
+	} {
+		want := expected(t, c.q, c.ttl, c.answer...)
+		grown := len(want) - len(c.q)
+		ends := map[bool]int{}
+		for pad := range 64 {
+			f := frame(c.v6, c.q, packet.Full)
+			in := append(packet.Build(f), make([]byte, pad)...)
+			ret, out := run(t, o, in)
+			if ret != 3 /* XDP_TX */ || len(out) != len(in)+grown {
+				dumpf(t, "%d bytes of padding: action %d, %d bytes, want XDP_TX and %d", in, want, out, pad, ret, len(out), len(in)+grown)
+				continue
+			}
+			r, err := packet.Parse(out)
+			if err != nil {
+				dumpf(t, "%d bytes of padding: reply frame: %v", in, want, out, pad, err)
+				continue
+			}
+			if r.Src != f.Dst || r.Dst != f.Src || r.SrcMAC != f.DstMAC || r.DstMAC != f.SrcMAC || !bytes.Equal(r.Payload, want) {
+				dumpf(t, "%d bytes of padding: reply %v→%v, want %v→%v, and this payload", in, want, r.Payload, pad, r.Src, r.Dst, f.Dst, f.Src)
+			}
+			ends[grown <= -len(in)&63]++
+		}
+		if ends[true] == 0 || ends[false] == 0 {
+			t.Errorf("%d bytes of answers: %d frames grew at the tail, %d at the head; want both ends taken", grown, ends[true], ends[false])
+		}
+	}
+}
+
 // rewrite packs a query and edits its bytes.
 func rewrite(b []byte, edit func([]byte) []byte) []byte { return edit(append([]byte(nil), b...)) }
 
