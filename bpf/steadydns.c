@@ -33,7 +33,7 @@
 #define STAGE_HASH 2   /* the name lowercased, hashed and summed */
 #define STAGE_LOOKUP 3 /* the probe, and the set's slot */
 #define STAGE_SELECT 4 /* health, the draw and the selection, the copy-out */
-#define STAGE_GROW 5   /* the frame grown at its head, the headers moved */
+#define STAGE_GROW 5   /* the frame grown: at its tail, or at its head with the headers moved */
 #ifdef STAGE
 #include "reflect.h"
 
