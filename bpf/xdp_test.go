@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -110,21 +111,9 @@ func TestAnswers(t *testing.T) {
 			f := frame(c.v6, c.q, c.csum)
 			in := packet.Build(f)
 			ret, out := run(t, o, in)
-			want := expected(t, c.q, c.ttl, c.answer...)
-			if ret != 3 /* XDP_TX */ {
-				dumpf(t, "action %d, want XDP_TX", in, want, out, ret)
+			r := checkAnswer(t, "", f, in, expected(t, c.q, c.ttl, c.answer...), ret, out)
+			if r == nil {
 				return
-			}
-			r, err := packet.Parse(out)
-			if err != nil {
-				dumpf(t, "reply frame: %v", in, want, out, err)
-				return
-			}
-			if r.Src != f.Dst || r.Dst != f.Src || r.SrcMAC != f.DstMAC || r.DstMAC != f.SrcMAC {
-				t.Errorf("reply %v→%v (%x→%x), want %v→%v", r.Src, r.Dst, r.SrcMAC, r.DstMAC, f.Dst, f.Src)
-			}
-			if !bytes.Equal(r.Payload, want) {
-				dumpf(t, "dns reply differs", in, want, r.Payload)
 			}
 			// The owner of every answer is a pointer to the question.
 			var m dns.Msg
@@ -140,6 +129,31 @@ func TestAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkAnswer holds out, the program's reply (action ret) to the query
+// frame f (in, its bytes), to the DNS reply want: XDP_TX, headers and
+// checksums that parse, addresses and ports swapped, and want as the
+// payload. It returns the parsed reply, or nil where it could not be
+// parsed; what starts each error.
+func checkAnswer(t *testing.T, what string, f packet.Frame, in, want []byte, ret uint32, out []byte) *packet.Reply {
+	t.Helper()
+	if ret != 3 /* XDP_TX */ {
+		dumpf(t, what+"action %d, want XDP_TX", in, want, out, ret)
+		return nil
+	}
+	r, err := packet.Parse(out)
+	if err != nil {
+		dumpf(t, what+"reply frame: %v", in, want, out, err)
+		return nil
+	}
+	if r.Src != f.Dst || r.Dst != f.Src || r.SrcMAC != f.DstMAC || r.DstMAC != f.SrcMAC {
+		t.Errorf("%sreply %v→%v (%x→%x), want %v→%v", what, r.Src, r.Dst, r.SrcMAC, r.DstMAC, f.Dst, f.Src)
+	}
+	if !bytes.Equal(r.Payload, want) {
+		dumpf(t, what+"dns reply differs", in, want, r.Payload)
+	}
+	return r
 }
 
 // TestGrowthAtEitherEnd holds the reply to the same bytes whichever end of
@@ -168,17 +182,9 @@ func TestGrowthAtEitherEnd(t *testing.T) {
 			f := frame(c.v6, c.q, packet.Full)
 			in := append(packet.Build(f), make([]byte, pad)...)
 			ret, out := run(t, o, in)
-			if ret != 3 /* XDP_TX */ || len(out) != len(in)+grown {
-				dumpf(t, "%d bytes of padding: action %d, %d bytes, want XDP_TX and %d", in, want, out, pad, ret, len(out), len(in)+grown)
-				continue
-			}
-			r, err := packet.Parse(out)
-			if err != nil {
-				dumpf(t, "%d bytes of padding: reply frame: %v", in, want, out, pad, err)
-				continue
-			}
-			if r.Src != f.Dst || r.Dst != f.Src || r.SrcMAC != f.DstMAC || r.DstMAC != f.SrcMAC || !bytes.Equal(r.Payload, want) {
-				dumpf(t, "%d bytes of padding: reply %v→%v, want %v→%v, and this payload", in, want, r.Payload, pad, r.Src, r.Dst, f.Dst, f.Src)
+			what := fmt.Sprintf("%d bytes of padding: ", pad)
+			if checkAnswer(t, what, f, in, want, ret, out) != nil && len(out) != len(in)+grown {
+				t.Errorf("%s%d bytes, want %d", what, len(out), len(in)+grown)
 			}
 			fits[grown <= -len(in)&63]++
 		}
