@@ -153,8 +153,14 @@ func setExternal(w http.ResponseWriter, r *http.Request, st State) {
 	reply(w, st.SetExternal(r.PathValue("id"), up))
 }
 
+// ErrWrongHost marks a write this host does not take, such as a state
+// change sent to an edge; the error's text says where to send it.
+var ErrWrongHost = errors.New("this host does not take this write")
+
 func reply(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, ErrWrongHost):
+		writeError(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, health.ErrUnknownCheck):
 		writeError(w, http.StatusNotFound, err.Error())
 	case err != nil:
