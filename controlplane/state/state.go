@@ -13,13 +13,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/health"
 )
 
 // Version is the file's format. A file of another version is not read:
-// the server starts without it, as after a corrupt file.
+// Recover treats it as a corrupt file.
 const Version = 1
 
 // MaxBytes bounds the file. A reader refuses a larger one rather than
@@ -46,14 +50,27 @@ type File struct {
 func Path(dir string) string { return filepath.Join(dir, name) }
 
 // Load reads the file in dir. A missing file is an empty File: the first
-// start. A file that does not decode, of another version or too large is
-// an error; the caller starts without it, and the next Save replaces it.
+// start. A file that cannot be read, does not decode, is of another
+// version or too large is an error naming the file; a start reads it with
+// Recover, which decides what such a file means.
 func Load(dir string) (File, error) {
-	path := Path(dir)
-	f, err := os.Open(path)
+	f, _, err := load(dir)
+	return f, err
+}
+
+// load is Load that says whether there was a file.
+func load(dir string) (_ File, found bool, _ error) {
+	f, err := read(Path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return File{Version: Version}, nil
+		return File{Version: Version}, false, nil
 	}
+	return f, true, err
+}
+
+// read reads and decodes the file at path; a missing file's error is
+// fs.ErrNotExist.
+func read(path string) (File, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return File{}, fmt.Errorf("reading the state file: %w", err)
 	}
@@ -132,4 +149,88 @@ func Save(dir string, f File) error {
 		return fmt.Errorf("syncing the state directory: %w", err)
 	}
 	return nil
+}
+
+// asidePrefix starts the name of a file Recover moved aside, followed by
+// the time it did, in unix seconds.
+const asidePrefix = name + ".corrupt-"
+
+// Aside is a state file that a start could not use, moved aside.
+type Aside struct {
+	Path string // where the file is now
+	Err  error  // what was wrong with it
+}
+
+// Recover reads the file in dir for a start. A file that cannot be used
+// is moved aside, beside it, never replaced: without reset that is an
+// error naming the file and where it went, so a server never starts as if
+// every check were healthy when its state is lost. A missing file is a
+// first start, unless an earlier start moved one aside: a supervisor that
+// restarts a refused server must meet the same refusal. With reset, both
+// are an empty File and the Aside to warn of.
+func Recover(dir string, reset bool, now time.Time) (File, *Aside, error) {
+	f, found, err := load(dir)
+	if !found {
+		earlier, err := lastAside(dir)
+		if err != nil || earlier == "" {
+			return f, nil, err
+		}
+		a := &Aside{Path: earlier, Err: fmt.Errorf("%s is missing, and an earlier start moved a corrupt one aside", Path(dir))}
+		if reset {
+			return f, a, nil
+		}
+		return File{}, nil, fmt.Errorf("restoring state: %w to %s; --reset-state starts without it", a.Err, earlier)
+	}
+	if err == nil {
+		return f, nil, nil
+	}
+	to, merr := moveAside(dir, now)
+	if merr != nil {
+		return File{}, nil, errors.Join(fmt.Errorf("restoring state: %w", err), merr)
+	}
+	if reset {
+		return File{Version: Version}, &Aside{Path: to, Err: err}, nil
+	}
+	return File{}, nil, fmt.Errorf("restoring state (the file is moved aside to %s; --reset-state starts without it): %w", to, err)
+}
+
+// moveAside renames the file in dir to asidePrefix and now's unix time,
+// with a count after it if a file of that name exists: a moved file is
+// never replaced.
+func moveAside(dir string, now time.Time) (string, error) {
+	base := filepath.Join(dir, fmt.Sprintf("%s%d", asidePrefix, now.Unix()))
+	to := base
+	for n := 1; ; n++ {
+		err := unix.Renameat2(unix.AT_FDCWD, Path(dir), unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+		if err == nil {
+			return to, nil
+		}
+		if !errors.Is(err, unix.EEXIST) || n == 100 {
+			return "", fmt.Errorf("moving the state file %s aside to %s: %w", Path(dir), to, err)
+		}
+		to = fmt.Sprintf("%s.%d", base, n)
+	}
+}
+
+// lastAside is the newest file moved aside in dir, or "" for none.
+func lastAside(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the state directory: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), asidePrefix) {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	// Unix times of the same number of digits sort as strings; a count
+	// after one sorts after it.
+	return filepath.Join(dir, slices.Max(names)), nil
 }
