@@ -365,7 +365,8 @@ func TestFrames(t *testing.T) {
 
 // TestSeed: a restarted aggregator takes each check's state and reason
 // from a table pushed under the same config, so nothing flaps; a forced
-// state seeds nothing; a table of another config is ignored.
+// state seeds the override, not the checkers' state; a table of another
+// config is ignored.
 func TestSeed(t *testing.T) {
 	before := newAgg(t, []string{"down", "forced", "up"}, tcp(1, 1), tcp(1, 1), tcp(1, 1))
 	before.result("p1", "down", 1, false)
@@ -381,8 +382,11 @@ func TestSeed(t *testing.T) {
 	if g.push("down") || g.reason("down") != "timeout" {
 		t.Errorf("seeded down check: up=%v reason %s, want down (timeout)", g.up("down"), g.reason("down"))
 	}
-	if !g.up("forced") || !g.up("up") {
-		t.Errorf("forced up=%v, up up=%v: a forced down seeded the checkers' state", g.up("forced"), g.up("up"))
+	if g.up("forced") || g.reason("forced") != "admin_down" || !g.up("up") {
+		t.Errorf("forced up=%v (%s), up up=%v: want the override seeded, the other check up", g.up("forced"), g.reason("forced"), g.up("up"))
+	}
+	if s := g.a.Saved()["forced"]; !s.State || s.Admin != health.AdminDown {
+		t.Errorf("forced saved %+v: want the override, and the checkers' state not seeded down by it", s)
 	}
 	if len(g.log.Events()) != 0 {
 		t.Errorf("events %v after a seeded start", g.log.Events())

@@ -89,12 +89,15 @@ func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (
 	// The pinned table is newer than any saved state, when it was
 	// computed under this config.
 	if seed.Table != nil && seed.ConfigHash == cfg.Hash {
+		checks := index.Checks()
 		for k := range index.Len() {
 			i := index.EntryOf(k)
 			st := &t.states[i]
 			st.up, st.reason, st.seeded = loader.HealthUp(seed.Table, i), loader.HealthReason(seed.Table, i), true
+			c := checks.Check(k)
+			configured, _ := parseAdmin(c.Admin) // the config allows only the three
 			// A forced state says nothing of what the checkers saw.
-			if !forcedReason(st.reason) {
+			if !t.restoreAdmin(i, configured, st.reason) {
 				st.state = st.up
 			}
 		}

@@ -109,14 +109,24 @@ func (t *Aggregator) forget(id string, i uint32) {
 	t.known[strings.Clone(id)] = t.saved(i)
 }
 
-// forcedReason says whether a reason is an admin override's, which says
-// nothing of what the checkers saw.
-func forcedReason(r uint8) bool {
-	switch bpf.SteadydnsHealthReason(r) {
-	case bpf.SteadydnsHealthReasonREASON_ADMIN_UP, bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN:
-		return true
+// restoreAdmin gives slot i the admin override its entry in a pinned table
+// shows, by its reason, and reports whether the entry was forced. The
+// table was computed under the running config, so an override other than
+// the config's was set through the API; one equal to it is taken as the
+// config's unless saved state said the API had set it.
+func (t *Aggregator) restoreAdmin(i uint32, configured admin, reason uint8) (forced bool) {
+	shown := adminAuto
+	switch bpf.SteadydnsHealthReason(reason) {
+	case bpf.SteadydnsHealthReasonREASON_ADMIN_UP:
+		shown = adminUp
+	case bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN:
+		shown = adminDown
 	}
-	return false
+	if st := &t.states[i]; shown != configured || st.apiSet {
+		st.apiAdmin, st.apiSet = shown, true
+		t.cfgs[i].admin = shown
+	}
+	return shown != adminAuto
 }
 
 // trimKnown bounds the states kept for checks not configured to the

@@ -177,3 +177,82 @@ func TestRestoreEvents(t *testing.T) {
 		t.Errorf("%d events, ending %v: want 1000, the earlier run's last then the new one", len(evs), evs[len(evs)-2:])
 	}
 }
+
+// TestAdminFromPinnedTable: a restart with no saved state but a table
+// pushed under the same config takes each admin override from its entry's
+// reason. One other than the config's was set through the API, and comes
+// back as such; one equal to the config's is the config's, unless saved
+// state says the API set it. The table, pushed every period, is newer than
+// the saved state.
+func TestAdminFromPinnedTable(t *testing.T) {
+	downInConfig := tcp(1, 1)
+	downInConfig.Admin = health.AdminDown
+	upInConfig := tcp(1, 1)
+	upInConfig.Admin = health.AdminUp
+	ids := []string{"api-down", "api-up", "api-auto", "config-down", "config-up", "plain"}
+	before := newAgg(t, ids, tcp(1, 1), tcp(1, 1), downInConfig, downInConfig, upInConfig, tcp(1, 1))
+	before.result("p1", "api-down", 1, true)
+	before.result("p1", "api-up", 1, false)
+	before.result("p1", "api-auto", 1, false)
+	before.result("p1", "config-up", 1, false)
+	for id, a := range map[string]string{"api-down": health.AdminDown, "api-up": health.AdminUp, "api-auto": health.AdminAuto} {
+		if err := before.a.SetAdmin(id, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before.push("plain")
+	table := health.Seed{ConfigHash: before.cfg.Hash, Table: before.sink.table}
+
+	want := map[string]struct {
+		up            bool
+		reason, admin string
+		saved         string // the override Saved keeps: the API's alone
+	}{
+		"api-down":    {false, "admin_down", health.AdminDown, health.AdminDown},
+		"api-up":      {true, "admin_up", health.AdminUp, health.AdminUp},
+		"api-auto":    {false, "timeout", health.AdminAuto, health.AdminAuto},
+		"config-down": {false, "admin_down", health.AdminDown, ""},
+		"config-up":   {true, "admin_up", health.AdminUp, ""},
+		"plain":       {true, "no_results", health.AdminAuto, ""},
+	}
+	g := newAggFor(t, before.cfg, before.index, table)
+	g.now = before.now.Add(time.Second)
+	g.push("plain")
+	saved := g.a.Saved()
+	for id, w := range want {
+		if g.up(id) != w.up || g.reason(id) != w.reason || g.status(id).Admin != w.admin || saved[id].Admin != w.saved {
+			t.Errorf("%s: up=%v reason %s admin %s saved %q, want up=%v reason %s admin %s saved %q", id,
+				g.up(id), g.reason(id), g.status(id).Admin, saved[id].Admin, w.up, w.reason, w.admin, w.saved)
+		}
+	}
+
+	// The restored override is the API's: a reload that drops the
+	// config's override leaves it, and drops the config's own.
+	cfg := *before.cfg
+	byID := map[string]*config.Check{}
+	for _, id := range ids {
+		byID[id] = tcp(1, 1)
+	}
+	cfg.Checks = checksOf(ids, byID)
+	g.reconfigure(&cfg, before.index)
+	if g.push("api-down") || !g.up("config-down") || g.status("config-down").Admin != health.AdminAuto {
+		t.Errorf("after a reload without config overrides: api-down up=%v, config-down up=%v admin %s; want the API's kept, the config's gone",
+			g.up("api-down"), g.up("config-down"), g.status("config-down").Admin)
+	}
+
+	// Saved state from before the API changed an override: the table says
+	// what the API set last.
+	stale := before.a.Saved()
+	stale["api-auto"] = health.Saved{State: false, Up: false, Reason: 0x82, Admin: health.AdminDown}
+	stale["config-down"] = health.Saved{State: true, Up: true, Reason: 0x81, Admin: health.AdminUp}
+	g = newAggFor(t, before.cfg, before.index, health.Seed{Saved: stale, ConfigHash: table.ConfigHash, Table: table.Table})
+	g.push("plain")
+	saved = g.a.Saved()
+	if g.status("api-auto").Admin != health.AdminAuto || saved["api-auto"].Admin != health.AdminAuto {
+		t.Errorf("api-auto admin %s saved %q: want auto from the table", g.status("api-auto").Admin, saved["api-auto"].Admin)
+	}
+	if g.up("config-down") || g.status("config-down").Admin != health.AdminDown || saved["config-down"].Admin != health.AdminDown {
+		t.Errorf("config-down up=%v admin %s saved %q: want down, as the API set it after the saved up",
+			g.up("config-down"), g.status("config-down").Admin, saved["config-down"].Admin)
+	}
+}
