@@ -66,11 +66,25 @@ type Server struct {
 	Debug Debug
 	TCP   TCP
 	RRL   *RRL // response rate limiting; nil: off
-	// APITokenFile holds the bearer token that the API's writes (admin
-	// and external) need; required when API is not a loopback address.
-	// Absolute; relative paths in the config resolve against its
-	// directory.
+	// APITokenFile holds the bearer token that every write to the API
+	// (admin, external, reload) needs; empty: StateDir's api.token,
+	// created at the first start. Absolute; relative paths in the config
+	// resolve against its directory, as for the other files below.
 	APITokenFile string
+	// APIReadTokenFile, when set, holds a token that the API's reads but
+	// /healthz and /readyz need (the write token also does); empty: the
+	// reads are open.
+	APIReadTokenFile string
+	// APIHosts are the names a request's Host may give besides localhost,
+	// the API's own host and IP literals; others get 403, against DNS
+	// rebinding.
+	APIHosts []string
+	APITLS   *APITLS // the API over HTTPS; nil: plain HTTP
+}
+
+// APITLS is server.api_tls: the API's certificate and key, PEM files.
+type APITLS struct {
+	Cert, Key string // absolute
 }
 
 // TCP is server.tcp: bounds on the fallback's TCP connections. A zero

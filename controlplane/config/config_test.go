@@ -47,6 +47,10 @@ func answers(n int) string {
 	return b.String()
 }
 
+// testdata is the absolute path of testdata, for configs that load in
+// another directory.
+var testdata, _ = filepath.Abs("testdata")
+
 // load runs Load on config in a fresh directory that also holds the zone
 // file base refers to, so errors read "config.yaml:N: ...".
 func load(t *testing.T, config string) (*Config, error) {
@@ -130,8 +134,17 @@ func TestErrors(t *testing.T) {
 		{"rrl exempt", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    exempt: [198.18.0.1]\n", `config.yaml:5: server.rrl.exempt[0]: invalid prefix "198.18.0.1", want a CIDR such as 198.18.0.0/24`},
 		{"rrl table small", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    table_size: 1000\n", `config.yaml:5: server.rrl.table_size: 1000 out of range 1024-16777216`},
 		{"rrl unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    responses_per_second: 5\n", `config.yaml:5: server.rrl.responses_per_second: unknown key`},
-		{"api beyond loopback without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: 0.0.0.0:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on 0.0.0.0:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
-		{"api on a name without a token", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: api.example.test:9153\n", `config.yaml:1: server.api_token_file: required: the api listens on api.example.test:9153, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1`},
+		{"api token file missing", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_token_file: /nonexistent/api.token\n", `config.yaml:3: server.api_token_file: open /nonexistent/api.token: no such file or directory`},
+		{"api read token file missing", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_read_token_file: /nonexistent/read.token\n", `config.yaml:3: server.api_read_token_file: open /nonexistent/read.token: no such file or directory`},
+		{"api read token file is the write token's", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_token_file: " + testdata + "/api.token\n  api_read_token_file: " + testdata + "/api.token\n", `config.yaml:4: server.api_read_token_file: is api_token_file too, so whoever may read could write; give the reads a token of their own`},
+		{"api hosts with a port", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_hosts:\n    - api.example.test\n    - api.example.test:9153\n", `config.yaml:5: server.api_hosts[1]: "api.example.test:9153" is not a host name; give a name without port or scheme, such as api.example.test`},
+		{"api hosts with a scheme", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_hosts: [\"https://api.example.test\"]\n", `config.yaml:3: server.api_hosts[0]: "https://api.example.test" is not a host name; give a name without port or scheme, such as api.example.test`},
+		{"api hosts wildcard", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_hosts: [\"*.example.test\"]\n", `config.yaml:3: server.api_hosts[0]: "*.example.test" is not a host name; give a name without port or scheme, such as api.example.test`},
+		{"api hosts not a list", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_hosts: api.example.test\n", `config.yaml:3: server.api_hosts: expected a list, got "api.example.test"`},
+		{"api tls without key", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: " + testdata + "/api.crt\n", `config.yaml:3: server.api_tls.key: required: a PEM file`},
+		{"api tls unreadable", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: /nonexistent/api.crt\n    key: .\n", "config.yaml:4: server.api_tls.cert: open /nonexistent/api.crt: no such file or directory\nconfig.yaml:5: server.api_tls.key: DIR is a directory"},
+		{"api tls not a pair", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: " + testdata + "/api.crt\n    key: " + testdata + "/api.token\n", `config.yaml:3: server.api_tls: loading the certificate and key: tls: failed to find any PEM data in key input`},
+		{"api tls unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    certificate: api.crt\n", `config.yaml:4: server.api_tls.certificate: unknown key`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
 		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
 
@@ -266,6 +279,7 @@ func TestFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testdata := filepath.Dir(tokenFile)
 	http := func(id string) Check {
 		return Check{ID: id, Type: "http", Port: 80, Path: "/", Method: "GET", ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
 			Interval: 10 * time.Second, Timeout: 2 * time.Second, UnhealthyThreshold: 3, HealthyThreshold: 3, Admin: "auto", Cell: "red"}
@@ -327,7 +341,10 @@ func TestFull(t *testing.T) {
 		TCP:        TCP{MaxConnections: 500, MaxPerPrefix: 20, IdleTimeout: 5 * time.Second, MaxPipelined: 50},
 		RRL: &RRL{Rate: 20, Slip: 3, Window: 5 * time.Second, IPv4Prefix: 28, IPv6Prefix: 48, TableSize: 20000,
 			Exempt: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd53::/64")}},
-		APITokenFile: tokenFile,
+		APITokenFile:     tokenFile,
+		APIReadTokenFile: filepath.Join(testdata, "api.read.token"),
+		APIHosts:         []string{"api.example.test", "steadydns.example.test"},
+		APITLS:           &APITLS{Cert: filepath.Join(testdata, "api.crt"), Key: filepath.Join(testdata, "api.key")},
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),

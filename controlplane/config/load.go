@@ -146,7 +146,8 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls"}
+	apiTLSKeys      = []string{"cert", "key"}
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
 	debugKeys       = []string{"name", "allow"}
@@ -252,13 +253,26 @@ func (d *decoder) server(f fields) Server {
 	if f.has("rrl") {
 		s.RRL = d.rrl(f.mapping("rrl", rrlKeys))
 	}
-	f.str("api_token_file", &s.APITokenFile)
-	if s.APITokenFile != "" && !filepath.IsAbs(s.APITokenFile) {
-		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("server")), s.APITokenFile))
-		if err != nil {
-			d.errorf(f.get("api_token_file"), f.key("api_token_file"), "resolving the token file's path: %v", err)
+	// The API's files resolve against the directory of the file that
+	// holds the server section.
+	path := func(f fields, k string, dst *string) {
+		f.str(k, dst)
+		if *dst != "" && !filepath.IsAbs(*dst) {
+			abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("server")), *dst))
+			if err != nil {
+				d.errorf(f.get(k), f.key(k), "resolving the file's path: %v", err)
+			}
+			*dst = abs
 		}
-		s.APITokenFile = abs
+	}
+	path(f, "api_token_file", &s.APITokenFile)
+	path(f, "api_read_token_file", &s.APIReadTokenFile)
+	f.strs("api_hosts", &s.APIHosts)
+	if f.has("api_tls") {
+		tf := f.mapping("api_tls", apiTLSKeys)
+		s.APITLS = &APITLS{}
+		path(tf, "cert", &s.APITLS.Cert)
+		path(tf, "key", &s.APITLS.Key)
 	}
 	if f.has("debug") {
 		df := f.mapping("debug", debugKeys)

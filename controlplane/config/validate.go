@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"math"
 	"net"
@@ -83,9 +84,8 @@ func (v *validator) server() {
 	}
 	if _, port, err := net.SplitHostPort(s.API); err != nil || !validPort(port) {
 		v.errorf("server.api", "invalid address %q, want host:port such as 127.0.0.1:9153", s.API)
-	} else if s.APITokenFile == "" && !loopback(s.API) {
-		v.errorf("server.api_token_file", "required: the api listens on %s, beyond loopback, and its writes (admin, external) need a token; give a file holding one, or listen on 127.0.0.1", s.API)
 	}
+	v.apiAccess()
 	if !filepath.IsAbs(s.BPFFS) {
 		v.errorf("server.bpffs", "must be an absolute path, got %q", s.BPFFS)
 	}
@@ -102,19 +102,48 @@ func (v *validator) server() {
 	}
 }
 
-// loopback reports whether the api address (host:port) is reachable only
-// from this host: a loopback IP or localhost.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
+// apiAccess checks the API's tokens, names and TLS files. The files are
+// read at start; check finds a missing or unreadable one first.
+func (v *validator) apiAccess() {
+	s := v.c.Server
+	for _, f := range []struct{ key, path string }{{"server.api_token_file", s.APITokenFile}, {"server.api_read_token_file", s.APIReadTokenFile}} {
+		if f.path != "" {
+			if err := readable(f.path); err != nil {
+				v.errorf(f.key, "%v", err)
+			}
+		}
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
+	if s.APIReadTokenFile != "" && s.APIReadTokenFile == s.APITokenFile {
+		v.errorf("server.api_read_token_file", "is api_token_file too, so whoever may read could write; give the reads a token of their own")
 	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	for i, h := range s.APIHosts {
+		if !hostName.MatchString(h) {
+			v.errorf(fmt.Sprintf("server.api_hosts[%d]", i), "%q is not a host name; give a name without port or scheme, such as api.example.test", h)
+		}
+	}
+	if t := s.APITLS; t != nil {
+		ok := true
+		for _, f := range []struct{ key, path string }{{"server.api_tls.cert", t.Cert}, {"server.api_tls.key", t.Key}} {
+			switch err := readable(f.path); {
+			case f.path == "":
+				v.errorf(f.key, "required: a PEM file")
+				ok = false
+			case err != nil:
+				v.errorf(f.key, "%v", err)
+				ok = false
+			}
+		}
+		if ok {
+			if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+				v.errorf("server.api_tls", "loading the certificate and key: %v", err)
+			}
+		}
+	}
 }
+
+// hostName is a DNS host name: dot-separated labels of letters, digits
+// and inner hyphens, with an optional final dot.
+var hostName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
 
 // maxRecords bounds server.max_records. The record table has two 512-byte
 // slots per set, rounded up to a power of two, which the kernel reserves

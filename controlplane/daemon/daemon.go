@@ -187,39 +187,15 @@ func (d *Daemon) start(opts Options) error {
 			return err
 		}
 	}
-	h := api.Handler(d, d.metrics)
-	if f := cfg.Server.APITokenFile; f != "" {
-		token, err := readToken(f)
-		if err != nil {
-			return fmt.Errorf("server.api_token_file: %w", err)
-		}
-		h = api.RequireToken(h, token)
-	}
-	ln, err := net.Listen("tcp", cfg.Server.API)
+	srv, apiAddr, err := api.Serve(api.Handler(d, d.metrics), cfg)
 	if err != nil {
-		return fmt.Errorf("listening for the api on %s: %w", cfg.Server.API, err)
+		return err
 	}
-	srv := api.NewServer(h)
-	go srv.Serve(ln)
 	d.started.push(srv.Shutdown)
 	d.startLoops(cfg)
 	slog.Info("serving", "config", d.path, "id", host, "roles", roleList(id.Roles), "listen", cfg.Server.Listen,
-		"api", ln.Addr().String(), "records", len(p.Compiled.Sets))
+		"api", apiAddr.String(), "records", len(p.Compiled.Sets))
 	return nil
-}
-
-// readToken reads the API's token: the file's text, without surrounding
-// white space.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the api token: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("reading the api token: %s is empty", path)
-	}
-	return token, nil
 }
 
 func roleList(roles []config.Role) string {

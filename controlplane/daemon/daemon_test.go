@@ -276,7 +276,7 @@ func endToEnd(t *testing.T, mode string) {
 	})
 
 	t.Run("admin down changes the answer within a second", func(t *testing.T) {
-		client := e.env.Edge.HTTPClient()
+		client := e.api(t)
 		put := func(state string) {
 			req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/web1/admin", strings.NewReader(state))
 			resp, err := client.Do(req)

@@ -81,7 +81,7 @@ func TestIdentityOverTheWire(t *testing.T) {
 	}
 
 	t.Run("debug", func(t *testing.T) {
-		admin(t, env, "web1", "down")
+		admin(t, e, "web1", "down")
 		waitAnswer(t, e, "web1 down", []string{"198.18.1.2"}, 2*time.Second)
 		for _, class := range []uint16{dns.ClassINET, dns.ClassCHAOS} {
 			r := e.ask(t, "udp", v4, chaos("WWW.example.test._debug.steadydns.", class))

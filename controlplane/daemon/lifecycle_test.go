@@ -193,7 +193,7 @@ func TestReload(t *testing.T) {
 // error and 422 while the running config keeps answering.
 func TestHTTPReloadAndReadiness(t *testing.T) {
 	e := startEdge(t, "native")
-	client := e.env.Edge.HTTPClient()
+	client := e.api(t)
 	call := func(method, path string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://127.0.0.1:9153"+path, nil)
@@ -210,6 +210,15 @@ func TestHTTPReloadAndReadiness(t *testing.T) {
 	}
 	if code, body := call("GET", "/readyz"); code != 200 || body != "ready\n" {
 		t.Errorf("/readyz of a started edge: %d %q", code, body)
+	}
+	// A write without the token is refused on loopback too.
+	resp, err := e.env.Edge.HTTPClient().Post("http://127.0.0.1:9153/api/v1/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("reload without the token: %s, want 401", resp.Status)
 	}
 
 	orig, err := os.ReadFile(e.cfg)

@@ -78,7 +78,7 @@ func TestPoliciesOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := serve(t, env, func(link, pins string) string { return fmt.Sprintf(policyConfig, link, pins) })
-	api := env.Edge.HTTPClient()
+	api := e.api(t)
 
 	admin := func(check, state string) {
 		req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/"+check+"/admin", strings.NewReader(state))

@@ -99,7 +99,7 @@ func TestRestartKeepsAdminDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.env.Edge.HTTPClient().Do(req)
+	resp, err := e.api(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func TestStatusAgreesWithTheWire(t *testing.T) {
 				if slices.Contains(c.down, id) {
 					state = "down"
 				}
-				admin(t, env, id, state)
+				admin(t, e, id, state)
 			}
 			start := time.Now()
 			for {
@@ -96,11 +96,11 @@ func TestStatusAgreesWithTheWire(t *testing.T) {
 	}
 }
 
-// admin sets a check's admin override through the API.
-func admin(t testing.TB, env *testenv.Env, check, state string) {
+// admin sets a check's admin override through e's API.
+func admin(t testing.TB, e *edge, check, state string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/checks/"+check+"/admin", strings.NewReader(state))
-	resp, err := env.Edge.HTTPClient().Do(req)
+	resp, err := e.api(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
