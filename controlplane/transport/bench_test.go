@@ -8,11 +8,11 @@ import (
 // two chunks) through an embedded server and waits for its reassembly.
 func BenchmarkPublishReassemble(b *testing.B) {
 	f := newFleet(b)
-	s := embed(b, EmbedOptions{Users: f.users()})
+	s := embed(b, f, EmbedOptions{})
 	prober := connect(b, s.ClientURL(), "p1", f.prober, Options{})
 	agg := connect(b, s.ClientURL(), "a1", f.aggregator, Options{})
 	done := make(chan struct{}, 1)
-	sub, err := agg.Subscribe(KindFrame, "c1", nil, func(Message) { done <- struct{}{} })
+	sub, err := agg.Subscribe(KindFrame, "c1", Filter{}, func(Message) { done <- struct{}{} })
 	if err != nil {
 		b.Fatal(err)
 	}

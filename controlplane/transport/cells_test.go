@@ -43,18 +43,18 @@ func TestSubjects(t *testing.T) {
 // each with its cell; and the server counts the edges connected to it by
 // their keys.
 func TestCells(t *testing.T) {
-	f := newFleet(t)
-	s := embed(t, EmbedOptions{Users: f.users()})
+	f := newFleet(t, "p1", "eu", "p2", "us", "a1", "eu", "a2", "us")
+	s := embed(t, f, EmbedOptions{})
 	pEU := connect(t, s.ClientURL(), "p1", f.prober, Options{Cell: "eu"})
-	pUS := connect(t, s.ClientURL(), "p2", f.prober, Options{Cell: "us"})
+	pUS := connect(t, s.ClientURL(), "p2", f.ids["p2"], Options{Cell: "us"})
 	aEU := connect(t, s.ClientURL(), "a1", f.aggregator, Options{Cell: "eu"})
-	aUS := connect(t, s.ClientURL(), "a2", f.aggregator, Options{Cell: "us"})
+	aUS := connect(t, s.ClientURL(), "a2", f.ids["a2"], Options{Cell: "us"})
 	edge := connect(t, s.ClientURL(), "e1", f.edge, Options{})
 	var frames, tables inbox
-	if _, err := aEU.Subscribe(KindFrame, "eu", nil, frames.fn); err != nil {
+	if _, err := aEU.Subscribe(KindFrame, "eu", Filter{}, frames.fn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := edge.Subscribe(KindTable, AllCells, nil, tables.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, Filter{}, tables.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, aEU)
@@ -87,7 +87,7 @@ func TestCells(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("edges connected: %d, %v; want 1", n, err)
 	}
-	if n, _ := s.ClientsWithKeys([]string{f.prober.Public}); n != 2 {
+	if n, _ := s.ClientsWithKeys([]string{f.prober.Public, f.ids["p2"].Public}); n != 2 {
 		t.Fatalf("probers connected: %d, want 2", n)
 	}
 }

@@ -114,6 +114,8 @@ func Connect(opts Options) (*Conn, error) {
 			c.log.warn("reconnect", "nats connection attempt", "error", err)
 		}),
 		nats.ErrorHandler(c.asyncError),
+		// Replies come to this host's own inbox, the only one it may read.
+		nats.CustomInboxPrefix(InboxPrefix(opts.ID)),
 	}
 	if opts.NKeySeedFile != "" {
 		o, err := nats.NkeyOptionFromSeed(opts.NKeySeedFile)
@@ -231,6 +233,9 @@ func (c *Conn) Publish(kind Kind, slot, hash uint64, payload []byte) error {
 	if limit == 0 || !c.nc.IsConnected() {
 		return fmt.Errorf("publishing %s: %w", kind, ErrNotConnected)
 	}
+	if n, _ := Split(len(payload), limit); n > MaxChunks {
+		return fmt.Errorf("publishing %s: %d bytes take %d chunks of %d, more than the %d a receiver takes", kind, len(payload), n, limit, MaxChunks)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var err error
@@ -253,8 +258,8 @@ type Subscription struct {
 // Subscribe receives every sender's messages of kind in cell (AllCells:
 // in every cell; ignored for state changes, which have no cell): fn gets
 // each payload once all its chunks have arrived and its checksum matches,
-// on one goroutine, one message at a time. accept is as in NewReassembler.
-func (c *Conn) Subscribe(kind Kind, cell string, accept func(hash uint64) bool, fn func(Message)) (*Subscription, error) {
+// on one goroutine, one message at a time, if filter lets its chunks in.
+func (c *Conn) Subscribe(kind Kind, cell string, filter Filter, fn func(Message)) (*Subscription, error) {
 	if !kind.valid() {
 		return nil, fmt.Errorf("subscribing: unknown kind %d", kind)
 	}
@@ -264,7 +269,7 @@ func (c *Conn) Subscribe(kind Kind, cell string, accept func(hash uint64) bool, 
 		}
 	}
 	subject := SubjectAll(kind, cell)
-	r := NewReassembler(kind, accept, fn)
+	r := NewReassembler(kind, filter, fn)
 	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) { r.Add(m.Subject, m.Data) })
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)

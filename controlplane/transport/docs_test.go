@@ -10,18 +10,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// The example users in docs/nats-accounts.md (public keys only).
-var docUsers = map[Role][]string{
-	RoleProber:     {"UDOZ66VIP2B4XIX3JWRS3GVYNBCOVQUV5BKAQIBKITRJXMCTDJQPKOKT"},
-	RoleAggregator: {"UBK5Z2K2ZUGHPGHURX26YG72RT66JGCV55NN3RBHHRPIM6HGQB2U5C3J"},
-	RoleEdge:       {"UBK5Z2K2ZUGHPGHURX26YG72RT66JGCV55NN3RBHHRPIM6HGQB2U5C3J", "UAPHI4NYFBUAWFTYOX64PNY7OS7SGZ43YYDVQCQZWA42TVVWDWFVYGZM"},
-	RoleAdmin:      {"UBTUBFKB3SUP42SKHCIDJDOTA7CY5UCMV46CEZ5MLCBGBZWOYW5VFYJX"},
+// The example hosts in docs/nats-accounts.md (public keys only).
+var docHosts = []Host{
+	{ID: "p1a", Key: "UDOZ66VIP2B4XIX3JWRS3GVYNBCOVQUV5BKAQIBKITRJXMCTDJQPKOKT", Roles: []Role{RoleProber}, Cell: "eu"},
+	{ID: "a1", Key: "UBK5Z2K2ZUGHPGHURX26YG72RT66JGCV55NN3RBHHRPIM6HGQB2U5C3J", Roles: []Role{RoleAggregator}, Cell: "eu"},
+	{ID: "e1", Key: "UAPHI4NYFBUAWFTYOX64PNY7OS7SGZ43YYDVQCQZWA42TVVWDWFVYGZM", Roles: []Role{RoleEdge}},
+	{ID: "ops", Key: "UBTUBFKB3SUP42SKHCIDJDOTA7CY5UCMV46CEZ5MLCBGBZWOYW5VFYJX", Roles: []Role{RoleAdmin}},
 }
 
 // The external-cluster config in docs/nats-accounts.md is what
 // AuthorizationConfig renders, so it grants what an embedded server does.
 func TestDocumentedAuthorization(t *testing.T) {
-	want, err := AuthorizationConfig(docUsers)
+	want, err := AuthorizationConfig(docHosts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestDocumentedAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	embedded, err := serverOptions(EmbedOptions{Listen: "127.0.0.1:0", ServerName: "s", StoreDir: t.TempDir(), Users: docUsers})
+	embedded, err := serverOptions(EmbedOptions{Listen: "127.0.0.1:0", ServerName: "a1", StoreDir: t.TempDir(), Hosts: docHosts}, &serverLog{})
 	if err != nil {
 		t.Fatal(err)
 	}

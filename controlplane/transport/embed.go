@@ -24,10 +24,14 @@ type EmbedOptions struct {
 	ClusterListen string   // routes' host:port; empty runs a lone server
 	Routes        []string // other servers' route addresses, host:port or nats-route:// URLs
 	ClusterName   string   // the same on every server of the cluster; default "steadydns"
-	ServerName    string   // unique in the cluster (the host id fits)
-	Users         map[Role][]string
-	TLS           TLS    // Cert and Key serve clients and routes; CA verifies routes
-	StoreDir      string // JetStream's files: the config bucket
+	ServerName    string   // this aggregator's host id, unique in the cluster
+	Hosts         []Host   // every host of the fleet: the only clients let in
+	// SeedFile is this aggregator's NKey seed: it signs the routes this
+	// server opens, and the other servers let in only routes signed by an
+	// aggregator of Hosts.
+	SeedFile string
+	TLS      TLS    // Cert and Key serve clients and routes; CA verifies routes
+	StoreDir string // JetStream's files: the config bucket
 }
 
 // readyWait bounds how long Embed waits for the server to listen.
@@ -35,14 +39,16 @@ const readyWait = 10 * time.Second
 
 // Server is an embedded NATS server.
 type Server struct {
-	s *server.Server
+	s   *server.Server
+	log *serverLog
 }
 
 // Embed starts a NATS server with JetStream and per-role NKey users
 // (Permissions) and returns once it accepts clients. Servers whose Routes
 // reach each other form one cluster.
 func Embed(opts EmbedOptions) (*Server, error) {
-	so, err := serverOptions(opts)
+	log := &serverLog{}
+	so, err := serverOptions(opts, log)
 	if err != nil {
 		return nil, fmt.Errorf("embedding nats server: %w", err)
 	}
@@ -50,7 +56,6 @@ func Embed(opts EmbedOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedding nats server: %w", err)
 	}
-	log := &serverLog{}
 	s.SetLoggerV2(log, false, false, false)
 	s.Start()
 	if !s.ReadyForConnections(readyWait) {
@@ -60,18 +65,17 @@ func Embed(opts EmbedOptions) (*Server, error) {
 		}
 		return nil, fmt.Errorf("embedding nats server: not listening after %v", readyWait)
 	}
-	return &Server{s: s}, nil
+	return &Server{s: s, log: log}, nil
 }
 
-func serverOptions(opts EmbedOptions) (*server.Options, error) {
+func serverOptions(opts EmbedOptions, log *serverLog) (*server.Options, error) {
 	if opts.ServerName == "" {
 		return nil, errors.New("no server name")
 	}
 	if opts.StoreDir == "" {
 		return nil, errors.New("no jetstream store directory")
 	}
-	keys, order, err := keyRoles(opts.Users)
-	if err != nil {
+	if err := checkHosts(opts.Hosts); err != nil {
 		return nil, err
 	}
 	host, port, err := hostPort(opts.Listen)
@@ -86,9 +90,9 @@ func serverOptions(opts EmbedOptions) (*server.Options, error) {
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
 	}
-	for _, k := range order {
-		pub, sub := Permissions(keys[k]...)
-		so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: k, Permissions: &server.Permissions{
+	for _, h := range opts.Hosts {
+		pub, sub := Permissions(h)
+		so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: h.Key, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: sub},
 		}})
@@ -129,6 +133,11 @@ func serverOptions(opts EmbedOptions) (*server.Options, error) {
 	if so.Cluster.Name == "" {
 		so.Cluster.Name = "steadydns"
 	}
+	signer, err := newRouteAuth(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	so.CustomRouterAuthentication = signer
 	if cert != nil {
 		if pool == nil {
 			return nil, errors.New("tls: routes need a ca to verify the other servers")
@@ -146,6 +155,7 @@ func serverOptions(opts EmbedOptions) (*server.Options, error) {
 		if err != nil {
 			return nil, fmt.Errorf("route %q: %w", r, err)
 		}
+		u.User = signer.credentials()
 		so.Routes = append(so.Routes, u)
 	}
 	return so, nil
@@ -201,9 +211,27 @@ func (s *Server) Shutdown() {
 }
 
 // serverLog sends the server's log to slog. Notices, which include a
-// banner of a dozen lines at every start, go to debug.
+// banner of a dozen lines at every start, go to debug. It counts what the
+// server refused, which it reports only in its log.
 type serverLog struct {
 	fatal atomic.Pointer[string]
+
+	publish, subscribe, clients, routes atomic.Uint64
+}
+
+// Refused counts what an embedded server refused: each is a host trying
+// what its key does not allow, or something without a key of the fleet.
+type Refused struct {
+	Publish   uint64 // publishes on a subject the sender's key does not allow
+	Subscribe uint64 // subscriptions the subscriber's key does not allow
+	Clients   uint64 // client connections without a key of the fleet
+	Routes    uint64 // routes without an aggregator's signature
+}
+
+// Refused returns what the server has refused so far.
+func (s *Server) Refused() Refused {
+	l := s.log
+	return Refused{Publish: l.publish.Load(), Subscribe: l.subscribe.Load(), Clients: l.clients.Load(), Routes: l.routes.Load()}
 }
 
 func (l *serverLog) Noticef(format string, v ...any) {
@@ -213,7 +241,17 @@ func (l *serverLog) Warnf(format string, v ...any) {
 	slog.Warn(fmt.Sprintf(format, v...), "component", "nats-server")
 }
 func (l *serverLog) Errorf(format string, v ...any) {
-	slog.Error(fmt.Sprintf(format, v...), "component", "nats-server")
+	msg := fmt.Sprintf(format, v...)
+	switch {
+	case strings.Contains(msg, "Publish Violation"):
+		l.publish.Add(1)
+	case strings.Contains(msg, "Subscription Violation"):
+		l.subscribe.Add(1)
+	case strings.Contains(msg, "authentication error") && strings.Contains(msg, " - cid:"):
+		// A route's failure is counted where it is checked (routeAuth).
+		l.clients.Add(1)
+	}
+	slog.Error(msg, "component", "nats-server")
 }
 func (l *serverLog) Debugf(format string, v ...any) {
 	slog.Debug(fmt.Sprintf(format, v...), "component", "nats-server")

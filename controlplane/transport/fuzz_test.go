@@ -73,7 +73,7 @@ func FuzzReassemble(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, script []byte) {
 		var delivered []Message
-		r := NewReassembler(KindFrame, func(h uint64) bool { return h != 9 }, func(m Message) {
+		r := NewReassembler(KindFrame, Filter{Hash: func(h uint64) bool { return h != 9 }}, func(m Message) {
 			m.Payload = bytes.Clone(m.Payload)
 			delivered = append(delivered, m)
 		})

@@ -47,31 +47,57 @@ func newIdentity(t testing.TB) identity {
 	return identity{Public: pub, Seed: f}
 }
 
-// fleet holds one identity per role.
+// fleet is a test fleet: a key per host, and the hosts as the servers
+// list them. Probers and aggregators are in cell c1 unless cells says
+// otherwise.
 type fleet struct {
-	prober, aggregator, edge, admin identity
+	prober, aggregator, edge, admin identity // p1, a1, e1, admin
+	ids                             map[string]identity
+	hosts                           []Host
 }
 
-func newFleet(t testing.TB) fleet {
-	return fleet{newIdentity(t), newIdentity(t), newIdentity(t), newIdentity(t)}
+// testHosts are the test fleet's hosts: s0 to s2 are the aggregators
+// that run the servers of a cluster.
+var testHosts = []struct {
+	id   string
+	role Role
+}{
+	{"p1", RoleProber}, {"p2", RoleProber}, {"a1", RoleAggregator}, {"a2", RoleAggregator},
+	{"e1", RoleEdge}, {"e2", RoleEdge}, {"admin", RoleAdmin},
+	{"s0", RoleAggregator}, {"s1", RoleAggregator}, {"s2", RoleAggregator},
 }
 
-func (f fleet) users() map[Role][]string {
-	return map[Role][]string{
-		RoleProber:     {f.prober.Public},
-		RoleAggregator: {f.aggregator.Public},
-		RoleEdge:       {f.edge.Public},
-		RoleAdmin:      {f.admin.Public},
+func newFleet(t testing.TB, cells ...string) fleet {
+	f := fleet{ids: map[string]identity{}}
+	cell := map[string]string{}
+	for i := 0; i+1 < len(cells); i += 2 {
+		cell[cells[i]] = cells[i+1]
 	}
+	for _, h := range testHosts {
+		who := newIdentity(t)
+		f.ids[h.id] = who
+		c := cell[h.id]
+		if c == "" {
+			c = "c1"
+		}
+		f.hosts = append(f.hosts, Host{ID: h.id, Key: who.Public, Roles: []Role{h.role}, Cell: c})
+	}
+	f.prober, f.aggregator, f.edge, f.admin = f.ids["p1"], f.ids["a1"], f.ids["e1"], f.ids["admin"]
+	return f
 }
 
-func embed(t testing.TB, opts EmbedOptions) *Server {
+// embed starts a server for fleet f, as server s1 unless opts names another.
+func embed(t testing.TB, f fleet, opts EmbedOptions) *Server {
 	t.Helper()
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "s1"
+	}
+	opts.Hosts = f.hosts
+	if opts.SeedFile == "" {
+		opts.SeedFile = f.ids[opts.ServerName].Seed
 	}
 	opts.StoreDir = t.TempDir()
 	s, err := Embed(opts)
@@ -92,8 +118,8 @@ func cluster(t testing.TB, f fleet, n int) []*Server {
 	}
 	var servers []*Server
 	for i := range n {
-		servers = append(servers, embed(t, EmbedOptions{ServerName: fmt.Sprint("s", i), ClusterListen: routes[i],
-			Routes: routes, Users: f.users()}))
+		servers = append(servers, embed(t, f, EmbedOptions{ServerName: fmt.Sprint("s", i), ClusterListen: routes[i],
+			Routes: routes}))
 	}
 	eventually(t, 10*time.Second, func() bool {
 		for _, s := range servers {

@@ -1,19 +1,30 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 )
 
-// Subjects a role may publish and subscribe to. Everything else is denied.
-// The config bucket is a JetStream stream, KV_<bucket>, reached through the
-// JetStream API; these are the API subjects nats.go uses to read, watch and
-// write a key-value bucket, and nothing that reaches other streams.
+// Host is one host of the fleet as the servers know it: the key it
+// proves, the id and cell its subjects carry, and its roles.
+type Host struct {
+	ID    string
+	Key   string // NKey user public key
+	Roles []Role
+	Cell  string // where its frames and tables go; unused by edges and admins
+}
+
+// Subjects a host may publish and subscribe to. Everything else is
+// denied. The config bucket is a JetStream stream, KV_<bucket>, reached
+// through the JetStream API; these are the API subjects nats.go uses to
+// read and watch a key-value bucket, and nothing that reaches other
+// streams. No role may delete a consumer: watches are ordered consumers,
+// which the server removes once their watcher is gone, and a delete
+// permission would reach every host's consumers, since their names are
+// random.
 var (
-	// readConfigPub lets every role open, read and watch the config bucket:
-	// stream info, direct gets, ordered push consumers for watches and
-	// their flow-control replies.
 	readConfigPub = []string{
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.KV_" + ConfigBucket,
@@ -23,89 +34,96 @@ var (
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket,
 		"$JS.API.CONSUMER.CREATE.KV_" + ConfigBucket + ".>",
 		"$JS.API.CONSUMER.INFO.KV_" + ConfigBucket + ".>",
-		"$JS.API.CONSUMER.DELETE.KV_" + ConfigBucket + ".>",
 		"$JS.FC.KV_" + ConfigBucket + ".>",
 	}
-	// readConfigSub: API replies and watch deliveries come to inboxes.
-	readConfigSub = []string{"_INBOX.>"}
-
-	rolePub = map[Role][]string{
-		RoleProber: {SubjectAll(KindFrame, AllCells)},
-		// An aggregator's API sends state changes to the others, as an
-		// edge's does.
-		RoleAggregator: {SubjectAll(KindTable, AllCells), SubjectAll(KindState, "")},
-		RoleEdge:       {SubjectAll(KindState, "")},
-		RoleAdmin: {
-			"$KV." + ConfigBucket + ".>",
-			"$JS.API.STREAM.CREATE.KV_" + ConfigBucket,
-			"$JS.API.STREAM.UPDATE.KV_" + ConfigBucket,
-		},
-	}
-	roleSub = map[Role][]string{
-		RoleAggregator: {SubjectAll(KindFrame, AllCells), SubjectAll(KindState, "")},
-		RoleEdge:       {SubjectAll(KindTable, AllCells)},
+	adminPub = []string{
+		"$KV." + ConfigBucket + ".>",
+		"$JS.API.STREAM.CREATE.KV_" + ConfigBucket,
+		"$JS.API.STREAM.UPDATE.KV_" + ConfigBucket,
 	}
 )
 
-// Permissions returns the subjects a key holding roles may publish and
-// subscribe to: the union of the roles' permissions, sorted.
-func Permissions(roles ...Role) (pub, sub []string) {
+// InboxPrefix is where host id receives replies: its own inbox, so no host
+// reads another's JetStream replies or watch deliveries.
+func InboxPrefix(id string) string { return "_INBOX." + id }
+
+// Permissions returns the subjects host h may publish and subscribe to:
+// the union of its roles' permissions, each scoped to its own id and cell,
+// sorted. A prober publishes only its own frames, an aggregator only its
+// own tables, and only aggregators and admins publish state changes.
+func Permissions(h Host) (pub, sub []string) {
 	pub = append(pub, readConfigPub...)
-	sub = append(sub, readConfigSub...)
-	for _, r := range roles {
-		pub = append(pub, rolePub[r]...)
-		sub = append(sub, roleSub[r]...)
+	sub = append(sub, InboxPrefix(h.ID)+".>")
+	for _, r := range h.Roles {
+		switch r {
+		case RoleProber:
+			pub = append(pub, Subject(KindFrame, h.Cell, h.ID))
+		case RoleAggregator:
+			pub = append(pub, Subject(KindTable, h.Cell, h.ID), Subject(KindState, "", h.ID))
+			sub = append(sub, SubjectAll(KindFrame, h.Cell), SubjectAll(KindState, ""))
+		case RoleEdge:
+			sub = append(sub, SubjectAll(KindTable, AllCells))
+		case RoleAdmin:
+			pub = append(pub, Subject(KindState, "", h.ID))
+			pub = append(pub, adminPub...)
+		}
 	}
 	slices.Sort(pub)
 	slices.Sort(sub)
 	return slices.Compact(pub), slices.Compact(sub)
 }
 
-// keyRoles inverts users, role → keys, into key → roles, so a key listed
-// under several roles gets one user with every role's permissions. Only
-// known roles and NKey user public keys (starting with U) are accepted.
-func keyRoles(users map[Role][]string) (map[string][]Role, []string, error) {
-	keys := map[string][]Role{}
-	var order []string
-	for _, r := range Roles {
-		for _, k := range users[r] {
-			if len(k) != 56 || k[0] != 'U' {
-				return nil, nil, fmt.Errorf("role %s: %q is not an nkey user public key", r, k)
+// checkHosts checks what the servers need of every host: a valid id, a
+// user public key used once, known roles, and a cell where one is used.
+func checkHosts(hosts []Host) error {
+	if len(hosts) == 0 {
+		return errors.New("no hosts")
+	}
+	keys := map[string]string{}
+	ids := map[string]bool{}
+	for _, h := range hosts {
+		if err := ValidSenderID(h.ID); err != nil {
+			return err
+		}
+		if ids[h.ID] {
+			return fmt.Errorf("host %s is listed twice", h.ID)
+		}
+		ids[h.ID] = true
+		if len(h.Key) != 56 || h.Key[0] != 'U' {
+			return fmt.Errorf("host %s: %q is not an nkey user public key", h.ID, h.Key)
+		}
+		if other, dup := keys[h.Key]; dup {
+			return fmt.Errorf("host %s: key is already %s's", h.ID, other)
+		}
+		keys[h.Key] = h.ID
+		for _, r := range h.Roles {
+			if !slices.Contains(Roles, r) {
+				return fmt.Errorf("host %s: unknown role %q", h.ID, r)
 			}
-			if keys[k] == nil {
-				order = append(order, k)
+			if (r == RoleProber || r == RoleAggregator) && ValidCell(h.Cell) != nil {
+				return fmt.Errorf("host %s: %w", h.ID, ValidCell(h.Cell))
 			}
-			keys[k] = append(keys[k], r)
 		}
 	}
-	for r := range users {
-		if !slices.Contains(Roles, r) {
-			return nil, nil, fmt.Errorf("unknown role %q", r)
-		}
-	}
-	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("no nkey users")
-	}
-	return keys, order, nil
+	return nil
 }
 
-// AuthorizationConfig renders users as a nats-server configuration block
+// AuthorizationConfig renders hosts as a nats-server configuration block
 // with the same permissions an embedded server enforces, for a fleet that
 // runs its own NATS cluster.
-func AuthorizationConfig(users map[Role][]string) (string, error) {
-	keys, order, err := keyRoles(users)
-	if err != nil {
+func AuthorizationConfig(hosts []Host) (string, error) {
+	if err := checkHosts(hosts); err != nil {
 		return "", fmt.Errorf("rendering nats authorization: %w", err)
 	}
 	var b strings.Builder
 	b.WriteString("authorization {\n  users = [\n")
-	for _, k := range order {
-		pub, sub := Permissions(keys[k]...)
-		roles := make([]string, len(keys[k]))
-		for i, r := range keys[k] {
+	for _, h := range hosts {
+		pub, sub := Permissions(h)
+		roles := make([]string, len(h.Roles))
+		for i, r := range h.Roles {
 			roles[i] = string(r)
 		}
-		fmt.Fprintf(&b, "    # %s\n    {\n      nkey: %s\n      permissions: {\n", strings.Join(roles, ", "), k)
+		fmt.Fprintf(&b, "    # %s: %s\n    {\n      nkey: %s\n      permissions: {\n", h.ID, strings.Join(roles, ", "), h.Key)
 		fmt.Fprintf(&b, "        publish: {allow: [\n%s        ]}\n", quoted(pub))
 		fmt.Fprintf(&b, "        subscribe: {allow: [\n%s        ]}\n", quoted(sub))
 		b.WriteString("      }\n    }\n")

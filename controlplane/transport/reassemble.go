@@ -21,7 +21,7 @@ type Message struct {
 
 // Counters count what a Reassembler did with the chunks it was given. Every
 // chunk lands in exactly one of Used, Malformed, WrongKind, WrongSender,
-// Rejected, Late and Duplicate.
+// Unknown, WrongLength, Future, Rejected, Late and Duplicate.
 type Counters struct {
 	Used        uint64 // chunks that went into an assembly
 	Delivered   uint64 // payloads handed to the callback
@@ -30,6 +30,9 @@ type Counters struct {
 	Malformed   uint64 // chunks with a bad header or subject
 	WrongKind   uint64 // chunks whose header's kind is not their subject's
 	WrongSender uint64 // chunks whose header's sender is not their subject's
+	Unknown     uint64 // chunks from a sender the fleet config does not name for this kind and cell
+	WrongLength uint64 // chunks whose payload length or chunk count is not this kind's
+	Future      uint64 // chunks of a slot more than one period ahead of the receiver's clock
 	Rejected    uint64 // chunks made under a config hash the receiver does not accept
 	Late        uint64 // chunks of a slot older than the sender's newest
 	Duplicate   uint64 // chunks already received, or of a slot already delivered
@@ -41,6 +44,28 @@ type Counters struct {
 // every chunk of every period.
 const LogEvery = 10 * time.Second
 
+// MaxChunks bounds the chunks one payload travels in, so a header cannot
+// make a receiver keep a large chunk map: a sender uses chunks as large as
+// its server allows.
+const MaxChunks = 1024
+
+// Filter says which chunks a receiver takes; a nil field takes every one.
+// Each is checked against the header before anything is allocated.
+type Filter struct {
+	// Hash says whether payloads made under a config hash are used.
+	Hash func(hash uint64) bool
+	// Sender says whether sender, of cell, may send this kind: only
+	// those get an assembly, so memory is bounded by the fleet's hosts.
+	Sender func(cell, sender string) bool
+	// Length is the payload length of this kind under the current
+	// config: a header announcing another is dropped.
+	Length func() int
+	// MaxSlot is the newest slot taken now: one period ahead of the
+	// receiver's clock. A later one would hold back every real message
+	// of its sender as late.
+	MaxSlot func() uint64
+}
+
 // Reassembler turns chunks of one kind into messages. It keeps one assembly
 // per sender: a chunk of a newer slot abandons the sender's incomplete one
 // (counted as Missing), and a chunk of another config hash or another
@@ -48,7 +73,7 @@ const LogEvery = 10 * time.Second
 // Counters is.
 type Reassembler struct {
 	kind    Kind
-	accept  func(hash uint64) bool
+	filter  Filter
 	fn      func(Message)
 	senders map[string]*assembly // by cell and sender
 	log     *limiter
@@ -56,6 +81,7 @@ type Reassembler struct {
 
 	used, delivered, missing, corrupt                      atomic.Uint64
 	malformed, wrongKind, wrongSender, rejected, late, dup atomic.Uint64
+	unknown, wrongLength, future                           atomic.Uint64
 }
 
 // assembly is one sender's payload in progress.
@@ -68,12 +94,11 @@ type assembly struct {
 	buf  []byte
 }
 
-// NewReassembler makes a reassembler for chunks of kind. accept says whether
-// the receiver uses payloads made under a config hash (nil accepts every
-// hash); fn receives every complete, verified payload, on the goroutine that
-// calls Add.
-func NewReassembler(kind Kind, accept func(hash uint64) bool, fn func(Message)) *Reassembler {
-	return &Reassembler{kind: kind, accept: accept, fn: fn, senders: map[string]*assembly{}, log: newLimiter(LogEvery)}
+// NewReassembler makes a reassembler for chunks of kind that filter lets
+// through; fn receives every complete, verified payload, on the goroutine
+// that calls Add.
+func NewReassembler(kind Kind, filter Filter, fn func(Message)) *Reassembler {
+	return &Reassembler{kind: kind, filter: filter, fn: fn, senders: map[string]*assembly{}, log: newLimiter(LogEvery)}
 }
 
 // Add takes one chunk received on subject.
@@ -101,7 +126,22 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 		r.log.warn("sender", "dropping a chunk whose sender is not its subject's", "subject", subject, "chunk_sender", h.sender)
 		return
 	}
-	if r.accept != nil && !r.accept(h.hash) {
+	if f := r.filter.Sender; f != nil && !f(cell, sender) {
+		r.unknown.Add(1)
+		r.log.warn("unknown", "dropping a chunk from a sender the fleet config does not name", "kind", r.kind, "cell", cell, "sender", sender)
+		return
+	}
+	if f := r.filter.Length; (f != nil && int(h.length) != f()) || h.count > MaxChunks {
+		r.wrongLength.Add(1)
+		r.log.warn("length", "dropping a chunk of a payload of another length", "kind", r.kind, "sender", sender, "length", h.length, "chunks", h.count)
+		return
+	}
+	if f := r.filter.MaxSlot; f != nil && h.slot > f() {
+		r.future.Add(1)
+		r.log.warn("future", "dropping a chunk of a slot ahead of this host's clock", "kind", r.kind, "sender", sender, "slot", h.slot)
+		return
+	}
+	if f := r.filter.Hash; f != nil && !f(h.hash) {
 		r.rejected.Add(1)
 		r.log.warn("hash", "rejecting a message made under another config", "kind", r.kind, "sender", sender, "config_hash", h.hash)
 		return
@@ -130,6 +170,7 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 		return
 	}
 	r.used.Add(1)
+	// The last chunk's padding beyond the payload is not kept.
 	copy(a.buf[int(h.index)*a.size:], data)
 	a.have[h.index] = true
 	a.got++
@@ -137,7 +178,7 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 		return
 	}
 	a.done = true
-	payload := a.buf[:a.h.length]
+	payload := a.buf
 	if crc32.Checksum(payload, castagnoli) != a.h.sum {
 		r.corrupt.Add(1)
 		r.log.warn("corrupt", "dropping a message whose checksum does not match", "kind", r.kind, "sender", sender, "slot", a.h.slot)
@@ -147,9 +188,11 @@ func (r *Reassembler) Add(subject string, chunk []byte) {
 	r.fn(Message{Kind: r.kind, Cell: cell, Sender: sender, Slot: a.h.slot, Hash: a.h.hash, Payload: payload})
 }
 
+// start begins gathering the payload of h, whose chunks hold size bytes
+// each. It keeps the payload's length and one flag per chunk, no more.
 func (a *assembly) start(h *header, size int) {
 	a.h, a.size, a.got, a.done = *h, size, 0, false
-	n := int(h.count) * size
+	n := int(h.length)
 	if cap(a.buf) < n {
 		a.buf = make([]byte, n)
 	}
@@ -172,8 +215,8 @@ func (r *Reassembler) Counters() Counters {
 	return Counters{
 		Used: r.used.Load(), Delivered: r.delivered.Load(), Missing: r.missing.Load(),
 		Corrupt: r.corrupt.Load(), Malformed: r.malformed.Load(), WrongKind: r.wrongKind.Load(),
-		WrongSender: r.wrongSender.Load(), Rejected: r.rejected.Load(), Late: r.late.Load(),
-		Duplicate: r.dup.Load(),
+		WrongSender: r.wrongSender.Load(), Unknown: r.unknown.Load(), WrongLength: r.wrongLength.Load(),
+		Future: r.future.Load(), Rejected: r.rejected.Load(), Late: r.late.Load(), Duplicate: r.dup.Load(),
 	}
 }
 

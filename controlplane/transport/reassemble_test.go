@@ -65,7 +65,7 @@ func TestReassembleInAnyOrder(t *testing.T) {
 			chunks := chunksOf(t, KindFrame, 9, 77, "p1", payload, 100+n/7)
 			rand.Shuffle(len(chunks), func(i, j int) { chunks[i], chunks[j] = chunks[j], chunks[i] })
 			var c collector
-			r := NewReassembler(KindFrame, nil, c.fn)
+			r := NewReassembler(KindFrame, Filter{}, c.fn)
 			for i, ch := range chunks {
 				if len(c.got) != 0 {
 					t.Fatalf("delivered after %d of %d chunks", i, len(chunks))
@@ -92,7 +92,7 @@ func TestLostChunkMakesTheSlotMissing(t *testing.T) {
 	a := chunksOf(t, KindTable, 5, 1, "a1", randomPayload(1000, 1), 300) // 4 chunks
 	b := chunksOf(t, KindTable, 6, 1, "a1", randomPayload(1000, 2), 300)
 	var c collector
-	r := NewReassembler(KindTable, nil, c.fn)
+	r := NewReassembler(KindTable, Filter{}, c.fn)
 	for i, ch := range a {
 		if i != 2 { // lost
 			r.Add(subj, ch)
@@ -117,7 +117,7 @@ func TestChunksOfOtherSlotsOrHashesNeverMix(t *testing.T) {
 	b := chunksOf(t, KindFrame, 7, 2, "p1", pb, 300) // slot 7, hash 2: another config
 	cc := chunksOf(t, KindFrame, 8, 1, "p1", pc, 300)
 	var c collector
-	r := NewReassembler(KindFrame, nil, c.fn)
+	r := NewReassembler(KindFrame, Filter{}, c.fn)
 	// Every chunk index is covered by one payload or another, so a
 	// reassembler that keyed on the slot alone would deliver a mixture.
 	for _, ch := range [][]byte{a[0], a[1], b[2], b[0], b[1], a[2], cc[0], a[0], cc[1], b[2], cc[2]} {
@@ -158,7 +158,7 @@ func TestDropped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c collector
-			r := NewReassembler(KindFrame, func(h uint64) bool { return h == 1 }, c.fn)
+			r := NewReassembler(KindFrame, Filter{Hash: func(h uint64) bool { return h == 1 }}, c.fn)
 			for _, ch := range tc.chunks {
 				r.Add(tc.subject, ch)
 			}
@@ -170,7 +170,7 @@ func TestDropped(t *testing.T) {
 	}
 	t.Run("corrupt", func(t *testing.T) {
 		var c collector
-		r := NewReassembler(KindFrame, nil, c.fn)
+		r := NewReassembler(KindFrame, Filter{}, c.fn)
 		for _, ch := range append(corrupt, corrupt[0]) {
 			r.Add(Subject(KindFrame, "c1", "p1"), ch)
 		}

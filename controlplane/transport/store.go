@@ -94,19 +94,31 @@ func (s *ConfigStore) Revision(ctx context.Context, rev uint64) ([]byte, error) 
 
 // Revisions calls fn with each version the bucket still holds, newest
 // first, until fn returns true. It returns ErrNoConfig while the bucket
-// holds none.
+// holds none. It reads one revision at a time by direct get: the history
+// call of a key-value bucket would make a consumer and then delete it,
+// which no host may do (Permissions).
 func (s *ConfigStore) Revisions(ctx context.Context, fn func(value []byte, revision uint64) (done bool)) error {
-	es, err := s.kv.History(ctx, ConfigKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return ErrNoConfig
-	}
+	value, rev, err := s.Latest(ctx)
 	if err != nil {
-		return fmt.Errorf("getting config history: %w", err)
+		return err
 	}
-	for i := len(es) - 1; i >= 0; i-- {
-		if es[i].Operation() == jetstream.KeyValuePut && fn(es[i].Value(), es[i].Revision()) {
+	// The bucket holds one key, so its revisions are the stream's
+	// sequence numbers, without gaps back to the oldest kept.
+	for rev > 0 {
+		if fn(value, rev) {
 			return nil
 		}
+		rev--
+		e, err := s.kv.GetRevision(ctx, ConfigKey, rev)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil
+		case err != nil:
+			return fmt.Errorf("getting config revision %d: %w", rev, err)
+		case e.Operation() != jetstream.KeyValuePut:
+			return nil
+		}
+		value = e.Value()
 	}
 	return nil
 }
@@ -120,7 +132,9 @@ func (s *ConfigStore) Watch(ctx context.Context, fn func(value []byte, revision 
 		return fmt.Errorf("watching config: %w", err)
 	}
 	go func() {
-		defer w.Stop()
+		// Stopping a watcher deletes its consumer, which no host may do
+		// (Permissions): the server removes it once the connection that
+		// reads it closes.
 		for {
 			select {
 			case <-ctx.Done():

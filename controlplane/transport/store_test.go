@@ -44,7 +44,7 @@ func createStore(t *testing.T, admin *Conn, replicas int) *ConfigStore {
 
 func TestConfigStore(t *testing.T) {
 	f := newFleet(t)
-	s := embed(t, EmbedOptions{Users: f.users()})
+	s := embed(t, f, EmbedOptions{})
 	admin := connect(t, s.ClientURL(), "admin", f.admin, Options{})
 	edge := connect(t, s.ClientURL(), "e1", f.edge, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

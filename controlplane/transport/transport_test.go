@@ -56,15 +56,15 @@ func wire(t *testing.T, url string, who identity, subject string) func() []int {
 
 func TestPublishSubscribeRoundTrip(t *testing.T) {
 	f := newFleet(t)
-	s := embed(t, EmbedOptions{Users: f.users()})
+	s := embed(t, f, EmbedOptions{})
 	prober := connect(t, s.ClientURL(), "p1", f.prober, Options{Roles: []Role{RoleProber}})
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{Roles: []Role{RoleAggregator}})
 	var got inbox
-	sub, err := agg.Subscribe(KindFrame, "c1", func(h uint64) bool { return h == 42 }, got.fn)
+	sub, err := agg.Subscribe(KindFrame, "c1", Filter{Hash: func(h uint64) bool { return h == 42 }}, got.fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sizes := wire(t, s.ClientURL(), f.aggregator, SubjectAll(KindFrame, AllCells))
+	sizes := wire(t, s.ClientURL(), f.aggregator, SubjectAll(KindFrame, "c1"))
 	flush(t, agg)
 
 	limit := prober.MaxChunk()
@@ -99,7 +99,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 
 func TestMessagesOfAKindHaveOneSize(t *testing.T) {
 	f := newFleet(t)
-	s := embed(t, EmbedOptions{Users: f.users()})
+	s := embed(t, f, EmbedOptions{})
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{ChunkSize: 100_000})
 	sizes := wire(t, s.ClientURL(), f.edge, SubjectAll(KindTable, AllCells))
 	// A 65,536-entry table, empty, a tenth full and full: every message the
@@ -128,7 +128,7 @@ func TestRoutedClusterDeliversTables(t *testing.T) {
 	agg := connect(t, servers[0].ClientURL(), "a1", f.aggregator, Options{})
 	edge := connect(t, servers[1].ClientURL(), "e1", f.edge, Options{})
 	var got inbox
-	if _, err := edge.Subscribe(KindTable, AllCells, nil, got.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, Filter{}, got.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -152,15 +152,15 @@ func TestRoutedClusterDeliversTables(t *testing.T) {
 
 func TestRolePermissions(t *testing.T) {
 	f := newFleet(t)
-	s := embed(t, EmbedOptions{Users: f.users()})
+	s := embed(t, f, EmbedOptions{})
 	prober := connect(t, s.ClientURL(), "p1", f.prober, Options{})
 	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{})
 	edge := connect(t, s.ClientURL(), "e1", f.edge, Options{})
 	var tables, frames inbox
-	if _, err := edge.Subscribe(KindTable, AllCells, nil, tables.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, Filter{}, tables.fn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agg.Subscribe(KindFrame, "c1", nil, frames.fn); err != nil {
+	if _, err := agg.Subscribe(KindFrame, "c1", Filter{}, frames.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -187,7 +187,7 @@ func TestRolePermissions(t *testing.T) {
 	}
 
 	// An edge may not read frames, nor a prober tables.
-	if _, err := prober.Subscribe(KindTable, AllCells, nil, func(Message) {}); err != nil {
+	if _, err := prober.Subscribe(KindTable, AllCells, Filter{}, func(Message) {}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, prober)
@@ -212,12 +212,12 @@ func TestRolePermissions(t *testing.T) {
 func TestTLS(t *testing.T) {
 	f := newFleet(t)
 	ca, cert, key := certs(t)
-	s := embed(t, EmbedOptions{Users: f.users(), TLS: TLS{CA: ca, Cert: cert, Key: key}})
+	s := embed(t, f, EmbedOptions{TLS: TLS{CA: ca, Cert: cert, Key: key}})
 	url := strings.Replace(s.ClientURL(), "nats://", "tls://", 1)
 	agg := connect(t, url, "a1", f.aggregator, Options{TLS: TLS{CA: ca}})
 	edge := connect(t, url, "e1", f.edge, Options{TLS: TLS{CA: ca}})
 	var got inbox
-	if _, err := edge.Subscribe(KindTable, AllCells, nil, got.fn); err != nil {
+	if _, err := edge.Subscribe(KindTable, AllCells, Filter{}, got.fn); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, edge)
@@ -227,7 +227,7 @@ func TestTLS(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return len(got.messages()) == 1 }, "a table over tls")
 
 	// Without the CA the client cannot verify the server.
-	c, err := Connect(Options{URLs: []string{url}, ID: "e2", Cell: "c1", NKeySeedFile: f.edge.Seed})
+	c, err := Connect(Options{URLs: []string{url}, ID: "e2", Cell: "c1", NKeySeedFile: f.ids["e2"].Seed})
 	if err != nil {
 		t.Fatal(err)
 	}
