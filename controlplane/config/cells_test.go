@@ -21,6 +21,9 @@ func TestCellsDefault(t *testing.T) {
 	same(t, "FrameEntries on one host", c.FrameEntries(), c.Aggregation.TableSize)
 }
 
+// testKey is a host's public key for configs that need one.
+const testKey = "UBK5Z2K2ZUGHPGHURX26YG72RT66JGCV55NN3RBHHRPIM6HGQB2U5C3J"
+
 // fleetConfig is base with n tcp checks in cell a and a cluster section
 // with NATS and the given lines, which start at line 9 + n.
 func fleetConfig(n int, cluster string) string {
@@ -29,7 +32,7 @@ func fleetConfig(n int, cluster string) string {
 	for i := range n {
 		fmt.Fprintf(&b, "  c%d: {type: tcp, port: 22, cell: a}\n", i)
 	}
-	b.WriteString("cluster:\n  nats: {urls: [\"nats://198.18.64.21:4222\"]}\n" + cluster)
+	b.WriteString("cluster:\n  nats: {urls: [\"nats://198.18.64.21:4222\"], hosts: {a1: {roles: [aggregator], key: " + testKey + "}}}\n" + cluster)
 	return b.String()
 }
 

@@ -20,9 +20,9 @@ func TestCluster(t *testing.T) {
     urls: ["nats://198.18.64.21:4222", "tls://[fd53:64::22]:4222"]
     embed:
       routes: ["nats-route://198.18.64.21:6222", "nats-route://198.18.64.22:6222"]
-    users:
-      aggregator: [`+aggPub+`]
-      edge: [`+edgePub+`]
+    hosts:
+      a1: { roles: [aggregator], key: `+aggPub+` }
+      e1: { roles: [edge], key: `+edgePub+`, region: r1 }
     tls: { ca: ca.pem, cert: host.pem, key: host.key }
 `)
 	if err == nil || c != nil {
@@ -53,7 +53,7 @@ func TestCluster(t *testing.T) {
 	same(t, "NATS", *c.Cluster.NATS, NATS{
 		URLs:  []string{"nats://198.18.64.21:4222", "tls://[fd53:64::22]:4222"},
 		Embed: c.Cluster.NATS.Embed, TLS: c.Cluster.NATS.TLS,
-		Users: map[Role][]string{RoleAggregator: {aggPub}, RoleEdge: {edgePub}},
+		Hosts: map[string]Host{"a1": {Roles: []Role{RoleAggregator}, Key: aggPub}, "e1": {Roles: []Role{RoleEdge}, Key: edgePub, Region: "r1"}},
 	})
 
 	// The cluster section does not change the health hash: hosts that
@@ -70,13 +70,45 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-func TestClusterUserKeyOnce(t *testing.T) {
-	k, _ := nkeys.CreateUser()
-	pub, _ := k.PublicKey()
-	_, err := load(t, base+"cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    users:\n      aggregator: ["+pub+"]\n      prober: ["+pub+"]\n")
-	want := "config.yaml:11: cluster.nats.users.prober[0]: key is already listed at cluster.nats.users.aggregator[0]"
-	if err == nil || err.Error() != want {
-		t.Fatalf("got %v, want %s", err, want)
+func TestClusterHosts(t *testing.T) {
+	key := func() string {
+		k, _ := nkeys.CreateUser()
+		pub, _ := k.PublicKey()
+		return pub
+	}
+	a, p := key(), key()
+	nats := "cluster:\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"one key, one host", nats + "    hosts:\n      a1: { roles: [aggregator], key: " + a + " }\n      p1: { roles: [prober], key: " + a + " }\n",
+			"config.yaml:11: cluster.nats.hosts.p1.key: key is already a1's"},
+		{"the old users", nats + "    users:\n      aggregator: [" + a + "]\n",
+			"config.yaml:9: cluster.nats.users: " + usersMoved},
+		{"no aggregator", nats + "    hosts:\n      p1: { roles: [prober], key: " + p + " }\n",
+			"config.yaml:9: cluster.nats.hosts: at least one host needs the aggregator role"},
+		{"bad role and cell", nats + "    hosts:\n      a1: { roles: [aggregator, resolver], key: " + a + ", cell: mars }\n",
+			"config.yaml:10: cluster.nats.hosts.a1.roles[1]: unknown role \"resolver\", want prober, aggregator, edge or admin\nconfig.yaml:10: cluster.nats.hosts.a1.cell: \"mars\" is not in cluster.cells ([default])"},
+		{"no key", nats + "    hosts:\n      a1: { roles: [aggregator] }\n",
+			"config.yaml:10: cluster.nats.hosts.a1.key: required: the host's NKey public key (steadydns keygen --id a1)"},
+		{"bad id", nats + "    hosts:\n      a.1: { roles: [aggregator], key: " + a + " }\n",
+			"config.yaml:10: cluster.nats.hosts.a.1: host id \"a.1\": '.', '*', '>' and white space are not allowed"},
+		{"open routes", nats + "    hosts:\n      a1: { roles: [aggregator], key: " + a + " }\n    embed:\n      routes: [\"nats-route://198.18.64.21:6222\"]\n",
+			"config.yaml:11: cluster.nats.embed.listen: 0.0.0.0:4222 is beyond loopback without TLS: set cluster.nats.tls (ca, cert, key), or write insecure: true under cluster.nats.embed to accept plain TCP\n" +
+				"config.yaml:11: cluster.nats.embed.cluster_listen: 0.0.0.0:6222 is beyond loopback without TLS: set cluster.nats.tls (ca, cert, key), or write insecure: true under cluster.nats.embed to accept plain TCP"},
+		{"loopback routes", nats + "    hosts:\n      a1: { roles: [aggregator], key: " + a + " }\n    embed:\n      listen: 127.0.0.1:4222\n      cluster_listen: \"[::1]:6222\"\n", ""},
+		{"insecure routes", nats + "    hosts:\n      a1: { roles: [aggregator], key: " + a + " }\n    embed:\n      insecure: true\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, base+tc.yaml)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got\n%v\nwant\n%s", err, tc.want)
+			}
+		})
 	}
 }
 

@@ -15,7 +15,36 @@ import (
 // the same config hash, without which each would drop the others' frames
 // and tables.
 func TestFleetExample(t *testing.T) {
-	dir := filepath.Join("..", "..", "examples", "fleet")
+	// The example holds no keys: docs/fleet.md has each host make its own
+	// and append every host's line under cluster.nats, as here.
+	hostsBlock := "    hosts:\n"
+	for _, h := range []string{"a1: { roles: [aggregator]", "a2: { roles: [aggregator]", "e1: { roles: [edge]", "e2: { roles: [edge]",
+		"p1a: { roles: [prober], region: r1", "ops: { roles: [admin]"} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		hostsBlock += "      " + h + ", key: " + pub + " }\n"
+	}
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "examples", "fleet")
+	files, err := filepath.Glob(filepath.Join(src, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, ".yaml") {
+			data = append(data, hostsBlock...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b, pushed, err := NewBundle(filepath.Join(dir, "fleet.yaml"))
 	if err != nil {
 		t.Fatalf("the fleet sections do not load: %v", err)
@@ -45,17 +74,6 @@ func TestFleetExample(t *testing.T) {
 		t.Fatalf("host files %v, want %v", got, want)
 	}
 
-	// The example holds no keys: docs/fleet.md has each user make them
-	// and append a users block under cluster.nats, as here.
-	users := "    users:\n"
-	for _, r := range []string{"prober", "aggregator", "edge", "admin"} {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pub, _ := kp.PublicKey()
-		users += "      " + r + ": [" + pub + "]\n"
-	}
 	keyed := t.TempDir()
 	var routes []string
 	bpffs := map[string]string{}
@@ -66,7 +84,7 @@ func TestFleetExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		withKeys := filepath.Join(keyed, filepath.Base(h))
-		if err := os.WriteFile(withKeys, append(data, users...), 0o644); err != nil {
+		if err := os.WriteFile(withKeys, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		c, err := LoadFleet(withKeys, b, t.TempDir())
