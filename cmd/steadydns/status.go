@@ -1,36 +1,26 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/api"
-	"github.com/steadydns/steadydns/controlplane/config"
 )
 
 func status(args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	addr := fs.String("api", "", "api address (host:port)")
-	path := fs.String("config", "", "read the api address from this config")
+	addr := fs.String("api", "", "api address (host:port); default the config's server.api, else 127.0.0.1:9153")
+	path := fs.String("config", "", "the server's config: its api address, token and certificate")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *addr == "" {
-		if *path == "" {
-			*addr = "127.0.0.1:9153"
-		} else {
-			cfg, err := config.Load(*path)
-			if err != nil {
-				return err
-			}
-			*addr = cfg.Server.API
-		}
+	c, err := newAPIClient(*path, *addr)
+	if err != nil {
+		return err
 	}
 	var recs struct {
 		Table   api.TableView    `json:"table"`
@@ -40,10 +30,10 @@ func status(args []string) error {
 		Checks []api.CheckView `json:"checks"`
 		Fleet  api.FleetView   `json:"fleet"`
 	}
-	if err := getJSON(*addr, "/api/v1/records", &recs); err != nil {
+	if err := c.getJSON("/api/v1/records", &recs); err != nil {
 		return err
 	}
-	if err := getJSON(*addr, "/api/v1/checks", &checks); err != nil {
+	if err := c.getJSON("/api/v1/checks", &checks); err != nil {
 		return err
 	}
 	fmt.Println(fleetLine(checks.Fleet))
@@ -99,22 +89,6 @@ func fleetLine(f api.FleetView) string {
 		fmt.Fprintf(&b, ", revision %d", f.Revision)
 	}
 	return b.String()
-}
-
-func getJSON(addr, path string, v any) error {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return fmt.Errorf("querying the api: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("querying the api: %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return nil
 }
 
 func dash(s string) string {
