@@ -27,7 +27,10 @@ func (p *publication) key() string {
 // delivers a payload under a publication's sender, slot and hash other
 // than that publication's own (no mixing of slots, hashes or senders),
 // counts every chunk in exactly one of its outcomes, and counts each
-// delivery once.
+// delivery once. A second reassembler, fed the same chunks, takes only
+// 40-byte payloads of cell c1 up to slot 2: it delivers nothing else and
+// never holds more than one payload's length and MaxChunks flags per
+// sender it takes, whatever the headers announce.
 //
 // The script is a list of operations, each a byte and its operands:
 //
@@ -72,11 +75,20 @@ func FuzzReassemble(f *testing.F) {
 		0, 0, 0, 0, 0, 0, 0, 0, 'p', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 
 	f.Fuzz(func(t *testing.T, script []byte) {
-		var delivered []Message
+		var delivered, bounded []Message
 		r := NewReassembler(KindFrame, Filter{Hash: func(h uint64) bool { return h != 9 }}, func(m Message) {
 			m.Payload = bytes.Clone(m.Payload)
 			delivered = append(delivered, m)
 		})
+		rb := NewReassembler(KindFrame, Filter{
+			Sender:  func(cell, _ string) bool { return cell == "c1" },
+			Length:  func() int { return 40 },
+			MaxSlot: func() uint64 { return 2 },
+		}, func(m Message) { bounded = append(bounded, m) })
+		add := func(subject string, chunk []byte) {
+			r.Add(subject, chunk)
+			rb.Add(subject, bytes.Clone(chunk))
+		}
 		next := func() int {
 			if len(script) == 0 {
 				return 0
@@ -91,7 +103,7 @@ func FuzzReassemble(f *testing.F) {
 			switch next() % 3 {
 			case 0:
 				p := pubs[next()%len(pubs)]
-				r.Add(Subject(KindFrame, p.cell, p.sender), p.chunks[next()%len(p.chunks)])
+				add(Subject(KindFrame, p.cell, p.sender), p.chunks[next()%len(p.chunks)])
 			case 1:
 				p := pubs[next()%len(pubs)]
 				c := bytes.Clone(p.chunks[next()%len(p.chunks)])
@@ -100,7 +112,7 @@ func FuzzReassemble(f *testing.F) {
 				editable := append([]int{0, 1, 2, 3, 4, 24, 25, 26, 27}, dataOffsets(len(c))...)
 				o, v := editable[next()%len(editable)], byte(next())
 				c[o] = v
-				r.Add(Subject(KindFrame, p.cell, p.sender), c)
+				add(Subject(KindFrame, p.cell, p.sender), c)
 			case 2:
 				k := next() % len(subjects)
 				n := min(next(), len(script))
@@ -108,16 +120,29 @@ func FuzzReassemble(f *testing.F) {
 				if _, err := h.parse(script[:n]); err == nil && k < len(cells) {
 					forged[fmt.Sprintf("%s.%s/%d/%d", cells[k], h.sender, h.slot, h.hash)] = true
 				}
-				r.Add(subjects[k], bytes.Clone(script[:n]))
+				add(subjects[k], bytes.Clone(script[:n]))
 				script = script[n:]
 			}
 			adds++
 		}
 
-		c := r.Counters()
-		if sum := c.Used + c.Malformed + c.WrongKind + c.WrongSender + c.Rejected + c.Late + c.Duplicate; sum != uint64(adds) {
-			t.Fatalf("%d chunks added, %d counted: %+v", adds, sum, c)
+		for _, c := range []Counters{r.Counters(), rb.Counters()} {
+			if sum := c.Used + c.Malformed + c.WrongKind + c.WrongSender + c.Unknown + c.WrongLength + c.Future +
+				c.Rejected + c.Late + c.Duplicate; sum != uint64(adds) {
+				t.Fatalf("%d chunks added, %d counted: %+v", adds, sum, c)
+			}
 		}
+		for _, m := range bounded {
+			if len(m.Payload) != 40 || m.Cell != "c1" || m.Slot > 2 {
+				t.Fatalf("bounded reassembler delivered %d bytes of cell %s slot %d", len(m.Payload), m.Cell, m.Slot)
+			}
+		}
+		for key, a := range rb.senders {
+			if cap(a.buf) > 40 || cap(a.have) > MaxChunks {
+				t.Fatalf("%s holds %d bytes and %d chunk flags", key, cap(a.buf), cap(a.have))
+			}
+		}
+		c := r.Counters()
 		if c.Delivered != uint64(len(delivered)) {
 			t.Fatalf("%d deliveries counted, %d made", c.Delivered, len(delivered))
 		}

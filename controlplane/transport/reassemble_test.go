@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -154,11 +155,20 @@ func TestDropped(t *testing.T) {
 		{"kind not the subject's", Subject(KindFrame, "c1", "p1"), chunksOf(t, KindTable, 3, 1, "p1", payload, 200), func(c Counters) uint64 { return c.WrongKind }},
 		{"sender not the subject's", Subject(KindFrame, "c1", "p2"), good, func(c Counters) uint64 { return c.WrongSender }},
 		{"unknown subject", "steadydns.other.p1", good, func(c Counters) uint64 { return c.Malformed }},
+		{"sender not in the config", Subject(KindFrame, "c1", "p9"), chunksOf(t, KindFrame, 3, 1, "p9", payload, 200), func(c Counters) uint64 { return c.Unknown }},
+		{"sender of another cell", Subject(KindFrame, "c2", "p1"), good, func(c Counters) uint64 { return c.Unknown }},
+		{"another length", Subject(KindFrame, "c1", "p1"), chunksOf(t, KindFrame, 3, 1, "p1", payload[:499], 200), func(c Counters) uint64 { return c.WrongLength }},
+		{"slot ahead of the clock", Subject(KindFrame, "c1", "p1"), chunksOf(t, KindFrame, 11, 1, "p1", payload, 200), func(c Counters) uint64 { return c.Future }},
 		{"truncated", Subject(KindFrame, "c1", "p1"), [][]byte{good[0][:HeaderSize-1], good[1][:len(good[1])-1]}, func(c Counters) uint64 { return c.Malformed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c collector
-			r := NewReassembler(KindFrame, Filter{Hash: func(h uint64) bool { return h == 1 }}, c.fn)
+			r := NewReassembler(KindFrame, Filter{
+				Hash:    func(h uint64) bool { return h == 1 },
+				Sender:  func(cell, sender string) bool { return cell == "c1" && (sender == "p1" || sender == "p2") },
+				Length:  func() int { return 500 },
+				MaxSlot: func() uint64 { return 10 },
+			}, c.fn)
 			for _, ch := range tc.chunks {
 				r.Add(tc.subject, ch)
 			}
@@ -178,4 +188,47 @@ func TestDropped(t *testing.T) {
 			t.Fatalf("delivered %d, counters %+v; want 1 corrupt, 1 duplicate", len(c.got), got)
 		}
 	})
+}
+
+// TestHostileHeaderMemory: a 73-byte chunk announcing 2^28 chunks of one
+// byte, from a sender the receiver takes or from ever new ones, costs no
+// assembly; a real message costs its length and one flag per chunk.
+func TestHostileHeaderMemory(t *testing.T) {
+	const length = 64 << 10
+	var c collector
+	r := NewReassembler(KindTable, Filter{
+		Sender: func(_, sender string) bool { return sender == "a1" },
+		Length: func() int { return length },
+	}, c.fn)
+	hostile := func(sender string, count, size uint32) []byte {
+		b := make([]byte, HeaderSize+size)
+		h := header{kind: KindTable, hash: 1, slot: 1, count: count, length: count * size, sender: sender}
+		h.put(b)
+		return b
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 1000 {
+		r.Add(Subject(KindTable, "c1", "a1"), hostile("a1", 1<<28, 1))
+		r.Add(Subject(KindTable, "c1", "a1"), hostile("a1", MaxChunks+1, length/MaxChunks))
+		id := fmt.Sprintf("x%d", i)
+		r.Add(Subject(KindTable, "c1", id), hostile(id, 1<<28, 1))
+	}
+	runtime.ReadMemStats(&after)
+	if got := r.Counters(); got.WrongLength != 2000 || got.Unknown != 1000 || got.Used != 0 || len(r.senders) != 0 {
+		t.Fatalf("counters %+v, %d assemblies; want every hostile chunk dropped before an assembly", got, len(r.senders))
+	}
+	// The log lines and subject parsing allocate a little; an assembly
+	// would take 256 MiB.
+	if d := after.TotalAlloc - before.TotalAlloc; d > 4<<20 {
+		t.Fatalf("3000 hostile chunks allocated %d bytes", d)
+	}
+	for _, ch := range chunksOf(t, KindTable, 2, 1, "a1", randomPayload(length, 5), length/4) {
+		r.Add(Subject(KindTable, "c1", "a1"), ch)
+	}
+	a := r.senders["c1.a1"]
+	if len(c.got) != 1 || cap(a.buf) != length || cap(a.have) != 4 {
+		t.Fatalf("delivered %d; the assembly holds %d bytes and %d flags, want %d and 4", len(c.got), cap(a.buf), cap(a.have), length)
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -236,5 +238,87 @@ func TestTLS(t *testing.T) {
 	defer cancel()
 	if err := c.WaitConnected(ctx); err == nil {
 		t.Fatal("connected without the ca")
+	}
+}
+
+// TestHostScope: a host's key publishes only under its own id and cell,
+// reads only its own inbox, and the server counts every refusal.
+func TestHostScope(t *testing.T) {
+	f := newFleet(t)
+	s := embed(t, f, EmbedOptions{})
+	agg := connect(t, s.ClientURL(), "a1", f.aggregator, Options{})
+	var frames, states inbox
+	if _, err := agg.Subscribe(KindFrame, "c1", Filter{}, frames.fn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agg.Subscribe(KindState, "", Filter{}, states.fn); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, agg)
+
+	// p1's key under p2's id, and in cell c2: both refused.
+	asP2 := connect(t, s.ClientURL(), "p2", f.prober, Options{})
+	inC2 := connect(t, s.ClientURL(), "p1", f.prober, Options{Cell: "c2"})
+	edge := connect(t, s.ClientURL(), "e1", f.edge, Options{})
+	for _, c := range []*Conn{asP2, inC2} {
+		if err := c.Publish(KindFrame, 1, 1, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An edge has no state subject, nor any frame to read.
+	if err := edge.Publish(KindState, 1, 1, []byte("drain")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := edge.Subscribe(KindFrame, "c1", Filter{}, func(Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	// Nor another host's inbox.
+	if _, err := edge.nc.Subscribe(InboxPrefix("a1")+".>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Conn{asP2, inC2, edge} {
+		flush(t, c)
+	}
+	eventually(t, 5*time.Second, func() bool { r := s.Refused(); return r.Publish == 3 && r.Subscribe == 2 },
+		"three publishes and two subscriptions refused")
+	// The real p1 in its own cell gets through, after the forgeries.
+	p1 := connect(t, s.ClientURL(), "p1", f.prober, Options{})
+	if err := p1.Publish(KindFrame, 1, 1, []byte("real")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() bool { return len(frames.messages()) == 1 }, "p1's frame delivered")
+	if got := frames.messages(); got[0].Sender != "p1" || string(got[0].Payload) != "real" {
+		t.Fatalf("aggregator got %+v, want p1's frame only", got)
+	}
+	if got := states.messages(); len(got) != 0 {
+		t.Fatalf("aggregator got the edge's state change: %+v", got)
+	}
+}
+
+// TestRouteAuth: a server joins the cluster only with an aggregator's
+// signature; a route without credentials, or with a made-up one, is
+// refused and counted.
+func TestRouteAuth(t *testing.T) {
+	f := newFleet(t)
+	servers := cluster(t, f, 2)
+	target := "nats-route://" + servers[0].ClusterAddr()
+	for _, user := range []*url.Userinfo{nil, url.UserPassword("s1", "bm90IGEgc2lnbmF0dXJl"), url.UserPassword("e1", "")} {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = user
+		rogue, err := server.NewServer(&server.Options{ServerName: "rogue", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "steadydns", Host: "127.0.0.1", Port: server.RANDOM_PORT}, Routes: []*url.URL{u}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := servers[0].Refused().Routes
+		rogue.Start()
+		eventually(t, 10*time.Second, func() bool { return servers[0].Refused().Routes > before }, "the rogue route refused")
+		if n := rogue.NumRoutes(); n != 0 {
+			t.Fatalf("the rogue server holds %d routes, want none", n)
+		}
+		rogue.Shutdown()
 	}
 }
