@@ -14,6 +14,9 @@ P=sd
 EDGE="nsenter --net=/var/run/netns/$P-edge --"
 CLIENT="nsenter --net=/var/run/netns/$P-client --"
 API=http://127.0.0.1:9153
+# Writes to the API need its token: the config sets no api_token_file, so
+# the server makes it in its state_dir, the default, at the first start.
+TOKEN=/var/lib/steadydns/api.token
 LOG=$(mktemp /tmp/steadydns-demo.XXXXXX.log)
 SERVE=
 B1=
@@ -102,7 +105,7 @@ ask 198.18.0.2 www.example.test A
 events 1
 
 echo "== PUT /api/v1/checks/web1/admin down"
-$EDGE curl -sf -X PUT --data down $API/api/v1/checks/web1/admin
+$EDGE curl -sf -X PUT -H "Authorization: Bearer $(cat $TOKEN)" --data down $API/api/v1/checks/web1/admin
 sleep 0.5
 ask 198.18.0.2 www.example.test A
 ask fd53::2 www.example.test AAAA
@@ -110,6 +113,6 @@ echo "== steadydns status"
 $EDGE $BIN status --config $CFG | sed 's/^/   /'
 
 echo "== PUT /api/v1/checks/web1/admin auto"
-$EDGE curl -sf -X PUT --data auto $API/api/v1/checks/web1/admin
+$EDGE curl -sf -X PUT -H "Authorization: Bearer $(cat $TOKEN)" --data auto $API/api/v1/checks/web1/admin
 sleep 0.5
 ask 198.18.0.2 www.example.test A
