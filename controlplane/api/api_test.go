@@ -532,8 +532,8 @@ func TestMetrics(t *testing.T) {
 	s.metrics.ObserveUDP(dns.TypeANY, 40, 0)
 	s.metrics.ObserveUDP(65000, 30, 500) // an odd qtype goes to "other"
 	s.metrics.ObserveUDP(0, 12, 12)      // no question
-	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPRefused,
-		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed} {
+	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPEvictedBusy,
+		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed, fallback.TCPLifetime, fallback.TCPLifetime} {
 		s.metrics.ObserveTCP(e)
 	}
 	resp, err := http.Get(s.http.URL + "/metrics")
@@ -559,9 +559,11 @@ func TestMetrics(t *testing.T) {
 		`steadydns_reloads_total 2`,
 		`steadydns_reload_errors_total 1`,
 		`steadydns_tcp_connections 1`,
-		`steadydns_tcp_connections_refused_total 1`,
-		`steadydns_tcp_connections_closed_idle_total{reason="timeout"} 1`,
-		`steadydns_tcp_connections_closed_idle_total{reason="evicted"} 1`,
+		`steadydns_tcp_connections_closed_total{reason="timeout"} 1`,
+		`steadydns_tcp_connections_closed_total{reason="evicted"} 1`,
+		`steadydns_tcp_connections_closed_total{reason="busy"} 1`,
+		`steadydns_tcp_connections_closed_total{reason="lifetime"} 2`,
+		`steadydns_tcp_connections_closed_total{reason="queries"} 0`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,

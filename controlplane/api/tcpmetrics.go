@@ -8,28 +8,36 @@ import (
 
 // tcpMetrics count the fallback's TCP connections as they come and go.
 type tcpMetrics struct {
-	open       prometheus.Gauge
-	refused    prometheus.Counter
-	closedIdle *prometheus.CounterVec
+	open   prometheus.Gauge
+	closed *prometheus.CounterVec
+}
+
+// tcpClosed labels the events that close a connection by a limit with
+// their reason.
+var tcpClosed = map[fallback.TCPEvent]string{
+	fallback.TCPIdleTimeout: "timeout",
+	fallback.TCPEvicted:     "evicted",
+	fallback.TCPEvictedBusy: "busy",
+	fallback.TCPLifetime:    "lifetime",
+	fallback.TCPQueryLimit:  "queries",
 }
 
 func newTCPMetrics() tcpMetrics {
 	t := tcpMetrics{
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "steadydns_tcp_connections",
 			Help: "TCP connections to the fallback open now."}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "steadydns_tcp_connections_refused_total",
-			Help: "TCP connections closed as accepted: server.tcp's limit (in all or of the client's prefix) was reached and no connection was idle."}),
-		closedIdle: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steadydns_tcp_connections_closed_idle_total",
-			Help: "Idle TCP connections the fallback closed: after server.tcp.idle_timeout (timeout), or the longest idle to admit a new one past a limit (evicted)."}, []string{"reason"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steadydns_tcp_connections_closed_total",
+			Help: "TCP connections the fallback closed by a server.tcp limit: idle for idle_timeout (timeout); answered the least recently, to admit a new one past a limit, while idle (evicted) or reading a query or writing a reply (busy); past max_lifetime (lifetime); after max_pipelined replies (queries)."}, []string{"reason"}),
 	}
-	// Both reasons show from the start, at zero.
-	t.closedIdle.WithLabelValues("timeout")
-	t.closedIdle.WithLabelValues("evicted")
+	// Every reason shows from the start, at zero.
+	for _, reason := range tcpClosed {
+		t.closed.WithLabelValues(reason)
+	}
 	return t
 }
 
 func (t tcpMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{t.open, t.refused, t.closedIdle}
+	return []prometheus.Collector{t.open, t.closed}
 }
 
 // ObserveTCP counts one TCP connection event; it is
@@ -40,11 +48,7 @@ func (m *Metrics) ObserveTCP(e fallback.TCPEvent) {
 		m.tcp.open.Inc()
 	case fallback.TCPClosed:
 		m.tcp.open.Dec()
-	case fallback.TCPRefused:
-		m.tcp.refused.Inc()
-	case fallback.TCPIdleTimeout:
-		m.tcp.closedIdle.WithLabelValues("timeout").Inc()
-	case fallback.TCPEvicted:
-		m.tcp.closedIdle.WithLabelValues("evicted").Inc()
+	default:
+		m.tcp.closed.WithLabelValues(tcpClosed[e]).Inc()
 	}
 }

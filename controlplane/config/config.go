@@ -91,9 +91,10 @@ type APITLS struct {
 // field takes the fallback's default (docs/config.md).
 type TCP struct {
 	MaxConnections int           // open at once, all clients
-	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /56 (IPv6)
+	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /48 (IPv6)
 	IdleTimeout    time.Duration // a connection with no query in progress closes after this
 	MaxPipelined   int           // queries one connection is answered in its lifetime
+	MaxLifetime    time.Duration // a connection closes this long after it opened, between two queries
 }
 
 // RRL is server.rrl: response rate limiting on both paths

@@ -149,7 +149,7 @@ var (
 	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls"}
 	apiTLSKeys      = []string{"cert", "key"}
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
-	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined"}
+	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined", "max_lifetime"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
@@ -249,6 +249,7 @@ func (d *decoder) server(f fields) Server {
 		positive("max_per_prefix", func() { tf.int("max_per_prefix", &s.TCP.MaxPerPrefix) }, func() int64 { return int64(s.TCP.MaxPerPrefix) })
 		positive("idle_timeout", func() { tf.duration("idle_timeout", &s.TCP.IdleTimeout) }, func() int64 { return int64(s.TCP.IdleTimeout) })
 		positive("max_pipelined", func() { tf.int("max_pipelined", &s.TCP.MaxPipelined) }, func() int64 { return int64(s.TCP.MaxPipelined) })
+		positive("max_lifetime", func() { tf.duration("max_lifetime", &s.TCP.MaxLifetime) }, func() int64 { return int64(s.TCP.MaxLifetime) })
 	}
 	if f.has("rrl") {
 		s.RRL = d.rrl(f.mapping("rrl", rrlKeys))

@@ -240,7 +240,7 @@ func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	d.ifindex = map[string]int{}
 	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP, OnTCP: d.metrics.ObserveTCP,
 		TCP: fallback.TCPLimits{MaxConnections: cfg.Server.TCP.MaxConnections, MaxPerPrefix: cfg.Server.TCP.MaxPerPrefix,
-			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined},
+			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined, MaxLifetime: cfg.Server.TCP.MaxLifetime},
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
 	if cfg.Server.RRL != nil {
 		opts.RRL = rrl.New(d.objs)

@@ -29,6 +29,7 @@
 // handler, and sends the replies with one sendmmsg, both raw system calls
 // that keep the loop on its thread. TCP listens with
 // SO_REUSEPORT too, and is served here as well, to bound what clients
-// hold (TCPLimits): connections in all and per client prefix, the longest
-// idle closed to make room, an idle timeout, queries per connection.
+// hold (TCPLimits): connections in all and per client prefix, the one
+// answered the least recently closed to make room, an idle timeout,
+// queries per connection, a lifetime.
 package fallback

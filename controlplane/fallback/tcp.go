@@ -22,7 +22,7 @@ type TCPLimits struct {
 	// clients.
 	MaxConnections int
 	// MaxPerPrefix is the most connections open at once from one client
-	// prefix: a /24 for IPv4, a /56 for IPv6.
+	// prefix: a /24 for IPv4, a /48 for IPv6.
 	MaxPerPrefix int
 	// IdleTimeout closes a connection that has no query in progress for
 	// this long.
@@ -33,12 +33,19 @@ type TCPLimits struct {
 	// time, in order, so what a client pipelines beyond the one in hand
 	// waits in the kernel's receive buffer and costs the server nothing.
 	MaxQueries int
+	// MaxLifetime closes a connection this long after it was accepted,
+	// once it waits for its next query: a client that keeps a connection
+	// busy, answered or not, holds it this long and one query's I/O
+	// bound more at most.
+	MaxLifetime time.Duration
 }
 
 // DefaultTCPLimits: BIND's and NSD's connection counts are in the
 // hundreds and Knot's idle timeout is 10 s; 128 queries per connection is
-// what miekg/dns allows by default.
-var DefaultTCPLimits = TCPLimits{MaxConnections: 1024, MaxPerPrefix: 64, IdleTimeout: 10 * time.Second, MaxQueries: 128}
+// what miekg/dns allows by default; NSD's idle timeout, 2 minutes, is
+// the lifetime.
+var DefaultTCPLimits = TCPLimits{MaxConnections: 1024, MaxPerPrefix: 64, IdleTimeout: 10 * time.Second, MaxQueries: 128,
+	MaxLifetime: 2 * time.Minute}
 
 // WithDefaults returns l with every zero field set from DefaultTCPLimits.
 func (l TCPLimits) WithDefaults() TCPLimits {
@@ -55,6 +62,9 @@ func (l TCPLimits) WithDefaults() TCPLimits {
 	if l.MaxQueries == 0 {
 		l.MaxQueries = d.MaxQueries
 	}
+	if l.MaxLifetime == 0 {
+		l.MaxLifetime = d.MaxLifetime
+	}
 	return l
 }
 
@@ -64,11 +74,12 @@ func (l TCPLimits) WithDefaults() TCPLimits {
 // default read and write timeout.
 const tcpIOTimeout = 2 * time.Second
 
-// Client prefixes for MaxPerPrefix: what one site or one customer of a
-// provider usually holds, as response rate limiting groups clients.
+// Client prefixes for MaxPerPrefix: what one site usually holds. An IPv6
+// /48 is the shortest assignment to one site, so a client with one holds
+// one prefix, not 256 of /56.
 const (
 	tcpPrefix4 = 24
-	tcpPrefix6 = 56
+	tcpPrefix6 = 48
 )
 
 // TCPEvent is something that happened to a TCP connection, for
@@ -76,25 +87,38 @@ const (
 type TCPEvent int
 
 const (
-	TCPOpened  TCPEvent = iota // accepted and served
-	TCPClosed                  // closed, for any reason, after TCPOpened
-	TCPRefused                 // closed as accepted: the limit was reached and no connection was idle
-	// TCPIdleTimeout and TCPEvicted each precede the TCPClosed of a
-	// connection closed while idle: for IdleTimeout, or to make room for
-	// a new one.
+	TCPOpened TCPEvent = iota // accepted and served
+	TCPClosed                 // closed, for any reason, after TCPOpened
+	// The rest each precede the TCPClosed of the connection they close:
+	// idle for IdleTimeout; idle, or busy reading a query or writing a
+	// reply, and answered the least recently when a limit was reached,
+	// to make room for a new one; past MaxLifetime; after MaxQueries
+	// replies.
 	TCPIdleTimeout
 	TCPEvicted
+	TCPEvictedBusy
+	TCPLifetime
+	TCPQueryLimit
 )
 
 // tcpTable holds the open connections of every TCP listener of a server,
 // so the limits hold across listen addresses.
+//
+// When a limit is reached, the connection answered the least recently
+// (or accepted, if it has not been answered yet) is closed to admit the
+// new one, whether it waits for a query or reads one. A connection that
+// merely waits has the longest wait of all and goes first, as it costs
+// its client nothing to reopen. A client that trickles its queries in
+// is never idle, but it is answered once per trickled query at most, so
+// a trickler is soon the least recently answered; one that asks at the
+// rate it is answered stays. So a new client always gets in, and no
+// client holds a slot without being answered often.
 type tcpTable struct {
 	s   *Server
 	lim TCPLimits
 
 	mu       sync.Mutex
-	conns    map[*tcpConn]struct{}
-	idle     list.List // *tcpConn, the longest idle first
+	served   list.List // *tcpConn, the least recently answered first
 	prefixes map[netip.Prefix]*prefixConns
 	closing  bool
 
@@ -104,22 +128,24 @@ type tcpTable struct {
 
 // prefixConns are the connections of one client prefix.
 type prefixConns struct {
-	n    int
-	idle list.List // *tcpConn, the longest idle first
+	served list.List // *tcpConn, the least recently answered first
 }
 
 type tcpConn struct {
 	c      *net.TCPConn
 	prefix netip.Prefix
-	// idleAt and prefixIdleAt are the connection's places in the idle
-	// lists while it waits for a query; nil while it reads or answers
-	// one.
-	idleAt, prefixIdleAt *list.Element
-	gone                 bool // out of the table: closed or being closed
+	// expires is when MaxLifetime ends the connection.
+	expires time.Time
+	// servedAt and prefixServedAt are the connection's places in the
+	// table's and its prefix's lists; busy is whether it reads a query
+	// or writes a reply; gone whether it is out of the table, closed or
+	// being closed.
+	servedAt, prefixServedAt *list.Element
+	busy, gone               bool
 }
 
 func newTCPTable(s *Server, lim TCPLimits) *tcpTable {
-	return &tcpTable{s: s, lim: lim.WithDefaults(), conns: map[*tcpConn]struct{}{}, prefixes: map[netip.Prefix]*prefixConns{}}
+	return &tcpTable{s: s, lim: lim.WithDefaults(), prefixes: map[netip.Prefix]*prefixConns{}}
 }
 
 func clientPrefix(a netip.Addr) netip.Prefix {
@@ -158,11 +184,12 @@ func (t *tcpTable) serve(ln *net.TCPListener) {
 	}()
 }
 
-// admit serves c if the limits allow it, after closing the longest idle
-// connection (of c's prefix when that prefix is full) if they are reached;
-// it refuses c when none is idle.
+// admit serves c, after closing the connection answered the least
+// recently (of c's prefix when that prefix is full) if a limit is
+// reached. Both limits are at least 1, so there is always one to close.
 func (t *tcpTable) admit(c *net.TCPConn) {
-	tc := &tcpConn{c: c, prefix: clientPrefix(c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr())}
+	tc := &tcpConn{c: c, prefix: clientPrefix(c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()),
+		expires: time.Now().Add(t.lim.MaxLifetime)}
 	t.mu.Lock()
 	if t.closing {
 		t.mu.Unlock()
@@ -170,57 +197,37 @@ func (t *tcpTable) admit(c *net.TCPConn) {
 		return
 	}
 	pc := t.prefixes[tc.prefix]
-	var victims *list.List
-	switch {
-	case pc != nil && pc.n >= t.lim.MaxPerPrefix:
-		victims = &pc.idle
-	case len(t.conns) >= t.lim.MaxConnections:
-		victims = &t.idle
-	}
 	var victim *tcpConn
-	if victims != nil {
-		if victims.Len() == 0 {
-			t.mu.Unlock()
-			// Counted first, so whoever sees the close sees it counted.
-			t.s.opts.OnTCP(TCPRefused)
-			// A reset, so the refused connection leaves no TIME_WAIT
-			// behind on the server either.
-			c.SetLinger(0)
-			c.Close()
-			return
+	switch {
+	case pc != nil && pc.served.Len() >= t.lim.MaxPerPrefix:
+		victim = pc.served.Front().Value.(*tcpConn)
+	case t.served.Len() >= t.lim.MaxConnections:
+		victim = t.served.Front().Value.(*tcpConn)
+	}
+	var why TCPEvent
+	if victim != nil {
+		why = TCPEvicted
+		if victim.busy {
+			why = TCPEvictedBusy
 		}
-		victim = victims.Front().Value.(*tcpConn)
 		t.removeLocked(victim)
 	}
-	if pc == nil {
+	if pc = t.prefixes[tc.prefix]; pc == nil {
 		pc = &prefixConns{}
 		t.prefixes[tc.prefix] = pc
 	}
-	pc.n++
-	t.conns[tc] = struct{}{}
-	t.idleLocked(tc, pc)
+	tc.servedAt = t.served.PushBack(tc)
+	tc.prefixServedAt = pc.served.PushBack(tc)
 	t.wg.Add(1)
 	t.mu.Unlock()
 	if victim != nil {
-		t.s.opts.OnTCP(TCPEvicted)
-		// Its goroutine sees the read fail and reports it closed.
+		t.s.opts.OnTCP(why)
+		// Its goroutine sees its read or write fail and reports it
+		// closed.
 		victim.c.Close()
 	}
 	t.s.opts.OnTCP(TCPOpened)
 	go t.serveConn(tc)
-}
-
-func (t *tcpTable) idleLocked(tc *tcpConn, pc *prefixConns) {
-	tc.idleAt = t.idle.PushBack(tc)
-	tc.prefixIdleAt = pc.idle.PushBack(tc)
-}
-
-func (t *tcpTable) busyLocked(tc *tcpConn) {
-	if tc.idleAt != nil {
-		t.idle.Remove(tc.idleAt)
-		t.prefixes[tc.prefix].idle.Remove(tc.prefixIdleAt)
-		tc.idleAt, tc.prefixIdleAt = nil, nil
-	}
 }
 
 func (t *tcpTable) removeLocked(tc *tcpConn) {
@@ -228,32 +235,45 @@ func (t *tcpTable) removeLocked(tc *tcpConn) {
 		return
 	}
 	tc.gone = true
-	t.busyLocked(tc)
-	delete(t.conns, tc)
+	t.served.Remove(tc.servedAt)
 	pc := t.prefixes[tc.prefix]
-	if pc.n--; pc.n == 0 {
+	if pc.served.Remove(tc.prefixServedAt); pc.served.Len() == 0 {
 		delete(t.prefixes, tc.prefix)
 	}
 }
 
-// busy marks tc as reading a query; false if it was closed meanwhile.
-func (t *tcpTable) busy(tc *tcpConn) bool {
+// setBusy marks tc as reading a query; false if it was closed meanwhile.
+func (t *tcpTable) setBusy(tc *tcpConn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.busyLocked(tc)
+	tc.busy = true
 	return !tc.gone
 }
 
-// idleAgain marks tc as waiting for a query; false if it was closed
-// meanwhile or the server is shutting down.
-func (t *tcpTable) idleAgain(tc *tcpConn) bool {
+// answered marks tc as answered now and waiting for a query; false if it
+// was closed meanwhile or the server is shutting down.
+func (t *tcpTable) answered(tc *tcpConn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tc.gone || t.closing {
 		return false
 	}
-	t.idleLocked(tc, t.prefixes[tc.prefix])
+	tc.busy = false
+	t.served.MoveToBack(tc.servedAt)
+	t.prefixes[tc.prefix].served.MoveToBack(tc.prefixServedAt)
 	return true
+}
+
+// report reports ev about tc unless tc was closed meanwhile, by a limit
+// that reported it already or by the shutdown.
+func (t *tcpTable) report(tc *tcpConn, ev TCPEvent) {
+	t.mu.Lock()
+	gone := tc.gone
+	t.removeLocked(tc)
+	t.mu.Unlock()
+	if !gone {
+		t.s.opts.OnTCP(ev)
+	}
 }
 
 // serveConn answers tc's queries in order until the client closes, a
@@ -270,16 +290,25 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 	w := &tcpWriter{conn: tc.c}
 	var hdr [2]byte
 	for range t.lim.MaxQueries {
-		tc.c.SetReadDeadline(time.Now().Add(t.lim.IdleTimeout))
+		wait := time.Now().Add(t.lim.IdleTimeout)
+		lifetime := tc.expires.Before(wait)
+		if lifetime {
+			wait = tc.expires
+		}
+		tc.c.SetReadDeadline(wait)
 		n, err := tc.c.Read(hdr[:])
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && t.busy(tc) {
-				t.s.opts.OnTCP(TCPIdleTimeout)
+			if errors.As(err, &ne) && ne.Timeout() {
+				ev := TCPIdleTimeout
+				if lifetime {
+					ev = TCPLifetime
+				}
+				t.report(tc, ev)
 			}
 			return
 		}
-		if !t.busy(tc) {
+		if !t.setBusy(tc) {
 			return
 		}
 		tc.c.SetReadDeadline(time.Now().Add(tcpIOTimeout))
@@ -293,10 +322,11 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 			return
 		}
 		t.s.serveMsg(w, msg)
-		if w.err != nil || !t.idleAgain(tc) {
+		if w.err != nil || !t.answered(tc) {
 			return
 		}
 	}
+	t.report(tc, TCPQueryLimit)
 }
 
 // shutdown stops accepting, closes the idle connections, and waits until
@@ -306,8 +336,10 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 	t.mu.Lock()
 	t.closing = true
 	var idle []*tcpConn
-	for e := t.idle.Front(); e != nil; e = e.Next() {
-		idle = append(idle, e.Value.(*tcpConn))
+	for e := t.served.Front(); e != nil; e = e.Next() {
+		if tc := e.Value.(*tcpConn); !tc.busy {
+			idle = append(idle, tc)
+		}
 	}
 	t.mu.Unlock()
 	var errs []error
@@ -325,8 +357,8 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		t.mu.Lock()
-		for tc := range t.conns {
-			tc.c.Close()
+		for e := t.served.Front(); e != nil; e = e.Next() {
+			e.Value.(*tcpConn).c.Close()
 		}
 		t.mu.Unlock()
 		<-done

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -32,10 +33,13 @@ var (
 	otherAddr  = netip.MustParseAddr("198.18.9.2")
 )
 
-type tcpEvents struct{ opened, closed, refused, idle, evicted atomic.Int64 }
+type tcpEvents struct {
+	opened, closed, idle, evicted, busy, lifetime, queries atomic.Int64
+}
 
 func (e *tcpEvents) observe(ev TCPEvent) {
-	map[TCPEvent]*atomic.Int64{TCPOpened: &e.opened, TCPClosed: &e.closed, TCPRefused: &e.refused, TCPIdleTimeout: &e.idle, TCPEvicted: &e.evicted}[ev].Add(1)
+	map[TCPEvent]*atomic.Int64{TCPOpened: &e.opened, TCPClosed: &e.closed, TCPIdleTimeout: &e.idle, TCPEvicted: &e.evicted,
+		TCPEvictedBusy: &e.busy, TCPLifetime: &e.lifetime, TCPQueryLimit: &e.queries}[ev].Add(1)
 }
 
 func (e *tcpEvents) open() int64 { return e.opened.Load() - e.closed.Load() }
@@ -228,7 +232,7 @@ func TestTCPTenThousandIdle(t *testing.T) {
 		t.Fatalf("after %d connections: %v", len(conns), err)
 	}
 	waitFor(t, "the server to accept every connection", 30*time.Second, func() bool {
-		return r.events.opened.Load()+r.events.refused.Load() == clients
+		return r.events.opened.Load() == clients
 	})
 	if n := r.events.open(); n > limit {
 		t.Errorf("%d connections open, limit %d", n, limit)
@@ -276,8 +280,8 @@ func TestTCPTenThousandIdle(t *testing.T) {
 }
 
 // TestTCPPerPrefix fills one client prefix: a new connection from it
-// closes that prefix's longest idle one, or is refused when none is idle,
-// and another prefix is served throughout.
+// closes that prefix's connection answered the least recently, idle or
+// reading a query, and another prefix is served throughout.
 func TestTCPPerPrefix(t *testing.T) {
 	env := tcpEnv(t)
 	r := startTCP(t, env, TCPLimits{MaxConnections: 100, MaxPerPrefix: 3, IdleTimeout: time.Minute})
@@ -293,42 +297,40 @@ func TestTCPPerPrefix(t *testing.T) {
 	fourth := r.dial(t, serverAddr)
 	ask(t, fourth, 3)
 	if !closedByServer(mine[0], 5*time.Second) {
-		t.Fatal("the prefix's longest idle connection stayed open past its limit")
+		t.Fatal("the prefix's least recently answered connection stayed open past its limit")
 	}
 	for _, c := range mine[1:] {
 		ask(t, c, 4)
 	}
 	ask(t, other, 11)
 	if n := r.events.evicted.Load(); n != 1 {
-		t.Errorf("%d connections closed to admit others, want 1", n)
+		t.Errorf("%d idle connections closed to admit others, want 1", n)
 	}
 
-	// Half a length prefix each: all three are reading a query, none is
-	// idle.
+	// The first byte of a query each: all three are reading one, none is
+	// idle, and fourth was answered the least recently.
+	q := tcpQuery(t, 5)
 	for _, c := range append(mine[1:], fourth) {
-		if _, err := c.Write([]byte{0}); err != nil {
+		if _, err := c.Write(q[:1]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	// The reset can come before the connect returns.
-	var refused net.Conn
-	err := env.Edge.Do(func() (err error) {
-		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(serverAddr, 0))}
-		refused, err = d.Dial("tcp", r.addr.String())
-		return err
-	})
-	switch {
-	case errors.Is(err, syscall.ECONNRESET):
-	case err != nil:
-		t.Fatal(err)
-	case !closedByServer(refused, 5*time.Second):
-		t.Error("a connection past the prefix's limit was served while none was idle")
-	default:
-		refused.Close()
+	ask(t, r.dial(t, serverAddr), 6)
+	if !closedByServer(fourth, 5*time.Second) {
+		t.Fatal("the prefix's least recently answered connection, reading a query, stayed open past its limit")
 	}
-	if n := r.events.refused.Load(); n != 1 {
-		t.Errorf("%d connections refused, want 1", n)
+	if n := r.events.busy.Load(); n != 1 {
+		t.Errorf("%d connections reading a query closed to admit others, want 1", n)
+	}
+	// The others finish their queries.
+	for _, c := range mine[1:] {
+		if _, err := c.Write(q[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readReply(c, 2*time.Second); err != nil || got != 5 {
+			t.Fatalf("reply %d, %v; want reply 5", got, err)
+		}
 	}
 	ask(t, r.dial(t, otherAddr), 12)
 }
@@ -355,6 +357,174 @@ func TestTCPPipelining(t *testing.T) {
 	}
 	if !closedByServer(c, 5*time.Second) {
 		t.Error("the connection stayed open after MaxQueries replies")
+	}
+	waitFor(t, "the query limit counted", 5*time.Second, func() bool { return r.events.queries.Load() == 1 })
+}
+
+// TestTCPQueryLimit: a client asking one query after another is answered
+// MaxQueries times, then the server closes the connection.
+func TestTCPQueryLimit(t *testing.T) {
+	env := tcpEnv(t)
+	r := startTCP(t, env, TCPLimits{MaxQueries: 4})
+	c := r.dial(t, serverAddr)
+	for id := range uint16(4) {
+		ask(t, c, id)
+	}
+	if !closedByServer(c, 5*time.Second) {
+		t.Fatal("the connection stayed open after MaxQueries replies")
+	}
+	waitFor(t, "the query limit counted", 5*time.Second, func() bool { return r.events.queries.Load() == 1 })
+	if n := r.events.idle.Load() + r.events.lifetime.Load(); n != 0 {
+		t.Errorf("%d connections closed for idling or age, want 0", n)
+	}
+}
+
+// TestTCPLifetime: a connection busy with query after query still closes
+// at MaxLifetime, waiting for its next query, after its reply.
+func TestTCPLifetime(t *testing.T) {
+	env := tcpEnv(t)
+	r := startTCP(t, env, TCPLimits{MaxLifetime: 300 * time.Millisecond, IdleTimeout: time.Minute})
+	c := r.dial(t, serverAddr)
+	answered := 0
+	for id := uint16(0); ; id++ {
+		if id == 1000 {
+			t.Fatal("the connection stayed open past its lifetime")
+		}
+		if _, err := c.Write(tcpQuery(t, id)); err != nil {
+			break
+		}
+		got, err := readReply(c, 2*time.Second)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("after %d replies: %v; want the server to close the connection", answered, err)
+			}
+			break
+		}
+		if got != id {
+			t.Fatalf("reply %d, want %d", got, id)
+		}
+		answered++
+		time.Sleep(20 * time.Millisecond)
+	}
+	if answered == 0 {
+		t.Error("no query answered before the lifetime ended")
+	}
+	waitFor(t, "the lifetime counted", 5*time.Second, func() bool { return r.events.lifetime.Load() == 1 })
+	if n := r.events.idle.Load() + r.events.queries.Load(); n != 0 {
+		t.Errorf("%d connections closed for idling or queries, want 0", n)
+	}
+}
+
+// TestTCPTricklers fills the table with clients from 20 prefixes that
+// trickle each query in, a byte at a time within the I/O bound, so none
+// is ever idle, and that come back when closed: more of them than the
+// table has room for. A new client is still answered within a second,
+// each time.
+func TestTCPTricklers(t *testing.T) {
+	const slots, prefixes, perPrefix = 32, 20, 2
+	env := tcpEnv(t)
+	var srcs []netip.Addr
+	for i := range prefixes {
+		a := netip.AddrFrom4([4]byte{198, 18, byte(10 + i), 2})
+		if out, err := env.Edge.Command("ip", "addr", "add", a.String()+"/32", "dev", "lo").CombinedOutput(); err != nil {
+			t.Fatalf("adding %s: %v: %s", a, err, out)
+		}
+		srcs = append(srcs, a)
+	}
+	r := startTCP(t, env, TCPLimits{MaxConnections: slots, IdleTimeout: time.Minute})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	q := tcpQuery(t, 1)
+	var answered atomic.Int64
+	// A byte every 20 ms: each query takes the trickler under a second,
+	// half the I/O bound, so the server answers it.
+	const pace = 20 * time.Millisecond
+	trickle := func(src netip.Addr) {
+		defer wg.Done()
+		for {
+			var c net.Conn
+			err := r.env.Edge.Do(func() (err error) {
+				d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
+				c, err = d.Dial("tcp", r.addr.String())
+				return err
+			})
+			for err == nil {
+				// The first byte at once after the last reply, so the
+				// connection is not idle in between.
+				for i := range q {
+					if i > 0 {
+						select {
+						case <-stop:
+							c.Close()
+							return
+						case <-time.After(pace):
+						}
+					}
+					if _, err = c.Write(q[i : i+1]); err != nil {
+						break
+					}
+				}
+				if err == nil {
+					if _, err = readReply(c, 5*time.Second); err == nil {
+						answered.Add(1)
+					}
+				}
+			}
+			if c != nil {
+				c.Close()
+			}
+			// Back after a pause, as an attacker whose connection was
+			// closed: without one the clients would take turns closing
+			// each other as fast as they connect.
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	for _, src := range srcs {
+		for range perPrefix {
+			wg.Add(1)
+			go trickle(src)
+		}
+	}
+	// The table full of tricklers: more trickled queries answered than it
+	// has room for, each taking longer than all of them took to connect.
+	waitFor(t, "the table to fill with tricklers", 20*time.Second, func() bool { return answered.Load() > slots })
+
+	for id := range uint16(3) {
+		start := time.Now()
+		deadline := start.Add(time.Second)
+		var c net.Conn
+		err := env.Edge.Do(func() (err error) {
+			d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(otherAddr, 0)), Deadline: deadline}
+			c, err = d.Dial("tcp", r.addr.String())
+			return err
+		})
+		if err != nil {
+			t.Fatalf("new client %d: %v", id, err)
+		}
+		c.SetDeadline(deadline)
+		if _, err := c.Write(tcpQuery(t, id)); err != nil {
+			t.Fatalf("new client %d: %v", id, err)
+		}
+		got, err := readReply(c, time.Until(deadline))
+		if err != nil || got != id {
+			t.Fatalf("new client %d: reply %d, %v after %s; want its reply within a second", id, got, err, time.Since(start))
+		}
+		c.Close()
+		if n := r.events.open(); n > slots {
+			t.Errorf("%d connections open, limit %d", n, slots)
+		}
+	}
+	if r.events.busy.Load() == 0 {
+		t.Error("no connection reading a query was closed to make room")
 	}
 }
 
@@ -390,5 +560,27 @@ func TestTCPTimeouts(t *testing.T) {
 	}
 	if n := r.events.idle.Load(); n != 1 {
 		t.Errorf("%d idle timeouts counted, want 1: a connection reading a query is not idle", n)
+	}
+}
+
+// TestClientPrefix: the prefixes MaxPerPrefix counts, a /24 for IPv4 (a
+// mapped address too) and a /48 for IPv6.
+func TestClientPrefix(t *testing.T) {
+	for _, c := range []struct{ a, b string }{
+		{"198.18.5.1", "198.18.5.200"},
+		{"::ffff:198.18.5.1", "198.18.5.7"},
+		{"fd53:1:2::1", "fd53:1:2:ff00::1"},
+	} {
+		if a, b := clientPrefix(netip.MustParseAddr(c.a)), clientPrefix(netip.MustParseAddr(c.b)); a != b {
+			t.Errorf("%s is in %s, %s in %s: want one prefix", c.a, a, c.b, b)
+		}
+	}
+	for _, c := range []struct{ a, b string }{
+		{"198.18.5.1", "198.18.6.1"},
+		{"fd53:1:2::1", "fd53:1:3::1"},
+	} {
+		if a, b := clientPrefix(netip.MustParseAddr(c.a)), clientPrefix(netip.MustParseAddr(c.b)); a == b {
+			t.Errorf("%s and %s are both in %s: want two prefixes", c.a, c.b, a)
+		}
 	}
 }
