@@ -77,8 +77,12 @@ func proberCapacity(ctx context.Context, o *FleetOptions, dir string) (out []Pro
 	if err != nil {
 		return nil, err
 	}
+	hosts, _, err := keys.cellHosts(cellSpec{checkers: 1})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := transport.Embed(transport.EmbedOptions{Listen: "127.0.0.1:0", ServerName: "prober-capacity",
-		Users: keys.users, StoreDir: filepath.Join(dir, "nats-prober")})
+		Hosts: hosts, StoreDir: filepath.Join(dir, "nats-prober")})
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +104,12 @@ func proberCapacity(ctx context.Context, o *FleetOptions, dir string) (out []Pro
 }
 
 func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url string, keys *fleetKeys, n int) (ProberStep, error) {
-	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "p0", Cell: config.DefaultCell, NKeySeedFile: keys.seeds[transport.RoleProber]})
+	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "p0", Cell: config.DefaultCell, NKeySeedFile: keys.ids["p0"].seed})
 	if err != nil {
 		return ProberStep{}, err
 	}
 	defer conn.Close()
-	reader, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "agg", Cell: config.DefaultCell, NKeySeedFile: keys.seeds[transport.RoleAggregator]})
+	reader, err := transport.Connect(transport.Options{URLs: []string{url}, ID: "agg", Cell: config.DefaultCell, NKeySeedFile: keys.ids["agg"].seed})
 	if err != nil {
 		return ProberStep{}, err
 	}
@@ -130,7 +134,7 @@ func proberStep(ctx context.Context, o *FleetOptions, env *testenv.Env, url stri
 		return ProberStep{}, err
 	}
 	fr := &frameReader{limit: uint64(o.Interval/o.ProberPush) + 2, seen: map[uint32]entrySeen{}}
-	if _, err := reader.Subscribe(transport.KindFrame, config.DefaultCell, nil, fr.take); err != nil {
+	if _, err := reader.Subscribe(transport.KindFrame, config.DefaultCell, transport.Filter{}, fr.take); err != nil {
 		return ProberStep{}, err
 	}
 	var mu sync.Mutex

@@ -27,36 +27,72 @@ import (
 	"github.com/steadydns/steadydns/prober"
 )
 
-// fleetKeys are one NKey per role, as a fleet's hosts would have: the seed
-// files the connections prove themselves with, and the public keys an
-// embedded server lets in.
+// fleetKeys are one NKey per host, as a fleet's hosts have: the seed
+// files the connections prove themselves with, and the hosts an embedded
+// server lets in, each under its own id. A host's key is made the first
+// time it is asked for.
 type fleetKeys struct {
-	seeds map[transport.Role]string // role → seed file
-	users map[transport.Role][]string
+	dir string
+	ids map[string]fleetKey
+}
+
+type fleetKey struct {
+	seed, pub string
+	role      transport.Role
 }
 
 func newFleetKeys(dir string) (*fleetKeys, error) {
-	k := &fleetKeys{seeds: map[transport.Role]string{}, users: map[transport.Role][]string{}}
-	for _, r := range []transport.Role{transport.RoleProber, transport.RoleAggregator, transport.RoleEdge} {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			return nil, fmt.Errorf("making an nkey: %w", err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return nil, fmt.Errorf("making an nkey: %w", err)
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, fmt.Errorf("making an nkey: %w", err)
-		}
-		f := filepath.Join(dir, string(r)+".seed")
-		if err := os.WriteFile(f, seed, 0o600); err != nil {
-			return nil, fmt.Errorf("writing an nkey seed: %w", err)
-		}
-		k.seeds[r], k.users[r] = f, []string{pub}
+	return &fleetKeys{dir: dir, ids: map[string]fleetKey{}}, nil
+}
+
+// seed is the seed file of host id, which plays role.
+func (k *fleetKeys) seed(id string, role transport.Role) (string, error) {
+	if h, ok := k.ids[id]; ok {
+		return h.seed, nil
 	}
-	return k, nil
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", fmt.Errorf("making an nkey: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return "", fmt.Errorf("making an nkey: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("making an nkey: %w", err)
+	}
+	f := filepath.Join(k.dir, id+".seed")
+	if err := os.WriteFile(f, seed, 0o600); err != nil {
+		return "", fmt.Errorf("writing an nkey seed: %w", err)
+	}
+	k.ids[id] = fleetKey{seed: f, pub: pub, role: role}
+	return f, nil
+}
+
+// cellHosts makes the keys of a cell's aggregator, probers and edges and
+// returns them as the servers list them and as cluster.nats.hosts lines.
+func (k *fleetKeys) cellHosts(s cellSpec) ([]transport.Host, string, error) {
+	ids := []string{"agg"}
+	roles := []transport.Role{transport.RoleAggregator}
+	for i := range s.checkers {
+		ids, roles = append(ids, fmt.Sprintf("p%d", i)), append(roles, transport.RoleProber)
+	}
+	for i := range s.edges {
+		ids, roles = append(ids, fmt.Sprintf("e%d", i)), append(roles, transport.RoleEdge)
+	}
+	var hosts []transport.Host
+	var b strings.Builder
+	b.WriteString("    hosts:\n")
+	for i, id := range ids {
+		if _, err := k.seed(id, roles[i]); err != nil {
+			return nil, "", err
+		}
+		h := k.ids[id]
+		hosts = append(hosts, transport.Host{ID: id, Key: h.pub, Roles: []transport.Role{h.role}, Cell: config.DefaultCell})
+		fmt.Fprintf(&b, "      %s: { roles: [%s], key: %s }\n", id, h.role, h.pub)
+	}
+	return hosts, b.String(), nil
 }
 
 // cellSpec is one fleet under measurement: an aggregator process fed by
@@ -147,6 +183,10 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		return c, err
 	}
 	c.api = fmt.Sprintf("127.0.0.1:%d", apiPort)
+	hosts, hostLines, err := keys.cellHosts(s)
+	if err != nil {
+		return c, err
+	}
 	var url, embed string
 	if s.embed {
 		p1, err := freePort()
@@ -160,20 +200,17 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		url = fmt.Sprintf("nats://127.0.0.1:%d", p1)
 		// JetStream in a cluster needs configured routes; a server skips
 		// its own.
-		embed = fmt.Sprintf("    embed:\n      listen: 127.0.0.1:%d\n      cluster_listen: 127.0.0.1:%d\n      routes: [\"nats-route://127.0.0.1:%d\"]\n      store_dir: %s\n    users:\n",
+		embed = fmt.Sprintf("    embed:\n      listen: 127.0.0.1:%d\n      cluster_listen: 127.0.0.1:%d\n      routes: [\"nats-route://127.0.0.1:%d\"]\n      store_dir: %s\n",
 			p1, p2, p2, filepath.Join(dir, "nats"))
-		for _, r := range []transport.Role{transport.RoleProber, transport.RoleAggregator, transport.RoleEdge} {
-			embed += fmt.Sprintf("      %s: [%s]\n", r, keys.users[r][0])
-		}
 	} else {
 		if c.srv, err = transport.Embed(transport.EmbedOptions{Listen: "127.0.0.1:0", ServerName: s.name,
-			Users: keys.users, StoreDir: filepath.Join(dir, "nats")}); err != nil {
+			Hosts: hosts, StoreDir: filepath.Join(dir, "nats")}); err != nil {
 			return c, err
 		}
 		url = c.srv.ClientURL()
 	}
 	path := filepath.Join(dir, "aggregator.yaml")
-	if err := writeFleetConfig(path, s, o.Push, c.api, url, embed, filepath.Join(dir, "state")); err != nil {
+	if err := writeFleetConfig(path, s, o.Push, c.api, url, embed+hostLines, filepath.Join(dir, "state")); err != nil {
 		return c, err
 	}
 	cfg, err := config.Load(path)
@@ -188,7 +225,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 	}
 	c.cfg, c.index = plan.Config, plan.Index
 	c.args = []string{"taskset", "-c", strconv.Itoa(o.AggCPU), o.Binary, "serve", "--config", path,
-		"--role", "aggregator", "--id", "agg", "--nkey-seed", keys.seeds[transport.RoleAggregator]}
+		"--role", "aggregator", "--id", "agg", "--nkey-seed", keys.ids["agg"].seed}
 	c.cmd = strings.Join(c.args, " ")
 	if err := c.startAggregator(); err != nil {
 		return c, err
@@ -211,7 +248,7 @@ func startCell(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string
 		}
 		e := &edgeSim{conn: conn}
 		count := i == 0
-		if e.sub, err = conn.Subscribe(transport.KindTable, transport.AllCells, func(h uint64) bool { return h == c.cfg.Hash }, func(m transport.Message) {
+		if e.sub, err = conn.Subscribe(transport.KindTable, transport.AllCells, transport.Filter{Hash: func(h uint64) bool { return h == c.cfg.Hash }}, func(m transport.Message) {
 			e.take(m, count)
 		}); err != nil {
 			return c, err
@@ -259,7 +296,7 @@ func (c *cell) restart() (uint64, error) {
 
 func (c *cell) connect(url, id string, role transport.Role, keys *fleetKeys) (*transport.Conn, error) {
 	conn, err := transport.Connect(transport.Options{URLs: []string{url}, ID: id, Cell: config.DefaultCell, Roles: []transport.Role{role},
-		NKeySeedFile: keys.seeds[role]})
+		NKeySeedFile: keys.ids[id].seed})
 	if err != nil {
 		return nil, err
 	}

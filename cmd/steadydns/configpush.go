@@ -17,11 +17,11 @@ import (
 // files, and every host started with cluster.config: nats loads them.
 func configCmd(args []string) error {
 	if len(args) == 0 || args[0] != "push" {
-		return errors.New("usage: steadydns config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]")
+		return errors.New("usage: steadydns config push --config FILE --nkey-seed FILE [--id NAME] [--replicas N]")
 	}
 	fs := flag.NewFlagSet("config push", flag.ContinueOnError)
 	path := fs.String("config", "", "config file (YAML) whose fleet sections to push")
-	id := fs.String("id", "config-push", "the id this connection uses on NATS")
+	id := fs.String("id", "", "the admin host's id (default the host whose key the seed is)")
 	seed := fs.String("nkey-seed", "", "file holding an admin NKey seed")
 	replicas := fs.Int("replicas", 0, "servers holding a copy of the bucket when it is created (default 3 with three or more routes, else 1)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -53,22 +53,13 @@ func configCmd(args []string) error {
 			*replicas = 3
 		}
 	}
-	tls := transport.TLS{}
-	if n.TLS != nil {
-		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
-	}
-	// An admin publishes no frames or tables: any cell names the connection.
-	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: *id, Cell: cfg.Cluster.Cells[0].Name,
-		Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: *seed, TLS: tls})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := conn.WaitConnected(ctx); err != nil {
+	conn, err := daemon.ConnectAdmin(ctx, cfg, daemon.Identity{ID: *id, NKeySeed: *seed})
+	if err != nil {
 		return fmt.Errorf("pushing the config: %w", err)
 	}
+	defer conn.Close()
 	store, err := conn.CreateConfigStore(ctx, transport.StoreOptions{Replicas: *replicas})
 	if err != nil {
 		return err

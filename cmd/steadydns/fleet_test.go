@@ -90,8 +90,7 @@ type fleetRig struct {
 	bin     string
 	dir     string
 	cluster string            // the cluster section of every host's file
-	joiner  string            // the same without embed: a host that runs no NATS server
-	seeds   map[string]string // role → seed file
+	seeds   map[string]string // host id → its seed file
 	token   string            // the API token file every host's API requires for writes
 	procs   map[string]*exec.Cmd
 }
@@ -106,9 +105,6 @@ func TestFleet(t *testing.T) {
 	r := newFleetRig(t, testenv.FleetOptions{Regions: 3, ProbersPerRegion: 2, Edges: 2, Aggregators: 2, Backends: 2}, fleetSections)
 	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
-	rogue := r.f.Probers[2][0]
-	r.write("rogue.yaml", fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9154\n  api_token_file: %s\n  state_dir: %s\n",
-		rogue.V4, rogue.V4, r.token, filepath.Join(r.dir, "state-rogue"))+r.joiner)
 	for i := range r.f.Backends {
 		r.startBackend(i)
 	}
@@ -158,21 +154,82 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
-	t.Run("a prober's key cannot publish tables", func(t *testing.T) {
-		// A host holding a prober's seed claims the aggregator role: the
-		// servers refuse its tables, and the edges never follow it.
-		r.startAs(r.f.Probers[2][0], "rogue", "aggregator", r.seeds["prober"], "")
-		time.Sleep(4 * fleetPush)
-		if n := r.fleetView(r.f.Probers[2][0], "rogue").PermissionErrors; n == 0 {
-			t.Error("a prober's key published tables without a permission error")
+	t.Run("hostile hosts change nothing", func(t *testing.T) {
+		// Each a process of its own holding a real key: p1a's key under
+		// invented ids, under its own id with payloads naming them, and
+		// in a cell not its own; e1's key sending state and acting as an
+		// aggregator; and a NATS server with no key routing to the
+		// aggregators. Were any of it counted, the invented checkers
+		// would outvote the six real ones and drain both backends.
+		sum := func(name string) float64 {
+			return r.metric(r.host("a1"), name) + r.metric(r.host("a2"), name)
+		}
+		refused := func(what string) float64 { return sum(`steadydns_nats_refused_total{what="` + what + `"}`) }
+		before := map[string]float64{"publish": refused("publish"), "subscribe": refused("subscribe"), "route": refused("route"),
+			"rejected": sum("steadydns_frames_rejected_total")}
+		var urls, routes []string
+		for _, a := range r.f.Aggregators {
+			urls = append(urls, "nats://"+a.V4.String()+":4222")
+			routes = append(routes, a.V4.String()+":6222")
+		}
+		var hash uint64
+		if _, err := fmt.Sscanf(r.fleetView(r.host("a1"), "a1").ConfigHash, "%x", &hash); err != nil {
+			t.Fatal(err)
+		}
+		common := []string{"--urls", strings.Join(urls, ","), "--hash", strconv.FormatUint(hash, 10), "--entries", "1024",
+			"--table", "1024", "--push", fleetPush.String(), "--for", (8 * fleetPush).String()}
+		p1a, e1 := r.host("p1a"), r.host("e1")
+		for _, h := range []struct {
+			mode string
+			host *testenv.Host
+			args []string
+		}{
+			{"invent", p1a, []string{"--id", "p1a", "--seed", r.seeds["p1a"]}},
+			{"forge", p1a, []string{"--id", "p1a", "--seed", r.seeds["p1a"]}},
+			{"cell", p1a, []string{"--id", "p1a", "--seed", r.seeds["p1a"]}},
+			{"state", e1, []string{"--id", "e1", "--seed", r.seeds["e1"]}},
+			{"table", e1, []string{"--id", "e1", "--seed", r.seeds["e1"]}},
+			{"route", r.f.Client, []string{"--routes", strings.Join(routes, ",")}},
+		} {
+			r.spawnHostile(h.mode, h.host, append(slices.Clone(common), h.args...)...)
+		}
+		deadline := time.Now().Add(10 * fleetPush)
+		for time.Now().Before(deadline) {
+			r.expectAnswers(t, www, both)
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, agg := range []string{"a1", "a2"} {
+			v := r.votes(agg, "web1")
+			if len(v) != 6 {
+				t.Errorf("%s counts %d votes on web1, want the six real probers': %+v", agg, len(v), v)
+			}
+			for _, vt := range v {
+				if !vt.Healthy {
+					t.Errorf("%s: vote %+v, want healthy", agg, vt)
+				}
+			}
+		}
+		// Every attempt is counted: the servers refused 30 invented ids,
+		// the foreign cell, the edge's state and table (publishes), the
+		// edge's frame subscription, and the keyless route; the
+		// aggregators dropped the forged frames.
+		after := map[string]float64{"publish": refused("publish"), "subscribe": refused("subscribe"), "route": refused("route"),
+			"rejected": sum("steadydns_frames_rejected_total")}
+		for what, least := range map[string]float64{"publish": invented + 3, "subscribe": 1, "route": 1, "rejected": invented} {
+			if got := after[what] - before[what]; got < least {
+				t.Errorf("%s refusals counted: %v, want at least %v", what, got, least)
+			}
 		}
 		for _, e := range []string{"e1", "e2"} {
 			if f := r.fleetView(r.host(e), e).Following; f != "a1" && f != "a2" {
 				t.Errorf("%s follows %q", e, f)
 			}
 		}
-		r.expectAnswers(t, www, both)
-		r.kill("rogue")
+		// The binary itself refuses to run a host under another's key.
+		code, _, stderr := run(r.bin, "serve", "--config", filepath.Join(r.dir, "p1b.yaml"), "--id", "p1b", "--nkey-seed", r.seeds["p1a"])
+		if code == 0 || !strings.Contains(stderr, "not host p1b's") {
+			t.Errorf("serve as p1b with p1a's seed: exit %d, %s", code, stderr)
+		}
 	})
 
 	t.Run("a bad revision is refused everywhere", func(t *testing.T) {
@@ -288,17 +345,35 @@ func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *flee
 			os.RemoveAll(r.bpffs(e.Role))
 		}
 	})
-	users := map[string]string{}
-	for _, role := range []string{"prober", "aggregator", "edge", "admin"} {
+	// Every host its own key, listed with its roles (and a prober's
+	// region) in cluster.nats.hosts; admin is config push's.
+	hosts := "    hosts:\n"
+	addHost := func(id, role, region string) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
 		}
 		seed, _ := kp.Seed()
 		pub, _ := kp.PublicKey()
-		r.seeds[role] = r.write(role+".seed", string(seed))
-		users[role] = pub
+		r.seeds[id] = r.write(id+".seed", string(seed))
+		hosts += fmt.Sprintf("      %s: { roles: [%s], key: %s", id, role, pub)
+		if region != "" {
+			hosts += ", region: " + region
+		}
+		hosts += " }\n"
 	}
+	for _, a := range f.Aggregators {
+		addHost(a.Role, "aggregator", "")
+	}
+	for _, e := range f.Edges {
+		addHost(e.Role, "edge", "")
+	}
+	for i, ps := range f.Probers {
+		for _, p := range ps {
+			addHost(p.Role, "prober", f.Regions[i])
+		}
+	}
+	addHost("admin", "admin", "")
 	var urls, routes []string
 	for _, a := range f.Aggregators {
 		urls = append(urls, fmt.Sprintf("%q", "nats://"+a.V4.String()+":4222"))
@@ -310,10 +385,9 @@ func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *flee
       cluster_listen: 0.0.0.0:6222
       routes: [%s]
       store_dir: %s
+      insecure: true
 `, strings.Join(routes, ", "), filepath.Join(r.dir, "nats"))
-	keys := fmt.Sprintf("    users: { prober: [%s], aggregator: [%s], edge: [%s], admin: [%s] }\n",
-		users["prober"], users["aggregator"], users["edge"], users["admin"])
-	r.cluster, r.joiner = head+embed+keys, head+keys
+	r.cluster = head + embed + hosts
 	r.token = r.write("api.token", "fleet-test-token\n")
 	r.write("example.test.zone", fleetZone)
 	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+r.cluster+sections)
@@ -373,9 +447,9 @@ func (r *fleetRig) host(role string) *testenv.Host {
 	return hs[0]
 }
 
-// start runs a role on h under its own id and the role's seed.
+// start runs a role on h under its own id and seed.
 func (r *fleetRig) start(h *testenv.Host, role, region string) {
-	r.startAs(h, h.Role, role, r.seeds[role], region)
+	r.startAs(h, h.Role, role, r.seeds[h.Role], region)
 }
 
 func (r *fleetRig) startAs(h *testenv.Host, id, role, seed, region string) {
@@ -427,6 +501,27 @@ func (r *fleetRig) spawn(name string, h *testenv.Host, bin string, args ...strin
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// spawnHostile runs the test binary as a hostile host (hostile) on h.
+func (r *fleetRig) spawnHostile(mode string, h *testenv.Host, args ...string) {
+	r.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd := h.Command(exe, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), hostileEnv+"="+mode)
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting hostile %s: %v", mode, err)
+	}
+	r.t.Cleanup(func() {
+		if err := cmd.Wait(); err != nil {
+			r.t.Errorf("hostile %s: %v\n%s", mode, err, out.String())
+		}
+	})
 }
 
 func (r *fleetRig) kill(name string) {
@@ -532,6 +627,7 @@ func (r *fleetRig) expectAnswers(t *testing.T, name string, want []string) {
 }
 
 type apiFleet struct {
+	ConfigHash       string `json:"config_hash"`
 	Following        string `json:"following"`
 	Revision         uint64 `json:"config_revision"`
 	Refused          uint64 `json:"config_revisions_refused"`
@@ -559,9 +655,6 @@ type apiChecks struct {
 func (r *fleetRig) checks(h *testenv.Host, id string) apiChecks {
 	r.t.Helper()
 	port := "9153"
-	if id == "rogue" {
-		port = "9154"
-	}
 	var out apiChecks
 	var resp *http.Response
 	var err error

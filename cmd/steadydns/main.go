@@ -17,10 +17,15 @@ const usage = `usage: steadydns <command> [flags]
 
 commands:
   serve   --config FILE [--role prober,aggregator,edge] [--id NAME] [--region NAME] [--nkey-seed FILE]
-          [--log-format text|json] [--log-level debug|info|warn|error]
-                            run the roles given (all by default): XDP, fallback, health checks, the table, API
-  config push --config FILE [--id NAME] [--nkey-seed FILE] [--replicas N]
+          [--reset-state] [--log-format text|json] [--log-level debug|info|warn|error]
+                            run the roles given (all by default): XDP, fallback, health checks, the table, API;
+                            a state file that cannot be used is moved aside and refused unless --reset-state
+  config push --config FILE --nkey-seed FILE [--id NAME] [--replicas N]
                             validate the fleet sections and store them, with the zone files, in the NATS config bucket
+  keygen  --id NAME --role ROLES [--cell C] [--region R] [--out FILE]
+                            write a host's NKey seed (mode 0600) and print its line for cluster.nats.hosts
+  state   --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto
+                            send an admin or external state change to every aggregator with an admin key
   check   --config FILE [--skip-host]   validate a config and its zones, and its interfaces on this host
                             unless --skip-host; exit 1 with file:line: key: on error
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
@@ -46,6 +51,10 @@ func main() {
 		err = check(args)
 	case "config":
 		err = configCmd(args)
+	case "keygen":
+		err = keygen(args)
+	case "state":
+		err = stateCmd(args)
 	case "status":
 		err = status(args)
 	case "detach":

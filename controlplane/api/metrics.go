@@ -69,6 +69,7 @@ type Metrics struct {
 	replyLatency prometheus.Histogram
 	pushLatency  prometheus.Histogram
 	tcp          tcpMetrics
+	panics       *prometheus.CounterVec
 	reloads      atomic.Uint64
 	reloadErrs   atomic.Uint64
 	udp          [len(udpQtypes) + 1]udpBytes // by udpQtypes index; the last is "other"
@@ -94,6 +95,7 @@ type Metrics struct {
 	refused     *prometheus.Desc
 	messages    *prometheus.Desc
 	permErrs    *prometheus.Desc
+	natsRefused *prometheus.Desc
 	capUsed     *prometheus.Desc
 	capLimit    *prometheus.Desc
 	capRatio    *prometheus.Desc
@@ -137,6 +139,7 @@ func NewMetrics(src Source) *Metrics {
 			Help:    "Duration of each health-table push: evaluating every check and writing the whole table.",
 			Buckets: pushBuckets}),
 		tcp:         newTCPMetrics(),
+		panics:      newPanics(),
 		queries:     prometheus.NewDesc("steadydns_queries_total", "DNS queries by the path that answered them and their outcome; each query counts once.", []string{"path", "outcome"}, nil),
 		passed:      prometheus.NewDesc("steadydns_xdp_passed_total", "Packets the XDP program passed to the kernel's stack untouched, by why; the queries among them count under steadydns_queries_total{path=\"fallback\"}.", []string{"reason"}, nil),
 		checkUp:     prometheus.NewDesc("steadydns_check_healthy", "1 if the check's health-table entry is healthy.", []string{"check"}, nil),
@@ -156,6 +159,7 @@ func NewMetrics(src Source) *Metrics {
 		revision:    prometheus.NewDesc("steadydns_config_revision", "Revision of the fleet config in use; 0 for a local file.", nil, nil),
 		refused:     prometheus.NewDesc("steadydns_config_revisions_refused_total", "Config revisions from the bucket that failed validation and were not applied.", nil, nil),
 		messages:    prometheus.NewDesc("steadydns_fleet_messages_total", "Fleet messages received over NATS, by kind and what became of them (delivered, missing, rejected for another config hash, corrupt…).", []string{"kind", "result"}, nil),
+		natsRefused: prometheus.NewDesc("steadydns_nats_refused_total", "What this aggregator's embedded NATS server refused: publishes and subscriptions a key does not allow, clients without a key of the fleet, routes without an aggregator's signature.", []string{"what"}, nil),
 		permErrs:    prometheus.NewDesc("steadydns_fleet_permission_errors_total", "Publishes or subscriptions the NATS servers refused this host.", nil, nil),
 		capUsed:     prometheus.NewDesc("steadydns_capacity_used", "This host's use of its cell's capacity, by resource: prober_checks, aggregator_checker_checks, aggregator_edges.", []string{"cell", "resource"}, nil),
 		capLimit:    prometheus.NewDesc("steadydns_capacity_limit", "The cell's capacity per host, by resource, from cluster.capacity.", []string{"cell", "resource"}, nil),
@@ -202,6 +206,20 @@ func (m *Metrics) UDPBytes(qtype uint16) (in, out uint64) {
 	return m.udp[i].in.Load(), m.udp[i].out.Load()
 }
 
+func newPanics() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steadydns_panics_total",
+		Help: "Panics the fallback recovered from, by where: answering a UDP datagram (udp), which went unanswered, or serving a TCP connection (tcp), which was closed. Each is logged with its stack."}, []string{"where"})
+	// Both show from the start, at zero, so an alert on any increase
+	// has a series to watch.
+	c.WithLabelValues("udp")
+	c.WithLabelValues("tcp")
+	return c
+}
+
+// ObservePanic counts one panic the fallback recovered from; it is
+// fallback.Options.OnPanic.
+func (m *Metrics) ObservePanic(where string) { m.panics.WithLabelValues(where).Inc() }
+
 // FallbackCount reads one fallback outcome's count.
 func (m *Metrics) FallbackCount(outcome string) uint64 {
 	if v, ok := m.fallback.Load(outcome); ok {
@@ -231,13 +249,14 @@ func (m *Metrics) ObserveReload(err error) {
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
-		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
+		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.natsRefused, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
 		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
 	m.replyLatency.Describe(ch)
 	m.pushLatency.Describe(ch)
+	m.panics.Describe(ch)
 	for _, c := range m.tcp.collectors() {
 		c.Describe(ch)
 	}
@@ -288,6 +307,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.checkLatency.Collect(ch)
 	m.replyLatency.Collect(ch)
 	m.pushLatency.Collect(ch)
+	m.panics.Collect(ch)
 	for _, c := range m.tcp.collectors() {
 		c.Collect(ch)
 	}
@@ -304,6 +324,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.revision, prometheus.GaugeValue, float64(f.Revision))
 	ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(f.Refused))
 	ch <- prometheus.MustNewConstMetric(m.permErrs, prometheus.CounterValue, float64(f.PermissionErrors))
+	for what, n := range f.NATSRefused {
+		ch <- prometheus.MustNewConstMetric(m.natsRefused, prometheus.CounterValue, float64(n), what)
+	}
 	for kind, c := range f.Messages {
 		for result, n := range c {
 			ch <- prometheus.MustNewConstMetric(m.messages, prometheus.CounterValue, float64(n), kind, result)

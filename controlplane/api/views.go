@@ -74,8 +74,9 @@ type FleetView struct {
 	FollowingCells   map[string]string            `json:"following_cells,omitempty"` // cell → the aggregator followed in it
 	Switches         uint64                       `json:"aggregator_switches,omitempty"`
 	PermissionErrors uint64                       `json:"permission_errors,omitempty"`
-	Messages         map[string]map[string]uint64 `json:"messages,omitempty"` // kind → result → count
-	Capacity         []CapacityView               `json:"capacity,omitempty"` // this host's use of its cell's capacity, per resource
+	Messages         map[string]map[string]uint64 `json:"messages,omitempty"`     // kind → result → count
+	NATSRefused      map[string]uint64            `json:"nats_refused,omitempty"` // what the embedded server refused: publish, subscribe, client, route
+	Capacity         []CapacityView               `json:"capacity,omitempty"`     // this host's use of its cell's capacity, per resource
 }
 
 // CapacityView is one resource of a cell's capacity as this host uses it.

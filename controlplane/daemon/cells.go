@@ -207,7 +207,10 @@ func (d *Daemon) capacity(p *Plan) []api.CapacityView {
 		out = append(out, api.CapacityView{Resource: resourceCheckerChecks, Used: n, Limit: capa.CheckerChecksPerAggregator})
 	}
 	if f.srv != nil {
-		keys := p.Config.Cluster.NATS.Users[config.RoleEdge]
+		var keys []string
+		for _, id := range p.Config.Cluster.NATS.HostsWith(config.RoleEdge) {
+			keys = append(keys, p.Config.Cluster.NATS.Hosts[id].Key)
+		}
 		if n, err := f.srv.ClientsWithKeys(keys); err != nil {
 			slog.Warn("counting the edges connected", "error", err)
 		} else {

@@ -52,10 +52,11 @@ cluster:
   nats:
     urls: ["nats://127.0.0.1:4222"]
     embed: { listen: "127.0.0.1:4222", cluster_listen: "127.0.0.1:6222", routes: ["nats-route://127.0.0.1:6222"], store_dir: %s }
-    users:
-      prober: [%s]
-      aggregator: [%s]
-      edge: [%s]
+    hosts:
+      p1: { roles: [prober], cell: a, key: %s }
+      a1: { roles: [aggregator], cell: a, key: %s }
+      b1: { roles: [aggregator], cell: b, key: %s }
+      e1: { roles: [edge], key: %s }
 `
 
 type key struct{ pub, seed string }
@@ -81,13 +82,13 @@ func newKey(t *testing.T) key {
 // reports its use of the cell's capacity.
 func TestCellsMerge(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
-	prb, agg, edg := newKey(t), newKey(t), newKey(t)
+	prb, agg, bgg, edg := newKey(t), newKey(t), newKey(t), newKey(t)
 	env := testenv.Start(t, testenv.Options{})
 	store := t.TempDir()
 	aggCfg := filepath.Join(t.TempDir(), "a1.yaml")
 	write(t, filepath.Join(filepath.Dir(aggCfg), "example.test.zone"), zoneFile)
 	// The edge's state_dir is serveAs's; the aggregator needs its own.
-	write(t, aggCfg, withState(fmt.Sprintf(cellsConfig, env.Edge.Link, "127.0.0.1:9154", "/sys/fs/bpf/unused", store, prb.pub, agg.pub, edg.pub),
+	write(t, aggCfg, withState(fmt.Sprintf(cellsConfig, env.Edge.Link, "127.0.0.1:9154", "/sys/fs/bpf/unused", store, prb.pub, agg.pub, bgg.pub, edg.pub),
 		filepath.Join(filepath.Dir(aggCfg), "state")))
 	var a1 *daemon.Daemon
 	err := env.Edge.Do(func() (err error) {
@@ -100,7 +101,7 @@ func TestCellsMerge(t *testing.T) {
 	}
 	t.Cleanup(func() { a1.Close() })
 	e := serveAs(t, env, func(link, pins string) string {
-		return fmt.Sprintf(cellsConfig, link, "127.0.0.1:9153", pins, store, prb.pub, agg.pub, edg.pub)
+		return fmt.Sprintf(cellsConfig, link, "127.0.0.1:9153", pins, store, prb.pub, agg.pub, bgg.pub, edg.pub)
 	}, daemon.Identity{Roles: []config.Role{config.RoleEdge}, ID: "e1", NKeySeed: edg.seed})
 	cfg, err := config.Load(e.cfg)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestCellsMerge(t *testing.T) {
 		return c
 	}
 	p1 := connect("p1", "a", prb)
-	b1 := connect("b1", "b", agg)
+	b1 := connect("b1", "b", bgg)
 
 	status := func(id string) api.CheckView {
 		for _, s := range e.d.Statuses() {

@@ -66,6 +66,9 @@ type Options struct {
 	// Identity is this host's place in a fleet; the zero value plays
 	// every role under the host name.
 	Identity Identity
+	// ResetState starts without a state file that cannot be used, moved
+	// aside, rather than refusing to start (state.Recover).
+	ResetState bool
 }
 
 // Start loads the config at path and brings the edge up: records and a
@@ -102,6 +105,12 @@ func (d *Daemon) start(opts Options) error {
 		return err
 	}
 	id := d.id
+	if cfg.Cluster.NATS != nil {
+		if id, err = fleetIdentity(cfg, id); err != nil {
+			return err
+		}
+		d.id = id
+	}
 	host := id.hostID()
 	if err := transport.ValidSenderID(host); err != nil {
 		return fmt.Errorf("--id: %w", err)
@@ -144,7 +153,9 @@ func (d *Daemon) start(opts Options) error {
 		if d.fleet != nil {
 			out = publisher{d.fleet.conn}
 		}
-		seed.Saved = d.loadState(cfg.Server.StateDir)
+		if seed.Saved, err = d.loadState(cfg.Server.StateDir, opts.ResetState); err != nil {
+			return fmt.Errorf("server.state_dir %s: %w", cfg.Server.StateDir, err)
+		}
 		if d.agg, err = health.New(cfg, p.Index, out, seed, &d.events); err != nil {
 			return err
 		}
@@ -238,7 +249,7 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 // passes goes unanswered.
 func (d *Daemon) serveEdge(cfg *config.Config, p *Plan) error {
 	d.ifindex = map[string]int{}
-	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP, OnTCP: d.metrics.ObserveTCP,
+	opts := fallback.Options{Listen: cfg.Server.Listen, Observe: d.metrics.ObserveFallback, UDP: d.metrics.ObserveUDP, OnTCP: d.metrics.ObserveTCP, OnPanic: d.metrics.ObservePanic,
 		TCP: fallback.TCPLimits{MaxConnections: cfg.Server.TCP.MaxConnections, MaxPerPrefix: cfg.Server.TCP.MaxPerPrefix,
 			IdleTimeout: cfg.Server.TCP.IdleTimeout, MaxQueries: cfg.Server.TCP.MaxPipelined, MaxLifetime: cfg.Server.TCP.MaxLifetime},
 		Debug: fallback.Debug{Name: cfg.Server.Debug.Name, Allow: cfg.Server.Debug.Allow, Explain: func(name string) []string { return api.DebugTXT(d, name) }}}
@@ -312,7 +323,8 @@ func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 		// Only this cell's probers run this cell's checks.
 		err := d.subscribe(transport.KindFrame, d.fleet.cell, func(m transport.Message) {
 			now := time.Now()
-			if err := d.agg.IngestFrame(m.Payload, now); err != nil {
+			region := d.plan.Load().Config.Cluster.NATS.Hosts[m.Sender].Region
+			if err := d.agg.IngestFrameFrom(m.Sender, region, m.Payload, now); err != nil {
 				slog.Warn("result frame rejected", "from", m.Sender, "error", err)
 				return
 			}
@@ -418,17 +430,22 @@ const stateGap = time.Second
 
 // loadState reads the state file an earlier run wrote and restores its
 // health-check log; it returns the checks' saved states for the
-// aggregator's seed. A file that cannot be read is no reason not to
-// serve: the checks start healthy, as on a first start, and the next
-// write replaces it.
-func (d *Daemon) loadState(dir string) map[string]health.Saved {
-	f, err := state.Load(dir)
+// aggregator's seed. A file that cannot be used is moved aside and stops
+// the start, unless reset: starting as if every check were healthy would
+// answer with backends known dead or set down. With reset the checks
+// start from the pinned table, when there is one of this config, or
+// healthy.
+func (d *Daemon) loadState(dir string, reset bool) (map[string]health.Saved, error) {
+	f, aside, err := state.Recover(dir, reset, time.Now())
 	if err != nil {
-		slog.Warn("starting without saved state: every check starts healthy and the event log empty", "error", err)
-		return nil
+		return nil, err
+	}
+	if aside != nil {
+		slog.Warn("starting without saved state (--reset-state): checks start from the pinned table if it is this config's, else healthy, and the event log empty",
+			"moved_aside", aside.Path, "error", aside.Err)
 	}
 	d.events.Restore(f.Events)
-	return f.Checks
+	return f.Checks, nil
 }
 
 // keepState writes the state file whenever the aggregator's saved state
@@ -801,7 +818,15 @@ func (d *Daemon) Fleet() api.FleetView {
 		c := sub.Counters()
 		v.Messages[kind.String()] = map[string]uint64{"delivered": c.Delivered, "missing": c.Missing, "corrupt": c.Corrupt,
 			"malformed": c.Malformed, "wrong_kind": c.WrongKind, "wrong_sender": c.WrongSender, "other_config": c.Rejected,
-			"late": c.Late, "duplicate": c.Duplicate, "dropped": c.Dropped}
+			"late": c.Late, "duplicate": c.Duplicate, "dropped": c.Dropped, "unknown_sender": c.Unknown,
+			"wrong_length": c.WrongLength, "future_slot": c.Future}
+	}
+	if d.agg != nil && v.Messages["frame"] != nil {
+		v.Messages["frame"]["future_seq"] = d.agg.Counters().Future
+	}
+	if f.srv != nil {
+		r := f.srv.Refused()
+		v.NATSRefused = map[string]uint64{"publish": r.Publish, "subscribe": r.Subscribe, "client": r.Clients, "route": r.Routes}
 	}
 	return v
 }

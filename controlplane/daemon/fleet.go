@@ -10,13 +10,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/transport"
+	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -42,6 +47,113 @@ func (id Identity) hostID() string {
 		return "local"
 	}
 	return h[:min(len(h), prober.MaxProberID)]
+}
+
+// fleetIdentity completes id from the host's entry in cluster.nats.hosts:
+// the id the seed's key is listed under when --id is not given, and the
+// host's roles, cell and region where the flags leave them out. A flag
+// that claims more than the entry grants is an error: the servers would
+// refuse it anyway, message by message.
+func fleetIdentity(cfg *config.Config, id Identity) (Identity, error) {
+	n := cfg.Cluster.NATS
+	if id.NKeySeed == "" {
+		return id, cfg.Errorf("cluster.nats.hosts", "a fleet host needs --nkey-seed: the seed of its key in cluster.nats.hosts (steadydns keygen --id NAME makes one)")
+	}
+	pub, err := seedPublicKey(id.NKeySeed)
+	if err != nil {
+		return id, err
+	}
+	if id.ID == "" {
+		host, ok := n.HostByKey(pub)
+		if !ok {
+			return id, cfg.Errorf("cluster.nats.hosts", "the key of --nkey-seed %s, %s, is no host's", id.NKeySeed, pub)
+		}
+		id.ID = host
+	}
+	h, ok := n.Hosts[id.ID]
+	key := "cluster.nats.hosts." + id.ID
+	switch {
+	case !ok:
+		return id, cfg.Errorf("cluster.nats.hosts", "host %s is not listed: add it with its key (steadydns keygen --id %s prints the line)", id.ID, id.ID)
+	case h.Key != pub:
+		return id, cfg.Errorf(key+".key", "the seed in %s is key %s, not host %s's", id.NKeySeed, pub, id.ID)
+	}
+	if id.Roles == nil {
+		for _, r := range config.Roles {
+			if h.Has(r) {
+				id.Roles = append(id.Roles, r)
+			}
+		}
+		if len(id.Roles) == 0 {
+			return id, cfg.Errorf(key+".roles", "host %s plays no server role (prober, aggregator, edge)", id.ID)
+		}
+	}
+	for _, r := range id.Roles {
+		if !h.Has(r) {
+			return id, cfg.Errorf(key+".roles", "--role %s: host %s may play only %s", r, id.ID, roleList(h.Roles))
+		}
+	}
+	switch {
+	case id.Cell == "":
+		id.Cell = h.Cell
+	case h.Cell != "" && id.Cell != h.Cell:
+		return id, cfg.Errorf(key+".cell", "--cell %s: host %s belongs to cell %s", id.Cell, id.ID, h.Cell)
+	case h.Cell == "" && id.Cell != cfg.Cluster.Cells[0].Name:
+		return id, cfg.Errorf(key+".cell", "--cell %s: host %s belongs to the first cell, %s, unless its entry names another", id.Cell, id.ID, cfg.Cluster.Cells[0].Name)
+	}
+	switch {
+	case id.Region == "":
+		id.Region = h.Region
+	case h.Region != "" && id.Region != h.Region:
+		return id, cfg.Errorf(key+".region", "--region %s: host %s is in region %s", id.Region, id.ID, h.Region)
+	}
+	return id, nil
+}
+
+// seedPublicKey reads an NKey seed file and returns its public key.
+func seedPublicKey(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading --nkey-seed: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return "", fmt.Errorf("reading --nkey-seed %s: %w", file, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("reading --nkey-seed %s: %w", file, err)
+	}
+	return pub, nil
+}
+
+// transportHosts is cluster.nats.hosts as the servers enforce it, in id
+// order, each prober and aggregator in its cell.
+func transportHosts(cfg *config.Config) []transport.Host {
+	n := cfg.Cluster.NATS
+	ids := make([]string, 0, len(n.Hosts))
+	for id := range n.Hosts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]transport.Host, 0, len(ids))
+	for _, id := range ids {
+		h := n.Hosts[id]
+		th := transport.Host{ID: id, Key: h.Key, Cell: hostCellOf(cfg, h)}
+		for _, r := range h.Roles {
+			th.Roles = append(th.Roles, transport.Role(r))
+		}
+		out = append(out, th)
+	}
+	return out
+}
+
+// hostCellOf is the cell of a host's prober and aggregator.
+func hostCellOf(cfg *config.Config, h config.Host) string {
+	if h.Cell != "" {
+		return h.Cell
+	}
+	return cfg.Cluster.Cells[0].Name
 }
 
 // fleet is this host's part of a fleet: its NATS connection, the server it
@@ -78,13 +190,9 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 	}
 	host := id.hostID()
 	if e := n.Embed; e != nil && id.has(config.RoleAggregator) {
-		users := map[transport.Role][]string{}
-		for r, keys := range n.Users {
-			users[transport.Role(r)] = keys
-		}
 		srv, err := transport.Embed(transport.EmbedOptions{
 			Listen: e.Listen, ClusterListen: e.ClusterListen, Routes: e.Routes,
-			ServerName: host, Users: users, TLS: tls,
+			ServerName: host, Hosts: transportHosts(cfg), SeedFile: id.NKeySeed, TLS: tls,
 			// Each server keeps its own JetStream files, also when several
 			// run on one machine.
 			StoreDir: filepath.Join(e.StoreDir, host),
@@ -232,11 +340,23 @@ func (d *Daemon) watchConfig(ctx context.Context) error {
 }
 
 // subscribe starts receiving one kind of message from cell (or every
-// cell) for as long as the daemon runs; messages made under another
-// config are counted and dropped by the transport.
+// cell) for as long as the daemon runs. The transport counts and drops,
+// before anything is allocated for them, messages from hosts the config
+// does not allow to send the kind, of another length than the kind's,
+// of a slot ahead of this host's clock, or made under another config.
 func (d *Daemon) subscribe(kind transport.Kind, cell string, fn func(transport.Message)) error {
-	accept := func(hash uint64) bool { return hash == d.plan.Load().Config.Hash }
-	sub, err := d.fleet.conn.Subscribe(kind, cell, accept, fn)
+	filter := transport.Filter{
+		Hash: func(hash uint64) bool { return hash == d.plan.Load().Config.Hash },
+		Sender: func(cell, sender string) bool {
+			return senderAllowed(d.plan.Load().Config, kind, cell, sender)
+		},
+		Length: func() int { return messageLength(d.plan.Load().Config, kind) },
+		MaxSlot: func() uint64 {
+			period := d.plan.Load().Config.Aggregation.PushInterval
+			return uint64(time.Now().UnixNano()/int64(period)) + 1
+		},
+	}
+	sub, err := d.fleet.conn.Subscribe(kind, cell, filter, fn)
 	if err != nil {
 		return err
 	}
@@ -245,6 +365,37 @@ func (d *Daemon) subscribe(kind transport.Kind, cell string, fn func(transport.M
 	d.fleet.mu.Unlock()
 	d.started.push(func(context.Context) error { return sub.Unsubscribe() })
 	return nil
+}
+
+// senderAllowed reports whether host sender, publishing in cell, may send
+// messages of kind: frames from the cell's probers, tables from its
+// aggregators, state changes from aggregators and admins.
+func senderAllowed(cfg *config.Config, kind transport.Kind, cell, sender string) bool {
+	h, ok := cfg.Cluster.NATS.Hosts[sender]
+	if !ok {
+		return false
+	}
+	switch kind {
+	case transport.KindFrame:
+		return h.Has(config.RoleProber) && hostCellOf(cfg, h) == cell
+	case transport.KindTable:
+		return h.Has(config.RoleAggregator) && hostCellOf(cfg, h) == cell
+	case transport.KindState:
+		return h.Has(config.RoleAggregator) || h.Has(config.RoleAdmin)
+	}
+	return false
+}
+
+// messageLength is the payload length of kind under cfg: every message
+// of a kind has one size, so a header announcing another is a lie.
+func messageLength(cfg *config.Config, kind transport.Kind) int {
+	switch kind {
+	case transport.KindFrame:
+		return prober.FrameSize(cfg.FrameEntries())
+	case transport.KindTable:
+		return loader.HealthTableBytes(cfg.Aggregation.TableSize)
+	}
+	return stateSize
 }
 
 // publisher is the aggregator's Sink in a fleet: every table goes to every
@@ -343,6 +494,9 @@ func (d *Daemon) SetAdmin(id, value string) error {
 	case d.fleet == nil:
 		return d.agg.SetAdmin(id, value)
 	}
+	if err := d.takesState(); err != nil {
+		return fmt.Errorf("setting admin state of %s: %w", id, err)
+	}
 	return d.publishState(stateAdmin, uint8(v), id)
 }
 
@@ -350,6 +504,9 @@ func (d *Daemon) SetAdmin(id, value string) error {
 func (d *Daemon) SetExternal(id string, up bool) error {
 	if d.fleet == nil {
 		return d.agg.SetExternal(id, up, time.Now())
+	}
+	if err := d.takesState(); err != nil {
+		return fmt.Errorf("setting external state of %s: %w", id, err)
 	}
 	p := d.plan.Load()
 	if k, ok := p.Config.Checks.Find(id); ok && p.Config.Checks.Type(k) != config.CheckExternal {
@@ -375,22 +532,143 @@ func (d *Daemon) publishState(kind, v uint8, id string) error {
 	return d.fleet.conn.Publish(transport.KindState, slot, p.Config.Hash, b)
 }
 
-// applyState is an aggregator taking a state change from any host.
+// takesState says why this host does not take state changes: only an
+// aggregator's API does, besides the operator's key (steadydns state). An
+// edge, the most exposed host, has no say over health.
+func (d *Daemon) takesState() error {
+	if d.id.has(config.RoleAggregator) {
+		return nil
+	}
+	aggs := d.plan.Load().Config.Cluster.NATS.HostsWith(config.RoleAggregator)
+	return fmt.Errorf("%w: only aggregators take state changes: send it to the API of %s, or use steadydns state with an admin key",
+		api.ErrWrongHost, strings.Join(aggs, ", "))
+}
+
+// applyState is an aggregator taking a state change from an aggregator or
+// an admin; the transport has dropped every other sender's.
 func (d *Daemon) applyState(m transport.Message) {
 	kind, v, id, err := decodeState(m.Payload)
+	var what string
 	if err == nil {
 		switch kind {
 		case stateAdmin:
 			if int(v) < len(adminValues) {
+				what = "admin " + adminValues[v]
 				err = d.agg.SetAdmin(id, adminValues[v])
 			} else {
 				err = fmt.Errorf("admin value %d", v)
 			}
 		case stateExt:
+			what = "external " + map[bool]string{true: "up", false: "down"}[v == 1]
 			err = d.agg.SetExternal(id, v == 1, time.Now())
 		}
 	}
 	if err != nil {
 		slog.Warn("state change dropped", "from", m.Sender, "error", err)
+		return
 	}
+	slog.Info("state change applied", "from", m.Sender, "check", id, "state", what)
+}
+
+// ConnectAdmin connects to the fleet's NATS servers as an admin host: the
+// host whose key is in the seed file, or id.ID when given, which must hold
+// the admin role in cluster.nats.hosts.
+func ConnectAdmin(ctx context.Context, cfg *config.Config, id Identity) (*transport.Conn, error) {
+	n := cfg.Cluster.NATS
+	if n == nil {
+		return nil, cfg.Errorf("cluster", "an admin needs cluster.nats to say where the servers are")
+	}
+	if id.NKeySeed == "" {
+		return nil, errors.New("--nkey-seed is required: the seed of an admin host's key")
+	}
+	pub, err := seedPublicKey(id.NKeySeed)
+	if err != nil {
+		return nil, err
+	}
+	if id.ID == "" {
+		host, ok := n.HostByKey(pub)
+		if !ok {
+			return nil, cfg.Errorf("cluster.nats.hosts", "the key of --nkey-seed %s, %s, is no host's", id.NKeySeed, pub)
+		}
+		id.ID = host
+	}
+	h, ok := n.Hosts[id.ID]
+	switch {
+	case !ok:
+		return nil, cfg.Errorf("cluster.nats.hosts", "host %s is not listed", id.ID)
+	case h.Key != pub:
+		return nil, cfg.Errorf("cluster.nats.hosts."+id.ID+".key", "the seed in %s is key %s, not host %s's", id.NKeySeed, pub, id.ID)
+	case !h.Has(config.RoleAdmin):
+		return nil, cfg.Errorf("cluster.nats.hosts."+id.ID+".roles", "host %s is not an admin", id.ID)
+	}
+	tls := transport.TLS{}
+	if n.TLS != nil {
+		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
+	}
+	// An admin publishes no frames or tables: any cell names the connection.
+	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: id.ID, Cell: cfg.Cluster.Cells[0].Name,
+		Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: id.NKeySeed, TLS: tls})
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.WaitConnected(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// SendState sends an admin (up, down, auto) or external (up, down) state
+// change of check to every aggregator, with the admin key of id, under the
+// fleet config at path: the operator's way to change state without an
+// aggregator's API.
+func SendState(ctx context.Context, path string, id Identity, kind, check, value string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	var k, v uint8
+	switch kind {
+	case "admin":
+		i := slices.Index(adminValues, value)
+		if i < 0 {
+			return fmt.Errorf("sending admin state of %s: %q is not auto, up or down", check, value)
+		}
+		k, v = stateAdmin, uint8(i)
+	case "external":
+		if value != "up" && value != "down" {
+			return fmt.Errorf("sending external state of %s: %q is not up or down", check, value)
+		}
+		k = stateExt
+		if value == "up" {
+			v = 1
+		}
+	default:
+		return fmt.Errorf("sending state: %q is not admin or external", kind)
+	}
+	if i, ok := cfg.Checks.Find(check); !ok {
+		return fmt.Errorf("sending the state of %s: %w", check, health.ErrUnknownCheck)
+	} else if k == stateExt && cfg.Checks.Type(i) != config.CheckExternal {
+		return fmt.Errorf("sending external state of %s: it is a %s check", check, cfg.Checks.Type(i))
+	}
+	b, err := encodeState(k, v, check)
+	if err != nil {
+		return err
+	}
+	conn, err := ConnectAdmin(ctx, cfg, id)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	slot := uint64(time.Now().UnixNano() / int64(cfg.Aggregation.PushInterval))
+	if err := conn.Publish(transport.KindState, slot, cfg.Hash, b); err != nil {
+		return fmt.Errorf("sending the state of %s: %w", check, err)
+	}
+	if err := conn.Flush(ctx); err != nil {
+		return fmt.Errorf("sending the state of %s: %w", check, err)
+	}
+	if conn.Counters().PermissionErrors > 0 {
+		return fmt.Errorf("sending the state of %s: the servers refused it", check)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -55,7 +56,8 @@ type Aggregator struct {
 
 	rejected atomic.Uint64
 	frames   atomic.Uint64
-	pushCost atomic.Int64 // duration of the last push, ns
+	future   atomic.Uint64 // results refused for a seq ahead of the clock
+	pushCost atomic.Int64  // duration of the last push, ns
 	onPush   atomic.Pointer[func(time.Duration)]
 }
 
@@ -227,10 +229,24 @@ func (t *Aggregator) Observe(r prober.Result) {
 	t.recent[r.ID] = append(rs, r)
 }
 
-// IngestFrame applies one encoded result frame from a checker, every entry
-// of it, padding included. A frame measured under another config is
-// rejected and counted.
+// IngestFrame applies one encoded result frame from this process's own
+// prober, every entry of it, padding included. A frame measured under
+// another config is rejected and counted.
 func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
+	return t.IngestFrameFrom("", "", b, now)
+}
+
+// ErrForged marks a frame whose payload names another prober or region
+// than the host that sent it.
+var ErrForged = errors.New("the frame speaks for another host")
+
+// IngestFrameFrom is IngestFrame for a frame that host sender published:
+// a frame that names another prober, or another region than region when
+// region is set, is rejected, so a host's key votes only as that host.
+// Results whose seq lies more than a push period ahead of the clock are
+// refused: prober seqs count from the prober's start in milliseconds and
+// never outrun it, and one far ahead would freeze that checker's vote.
+func (t *Aggregator) IngestFrameFrom(sender, region string, b []byte, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := prober.Decode(b, &t.frame); err != nil {
@@ -238,10 +254,15 @@ func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 		return fmt.Errorf("decoding a result frame: %w", err)
 	}
 	f := &t.frame
+	if sender != "" && (f.Prober != sender || region != "" && f.Region != region) {
+		t.rejected.Add(1)
+		return fmt.Errorf("result frame from %s names prober %q of region %q: %w", sender, f.Prober, f.Region, ErrForged)
+	}
 	if f.ConfigHash != t.hash {
 		t.rejected.Add(1)
 		return fmt.Errorf("result frame from %s: config hash %x, want %x", f.Prober, f.ConfigHash, t.hash)
 	}
+	maxSeq := uint64(now.Add(t.agg.PushInterval).UnixMilli())
 	tr := t.tracks[f.Prober]
 	if tr == nil {
 		tr = newTrack(len(t.states), t.states)
@@ -264,6 +285,10 @@ func (t *Aggregator) IngestFrame(b []byte, now time.Time) error {
 			if uint32(k) < n {
 				tr.apply(uint32(k), &t.cfgs[k], e, false, ns)
 			}
+			continue
+		}
+		if e.Seq > maxSeq {
+			t.future.Add(1)
 			continue
 		}
 		if e.Index < n {
@@ -370,13 +395,14 @@ func (t *Aggregator) Run(ctx context.Context) {
 // Counters are the aggregator's counts since it started.
 type Counters struct {
 	Frames   uint64        // result frames applied
-	Rejected uint64        // frames undecodable or measured under another config
+	Rejected uint64        // frames undecodable, measured under another config, or speaking for another host
+	Future   uint64        // results refused for a seq more than a push period ahead of the clock
 	LastPush time.Duration // evaluating every slot and writing the table, the last time
 }
 
 // Counters reads the counters.
 func (t *Aggregator) Counters() Counters {
-	return Counters{Frames: t.frames.Load(), Rejected: t.rejected.Load(), LastPush: time.Duration(t.pushCost.Load())}
+	return Counters{Frames: t.frames.Load(), Rejected: t.rejected.Load(), Future: t.future.Load(), LastPush: time.Duration(t.pushCost.Load())}
 }
 
 // Status is one check's aggregated state.
