@@ -208,11 +208,12 @@ struct reply {
 	__u32 ttl;
 	__u32 rlen;      /* the reply's DNS message length */
 	__u32 nsid_n;    /* NSID option bytes, 0 for none */
-	__u32 dns_off;   /* the query's frame: where its message starts */
-	__u32 dns_len;   /* and its length */
+	__u32 dns_off;   /* the frame: where its message starts */
+	__u32 dns_len;   /* and its length now, which write_reply resizes */
 	__u8 flags2;     /* the reply's header flag bytes */
 	__u8 flags3;
 	__u8 v6;
+	__u8 opt;        /* an OPT follows the answers */
 };
 
 struct scratch {

@@ -207,7 +207,8 @@ type StageParseScratch struct {
 		Flags2 uint8
 		Flags3 uint8
 		V6     uint8
-		_      [5]byte
+		Opt    uint8
+		_      [4]byte
 	}
 	Ans [8][16]uint8
 	Buf [1092]uint8

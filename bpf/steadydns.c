@@ -424,12 +424,43 @@ static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 	return bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
 }
 
-/* write_reply turns the query's frame into the reply from s->q and
+/* size_reply makes the query's frame as long as its reply, s->reply's
+ * rlen, before a byte of it is written: the reply is then sure to go out
+ * when its account is charged. It sets the reply's dns_len to match.
+ * Returns resize's. */
+static __always_inline int size_reply(struct xdp_md *ctx, struct scratch *s)
+{
+	if (!s)
+		return -1;
+	struct reply *rp = &s->reply;
+	__u32 q_end = s->q.q_end, rlen = rp->rlen;
+	if (q_end > KEEP_MAX)
+		return -1;
+	int r = resize(ctx, (rp->dns_off & 0x7f) + q_end, (__s32)rlen - (__s32)rp->dns_len);
+	if (!r)
+		rp->dns_len = rlen;
+	return r;
+}
+
+/* shrink makes the frame -delta bytes shorter at its tail, as a slipped
+ * reply needs once the frame is sized for the answer: what it keeps stays
+ * where it is. A growth, which resize does, is refused. */
+static __always_inline int shrink(struct xdp_md *ctx, __s32 delta)
+{
+	if (delta > 0)
+		return -1;
+	return delta && bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
+}
+
+/* write_reply turns the frame, the query's headers and question followed
+ * by rp->dns_len bytes of message in all, into the reply from s->q and
  * s->reply, in place: the headers, the DNS header and the question stay,
- * the answers (s->ans) and the OPT follow the question, and the header
- * fields, lengths and checksums are rewritten. Returns 0, or -1 with the
- * frame as it was (no room to grow it), or -2 with it changed, which the
- * reply's sizing rules out. */
+ * the answers (s->ans) and the OPT (with rp->opt) follow the question,
+ * and the header fields, lengths and checksums are rewritten. The caller
+ * has sized the frame for the answer already (size_reply), so that no
+ * account is charged for a query passed for want of room: here it only
+ * shrinks, to a slipped reply. Returns 0, or -1 with the frame no longer
+ * the query, which the reply's sizing rules out. */
 static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 {
 	if (!s)
@@ -437,23 +468,19 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 	const struct query *q = &s->q;
 	const struct reply *rp = &s->reply;
 	__u32 an = rp->an, rlen = rp->rlen, nsid_n = rp->nsid_n;
-	__u32 q_end = q->q_end, qtype = q->qtype, has_opt = q->has_opt;
+	__u32 q_end = q->q_end, qtype = q->qtype, has_opt = rp->opt;
 	__u32 rsize = qtype == TYPE_A ? 16 : 28;
 	__u32 base = rp->dns_off & 0x7f;
 	__u64 tail = rp->tail;
 	if (an > K || q_end > KEEP_MAX)
 		return -1;
-	int r = resize(ctx, base + q_end, (__s32)rlen - (__s32)rp->dns_len);
-	if (r)
-		return r;
-#if defined(STAGE) && STAGE == STAGE_GROW
-	return 1; /* to STAGE_END(STAGE_GROW), in the caller */
-#endif
+	if (shrink(ctx, (__s32)rlen - (__s32)rp->dns_len))
+		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u8 *h = data + base;
 	if ((void *)(h + DNS_HDR) > data_end)
-		return -2;
+		return -1;
 	/* The header's words as the sum reads them, from registers: ID,
 	 * flags; QDCOUNT 1, ANCOUNT; NSCOUNT 0, ARCOUNT. */
 	__u32 w0 = (__u32)bpf_htons(q->id) | (__u32)rp->flags2 << 16 | (__u32)rp->flags3 << 24;
@@ -478,7 +505,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 				break;
 			__u8 *p = data + frame_at(off);
 			if ((void *)(p + 16) > data_end)
-				return -2;
+				return -1;
 			*(__u64 *)p = rec0;
 			*(__u32 *)(p + 8) = rec1;
 			*(__u32 *)(p + 12) = *(const __u32 *)s->ans[i];
@@ -490,7 +517,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 				break;
 			__u8 *p = data + frame_at(off);
 			if ((void *)(p + 28) > data_end)
-				return -2;
+				return -1;
 			const __u64 *a = (const __u64 *)s->ans[i];
 			*(__u64 *)p = rec0;
 			*(__u32 *)(p + 8) = rec1;
@@ -510,14 +537,14 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 		__u32 w2 = (__u32)bpf_htons(nsid_n) << 8;
 		__u8 *op = data + frame_at(off);
 		if ((void *)(op + 11) > data_end)
-			return -2;
+			return -1;
 		*(__u64 *)op = w01;
 		op[8] = 0;
 		*(__u16 *)(op + 9) = bpf_htons(nsid_n);
 		tail += (w01 & 0xffffffff) + (w01 >> 32) + w2;
 		if (nsid_n) {
 			if (write_nsid_frame(ctx, off + 11, nsid_n))
-				return -2;
+				return -1;
 			tail += nsid.sum;
 		}
 	}
@@ -530,15 +557,68 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 		t = (t << 8) | (t >> 8);
 	psum += q->name_sum + t;
 	struct frame f = { .v6 = rp->v6 };
-	return finish_frame(ctx, &f, rlen, psum) ? -2 : 0;
+	return finish_frame(ctx, &f, rlen, psum) ? -1 : 0;
+}
+
+/* slip_built cuts the reply built in the scratch buffer, len bytes, to
+ * its header and question, TC set and no records (no OPT either), and
+ * sends it over the frame, which is sized for the whole reply. */
+static __always_inline int slip_built(struct xdp_md *ctx, const struct frame *f,
+				      struct scratch *s, __u32 len)
+{
+	__u8 *m = s->buf + MSG_OFF;
+	__u32 rlen = s->q.q_end, wlen = at(rlen);
+	if (wlen < DNS_HDR || rlen > len || shrink(ctx, (__s32)rlen - (__s32)len))
+		return count_aborted();
+	m[2] |= 0x02;
+	*(__u32 *)(m + 8) = 0;
+	*(__u32 *)(m + wlen) = 0;
+	__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
+	if (sum < 0 || bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
+	    finish_frame(ctx, f, rlen, (__u32)sum))
+		return count_aborted();
+	return count(OUT_RRL_SLIPPED);
+}
+
+/* send_built sends the reply built in the scratch buffer (s->reply's
+ * rlen bytes, summing to its tail) over the query's message, as outcome
+ * o, once the frame is sized for it and its account (of the key hashed
+ * h, or SERVFAIL's) is charged. */
+static __always_inline int send_built(struct xdp_md *ctx, const struct frame *f,
+				      struct scratch *s, __u64 h, int servfail, int o)
+{
+	__u8 *m = s->buf + MSG_OFF;
+	const struct reply *rp = &s->reply;
+	__u32 rlen = rp->rlen, wlen = at(rlen), q_end = s->q.q_end;
+	if (rlen > MSG_MAX - 8 || wlen < DNS_HDR || q_end > KEEP_MAX)
+		return count(OUT_MALFORMED);
+	int r = resize(ctx, (rp->dns_off & 0x7f) + q_end, (__s32)rlen - (__s32)rp->dns_len);
+	if (r == -1)
+		return count(OUT_NO_ROOM);
+	if (r)
+		return count_aborted();
+	if (rrl_on) {
+		enum rrl_verdict v = rrl_check(f->src, f->v6, h, servfail);
+		if (v == RRL_DROP)
+			return count(OUT_RRL_DROPPED);
+		if (v == RRL_SLIP) {
+			forget();
+			return slip_built(ctx, f, s, rlen);
+		}
+	}
+	if (bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
+	    finish_frame(ctx, f, rlen, (__u32)rp->tail))
+		return count_aborted();
+	return count(o);
 }
 
 /* reply_nodata_servfail answers NODATA, with the zone's SOA in authority
  * (RFC 2308), or SERVFAIL, with nothing but the question. Off the hot
  * path, the reply is built whole in the scratch buffer, summed by the
- * helper and stored over the frame's message. */
+ * helper and stored over the frame's message (send_built), charged to
+ * the key hashed h (rrl_touch's) or to SERVFAIL's. */
 static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struct frame *f,
-						 struct scratch *s, __u32 action, __u32 zi)
+						 struct scratch *s, __u32 action, __u32 zi, __u64 h)
 {
 	__u8 *m = s->buf + MSG_OFF;
 	struct query q = s->q;
@@ -591,16 +671,16 @@ static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struc
 	__s64 sum = buf_sum(m, (rlen + 3) & ~3u);
 	if (sum < 0)
 		return count(OUT_NO_ROOM);
-	__u32 wlen = at(rlen);
-	if (wlen < DNS_HDR)
-		return count(OUT_MALFORMED);
-	int r = resize(ctx, (f->dns_off & 0x7f) + q.q_end, (__s32)rlen - (__s32)f->dns_len);
-	if (r == -1)
-		return count(OUT_NO_ROOM);
-	if (r || bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
-	    finish_frame(ctx, f, rlen, (__u32)sum))
-		return count_aborted();
-	return count(o);
+	/* The rest reads the reply's length and sum back from the scratch,
+	 * as forget() describes: each way the reply was built then reaches
+	 * the resize, and the charge, in one state. */
+	struct reply *rp = &s->reply;
+	rp->rlen = rlen;
+	rp->tail = (__u32)sum;
+	rp->dns_off = f->dns_off;
+	rp->dns_len = f->dns_len;
+	forget();
+	return send_built(ctx, f, s, h, action == ACT_SERVFAIL, o);
 }
 
 SEC("xdp")
@@ -672,17 +752,6 @@ int steadydns(struct xdp_md *ctx)
 	 * for them to reach the cache (no store-to-load forwarding). */
 	const struct pick *p = &s->pick;
 
-	/* Rate limiting: an answer or NODATA is keyed by its name and type,
-	 * SERVFAIL by its rcode. A slipped reply keeps the rcode and carries
-	 * no records, with TC set, so the client asks again over TCP. */
-	int slip = 0;
-	if (rrl_on) {
-		enum rrl_verdict v = rrl_check(f.src, f.v6, rrl_h, p->action == ACT_SERVFAIL);
-		if (v == RRL_DROP)
-			return count(OUT_RRL_DROPPED);
-		slip = v == RRL_SLIP;
-	}
-
 	/* Everything the reply takes from the slot is copied out before the
 	 * slot's sequence count is read again: if the control plane rewrote
 	 * the set meanwhile, the fallback answers instead, and the frame is
@@ -691,7 +760,7 @@ int steadydns(struct xdp_md *ctx)
 	/* The checksum of the part from the question's type on, as if it
 	 * started at an even offset; it starts at 12 + name_len. */
 	__u64 tail = (__u32)bpf_htons(q.qtype) | (__u32)bpf_htons(CLASS_IN) << 16;
-	if (!slip && p->action == ACT_ANSWER) {
+	if (p->action == ACT_ANSWER) {
 		/* The selection copied the answers' addresses out as it
 		 * picked them, and added up their sums. */
 		an = p->n > K ? K : p->n;
@@ -701,8 +770,12 @@ int steadydns(struct xdp_md *ctx)
 	if (!slot_unchanged(sl, s->q.seq))
 		return count(OUT_NOT_FOUND);
 	STAGE_END(STAGE_SELECT, tail + an + ttl);
-	if (!slip && p->action != ACT_ANSWER)
-		return reply_nodata_servfail(ctx, &f, s, p->action, zi);
+	/* Rate limiting: an answer or NODATA is keyed by its name and type,
+	 * SERVFAIL by its rcode. A query is charged only once the reply
+	 * that goes out is settled, as the query is then no longer passed
+	 * to the fallback, which charges what it answers. */
+	if (p->action != ACT_ANSWER)
+		return reply_nodata_servfail(ctx, &f, s, p->action, zi, rrl_h);
 
 	__u32 nsid_n = nsid_len(&q);
 	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
@@ -712,35 +785,48 @@ int steadydns(struct xdp_md *ctx)
 	if (rlen > limit || rlen > MSG_MAX)
 		return count(OUT_TRUNCATED);
 
-	/* Header: QR and AA; ID, RD and CD copied; TC set only when slipped;
-	 * RA, AD, Z cleared. A slipped SERVFAIL keeps its rcode, not
-	 * authoritative. */
-	__u8 aa = 0x04, rcode = 0;
-	if (slip && p->action == ACT_SERVFAIL) {
-		aa = 0;
-		rcode = 2;
-	}
-	__u8 flags2 = 0x80 | aa | (slip ? 0x02 : 0) | (q.flags2 & 0x01);
-	__u8 flags3 = (q.flags3 & 0x10) | rcode;
-
+	/* Header: QR and AA; ID, RD and CD copied; RA, AD, Z cleared. */
 	struct reply *rp = &s->reply;
 	rp->tail = tail;
 	rp->an = an;
 	rp->ttl = ttl;
 	rp->rlen = rlen;
 	rp->nsid_n = nsid_n;
-	rp->flags2 = flags2;
-	rp->flags3 = flags3;
+	rp->opt = q.has_opt;
+	rp->flags2 = 0x84 | (q.flags2 & 0x01);
+	rp->flags3 = q.flags3 & 0x10;
 	rp->dns_off = f.dns_off;
 	rp->dns_len = f.dns_len;
 	rp->v6 = f.v6;
-	int r = write_reply(ctx, s);
+	forget();
+	int r = size_reply(ctx, s);
 	STAGE_END(STAGE_GROW, r);
 	if (r == -1)
 		return count(OUT_NO_ROOM);
 	if (r)
 		return count_aborted();
-	return count(slip ? OUT_RRL_SLIPPED : OUT_ANSWERED);
+	o = OUT_ANSWERED;
+	if (rrl_on) {
+		enum rrl_verdict v = rrl_check(f.src, f.v6, rrl_h, 0);
+		if (v == RRL_DROP)
+			return count(OUT_RRL_DROPPED);
+		if (v == RRL_SLIP) {
+			/* The header, TC set, and the question alone: no
+			 * records, no OPT, so never larger than the query, and
+			 * the client asks again over TCP. */
+			rp->tail = (__u32)bpf_htons(s->q.qtype) | (__u32)bpf_htons(CLASS_IN) << 16;
+			rp->an = 0;
+			rp->rlen = s->q.q_end;
+			rp->nsid_n = 0;
+			rp->opt = 0;
+			rp->flags2 |= 0x02;
+			o = OUT_RRL_SLIPPED;
+		}
+	}
+	forget();
+	if (write_reply(ctx, s))
+		return count_aborted();
+	return count(o);
 }
 
 /* From the kernel's uapi (time.h, bpf.h since 6.7), which the build's

@@ -231,7 +231,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			s.observeUDP(w, OutcomeRRLDropped, start)
 			return q.qtype, true
 		case Slip:
-			n, nsid, outcome = 0, false, OutcomeRRLSlipped
+			n, outcome = 0, OutcomeRRLSlipped
 		}
 	}
 	r := w.buf[:0]
@@ -257,8 +257,10 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		flags |= 1 << 4
 	}
 	flags |= uint16(rcode)
+	// A slipped reply is the header and the question alone (slip).
+	edns := q.edns && outcome != OutcomeRRLSlipped
 	ar := 0
-	if q.edns {
+	if edns {
 		ar = 1
 	}
 	r = append(r, b[0], b[1], byte(flags>>8), byte(flags), 0, 1, byte(n>>8), byte(n), 0, 0, 0, byte(ar))
@@ -276,7 +278,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			}
 		}
 	}
-	if q.edns {
+	if edns {
 		var do byte
 		if q.do {
 			do = 0x80

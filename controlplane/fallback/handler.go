@@ -74,18 +74,11 @@ func (s *Server) limited(r, m *dns.Msg) Reply {
 }
 
 // slip makes m the truncated reply a limited client is sent instead: the
-// header (TC set, rcode kept), the question and the OPT, as XDP sends it.
+// header (TC set, rcode kept) and the question alone, as XDP and NSD send
+// it. Without records or OPT it is never larger than the query, so a
+// spoofed flood gains no amplification from it.
 func slip(m *dns.Msg) {
-	var opt []dns.RR
-	for _, rr := range m.Extra {
-		if rr.Header().Rrtype == dns.TypeOPT {
-			// Without options: an ECS scope belongs to an answer.
-			o := *rr.(*dns.OPT)
-			o.Option = nil
-			opt = append(opt, &o)
-		}
-	}
-	m.Answer, m.Ns, m.Extra = nil, nil, opt
+	m.Answer, m.Ns, m.Extra = nil, nil, nil
 	m.Truncated = true
 }
 
