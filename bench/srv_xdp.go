@@ -37,7 +37,10 @@ func startReflector(_ context.Context, r *rig) (func() error, error) {
 
 // steadydnsConfig is the serve config of the benchmark: the generated zone,
 // nothing health-checked, so every A and AAAA set is a static set in the
-// record table, and XDP on the server's veth or nowhere.
+// record table, and XDP on the server's veth or nowhere. Rate limiting,
+// on by default, is off: one client asking at full rate is what it
+// limits, and the peers run without it too (nsdConfig); its cost is
+// measured on its own (workrrl.go).
 const steadydnsConfig = `server:
   interfaces: [%s]
   xdp_mode: native
@@ -45,6 +48,7 @@ const steadydnsConfig = `server:
   api: 127.0.0.1:9153
   bpffs: %s
   state_dir: %s
+  rrl: {rate: 0}
 zones:
   - origin: %s
     file: %s

@@ -65,7 +65,7 @@ type Server struct {
 	NSID  []byte
 	Debug Debug
 	TCP   TCP
-	RRL   *RRL // response rate limiting; nil: off
+	RRL   *RRL // response rate limiting; on by default, nil only for server.rrl.rate 0
 	// APITokenFile holds the bearer token that every write to the API
 	// (admin, external, reload) needs; empty: StateDir's api.token,
 	// created at the first start. Absolute; relative paths in the config

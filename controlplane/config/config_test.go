@@ -126,8 +126,8 @@ func TestErrors(t *testing.T) {
 		{"tcp not an integer", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_pipelined: many\n", `config.yaml:4: server.tcp.max_pipelined: expected an integer, got "many"`},
 		{"tcp lifetime negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_lifetime: -1m\n", `config.yaml:4: server.tcp.max_lifetime: must be positive, got -1m; leave the key out for the default`},
 		{"tcp unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  tcp:\n    max_clients: 5\n", `config.yaml:4: server.tcp.max_clients: unknown key`},
-		{"rrl rate missing", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    slip: 2\n", `config.yaml:3: server.rrl.rate: required: replies per second per client prefix and response, such as 10`},
-		{"rrl rate zero", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 0\n", `config.yaml:4: server.rrl.rate: 0 out of range 1-1000000`},
+		{"rrl rate negative", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: -1\n", `config.yaml:4: server.rrl.rate: -1 out of range 0-1000000`},
+		{"rrl off, slip checked", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 0\n    slip: 11\n", `config.yaml:5: server.rrl.slip: 11 out of range 0-10`},
 		{"rrl slip", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    slip: 11\n", `config.yaml:5: server.rrl.slip: 11 out of range 0-10`},
 		{"rrl window short", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    window: 500ms\n", `config.yaml:5: server.rrl.window: 500ms out of range 1-3600 whole seconds`},
 		{"rrl ipv4 prefix", "server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n    ipv4_prefix: 33\n", `config.yaml:5: server.rrl.ipv4_prefix: 33 out of range 0-32`},
@@ -419,6 +419,8 @@ records:
 		XDPMode: "auto", Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:53")},
 		API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 65536, VersionServer: true,
 		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
+		// Rate limiting is on by default.
+		RRL: &RRL{Rate: 200, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536},
 	})
 	same(t, "Aggregation", c.Aggregation, Aggregation{PushInterval: time.Second, Quorum: 0.18, StaleAfter: 10 * time.Second, TableSize: 65536, CheckerTimeout: 3 * time.Second})
 	same(t, "Record", c.Records[0], Record{
@@ -636,20 +638,27 @@ func TestNSID(t *testing.T) {
 	}
 }
 
-// TestRRLDefaults: rate alone turns rate limiting on with BIND's
-// defaults; no rrl section leaves it off.
+// TestRRLDefaults: rate limiting is on without server.rrl, at NSD's
+// rate with BIND's other defaults; a section without rate takes the
+// default rate; rate 0 alone turns it off.
 func TestRRLDefaults(t *testing.T) {
-	c, err := Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n  rrl:\n    rate: 10\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	same(t, "RRL", c.Server.RRL, &RRL{Rate: 10, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536})
-	c, err = Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Server.RRL != nil {
-		t.Errorf("RRL %+v without server.rrl, want nil (off)", c.Server.RRL)
+	on := &RRL{Rate: 200, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536}
+	for _, c := range []struct {
+		name, yaml string
+		want       *RRL
+	}{
+		{"absent", "", on},
+		{"empty", "  rrl: {}\n", on},
+		{"rate alone", "  rrl:\n    rate: 10\n", &RRL{Rate: 10, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536}},
+		{"slip alone", "  rrl:\n    slip: 3\n", &RRL{Rate: 200, Slip: 3, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: 65536}},
+		{"off", "  rrl:\n    rate: 0\n", nil},
+		{"off, other keys kept", "  rrl:\n    rate: 0\n    slip: 3\n", nil},
+	} {
+		c2, err := Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n"+c.yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		same(t, c.name, c2.Server.RRL, c.want)
 	}
 }
 

@@ -251,9 +251,7 @@ func (d *decoder) server(f fields) Server {
 		positive("max_pipelined", func() { tf.int("max_pipelined", &s.TCP.MaxPipelined) }, func() int64 { return int64(s.TCP.MaxPipelined) })
 		positive("max_lifetime", func() { tf.duration("max_lifetime", &s.TCP.MaxLifetime) }, func() int64 { return int64(s.TCP.MaxLifetime) })
 	}
-	if f.has("rrl") {
-		s.RRL = d.rrl(f.mapping("rrl", rrlKeys))
-	}
+	s.RRL = d.rrl(f.mapping("rrl", rrlKeys))
 	// The API's files resolve against the directory of the file that
 	// holds the server section.
 	path := func(f fields, k string, dst *string) {
@@ -289,13 +287,17 @@ func (d *decoder) server(f fields) Server {
 	return s
 }
 
-// rrl decodes server.rrl. The defaults are BIND's: slip 2, window 15 s,
+// defaultRRLRate is server.rrl.rate when left out, NSD's: replies per
+// second to one client prefix for one name and type, which a resolver
+// asking on behalf of its users does not reach (it caches the answer for
+// its TTL), while a reflected flood does within its first second.
+const defaultRRLRate = 200
+
+// rrl decodes server.rrl, which is on without the section: nil only for
+// rate 0. The defaults are BIND's but for the rate: slip 2, window 15 s,
 // /24 and /56; the table's is the program's.
 func (d *decoder) rrl(f fields) *RRL {
-	r := &RRL{Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: int(bpf.SteadydnsLimitsRRL_TABLE_DEFAULT)}
-	if !f.has("rate") {
-		d.missing(f.key("rate"), "required: replies per second per client prefix and response, such as 10")
-	}
+	r := &RRL{Rate: defaultRRLRate, Slip: 2, Window: 15 * time.Second, IPv4Prefix: 24, IPv6Prefix: 56, TableSize: int(bpf.SteadydnsLimitsRRL_TABLE_DEFAULT)}
 	within := func(k string, lo, hi int64, v func() int64, unit string) {
 		if n := f.get(k); n != nil && (v() < lo || v() > hi) {
 			d.errorf(n, f.key(k), "%s out of range %d-%d%s", n.Value, lo, hi, unit)
@@ -311,7 +313,7 @@ func (d *decoder) rrl(f fields) *RRL {
 	if len(d.errs) == errs {
 		// BIND's ranges, but for the IPv6 prefix, which the key holds up
 		// to /64.
-		within("rate", 1, 1000000, func() int64 { return int64(r.Rate) }, "")
+		within("rate", 0, 1000000, func() int64 { return int64(r.Rate) }, "")
 		within("slip", 0, 10, func() int64 { return int64(r.Slip) }, "")
 		within("window", 1, 3600, func() int64 {
 			if r.Window%time.Second != 0 {
@@ -324,6 +326,11 @@ func (d *decoder) rrl(f fields) *RRL {
 		within("table_size", int64(bpf.SteadydnsLimitsRRL_TABLE_MIN), int64(bpf.SteadydnsLimitsRRL_TABLE_MAX), func() int64 { return int64(r.TableSize) }, "")
 	}
 	f.prefixes("exempt", &r.Exempt)
+	if r.Rate == 0 {
+		// Off: the other keys are checked all the same, so that turning
+		// it back on is the one edit.
+		return nil
+	}
 	return r
 }
 

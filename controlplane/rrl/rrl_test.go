@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -108,6 +109,27 @@ func TestLimiter(t *testing.T) {
 	for _, want := range []fallback.Verdict{fallback.Send, fallback.Slip, fallback.Drop} {
 		if got := l.Limit(netip.MustParseAddr("198.18.0.1"), fallback.Reply{}); got != want {
 			t.Errorf("verdict %v, want %v", got, want)
+		}
+	}
+}
+
+// TestOptionsDefault: a config without server.rrl loads the program with
+// rate limiting on, at the default rate; rate 0 loads it off.
+func TestOptionsDefault(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		rate int
+	}{
+		{"", 200},
+		{"  rrl: {slip: 0}\n", 200},
+		{"  rrl: {rate: 0}\n", 0},
+	} {
+		cfg, err := config.Parse("config.yaml", []byte("server:\n  listen: [\"198.18.0.2:53\"]\n"+c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rrl.Options(cfg.Server.RRL); got.Rate != c.rate {
+			t.Errorf("server section %q: loader rate %d, want %d", c.yaml, got.Rate, c.rate)
 		}
 	}
 }
