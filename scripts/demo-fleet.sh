@@ -124,21 +124,23 @@ echo "== test hosts: client, two edges, two aggregators, three regions of two pr
 "$BIN" testenv down --prefix "$P"
 "$BIN" testenv up --fleet --prefix "$P" --backends 2 | sed 's/^/   /'
 
-echo "== an NKey per role; host files from $EX with the keys added"
-go build -o "$W/nk" github.com/nats-io/nkeys/nk
-for r in prober aggregator edge admin; do
-	"$W/nk" -gen user -pubout >"$W/$r.nk"
-	head -n 1 "$W/$r.nk" >"$W/$r.seed"
-done
+echo "== a key per host (steadydns keygen); host files from $EX with every host's line added"
 {
-	echo "    users:"
-	for r in prober aggregator edge admin; do echo "      $r: [$(sed -n 2p "$W/$r.nk")]"; done
-} >"$W/users.yaml"
+	echo "    hosts:"
+	for h in a1 a2; do (cd "$W" && "$BIN" keygen --id $h --role aggregator 2>/dev/null); done
+	for h in e1 e2; do (cd "$W" && "$BIN" keygen --id $h --role edge 2>/dev/null); done
+	for r in 1 2 3; do
+		for p in a b; do (cd "$W" && "$BIN" keygen --id p$r$p --role prober --region r$r 2>/dev/null); done
+	done
+	(cd "$W" && "$BIN" keygen --id ops --role admin 2>/dev/null)
+} | sed '2,$s/^/      /' >"$W/hosts.yaml"
+sed -n 2p "$W/hosts.yaml"
 # The examples assume prefix sd; each run keeps its JetStream files apart.
-for h in a1 a2 e1 e2 prober; do
+for h in a1 a2 e1 e2 prober fleet; do
 	sed -e "s#\[sde\([0-9]\)\]#[${P}e\1]#" -e "s#/sys/fs/bpf/steadydns-e#/sys/fs/bpf/steadydns-$P-e#" \
-		-e "s#store_dir: /tmp/steadydns-fleet/nats#store_dir: $W/nats#" "$EX/$h.yaml" | cat - "$W/users.yaml" >"$W/$h.yaml"
+		-e "s#store_dir: /tmp/steadydns-fleet/nats#store_dir: $W/nats#" "$EX/$h.yaml" | cat - "$W/hosts.yaml" >"$W/$h.yaml"
 done
+cp "$EX/example.test.zone" "$W/"
 
 echo "== backends b1 and b2: GET /healthz answers ok"
 for b in 1 2; do
@@ -147,11 +149,11 @@ done
 
 echo "== aggregators a1 and a2, each with an embedded NATS server; then config push from the client"
 for a in 1 2; do
-	start a$a a$a "$BIN" serve --config "$W/a$a.yaml" --role aggregator --id a$a --nkey-seed "$W/aggregator.seed"
+	start a$a a$a "$BIN" serve --config "$W/a$a.yaml" --nkey-seed "$W/a$a.nk"
 done
 # The two servers form their cluster and elect a JetStream leader first.
 for try in $(seq 30); do
-	if rev=$(on c "$BIN" config push --config $EX/fleet.yaml --nkey-seed "$W/admin.seed" 2>"$W/push.log"); then
+	if rev=$(on c "$BIN" config push --config "$W/fleet.yaml" --nkey-seed "$W/ops.nk" 2>"$W/push.log"); then
 		break
 	fi
 	[ "$try" = 30 ] && fail "config push: $(cat "$W/push.log")"
@@ -161,11 +163,11 @@ echo "   $rev"
 
 echo "== edges e1 and e2, probers p1a ... p3b"
 for e in 1 2; do
-	start e$e e$e "$BIN" serve --config "$W/e$e.yaml" --role edge --id e$e --nkey-seed "$W/edge.seed"
+	start e$e e$e "$BIN" serve --config "$W/e$e.yaml" --nkey-seed "$W/e$e.nk"
 done
 for r in 1 2 3; do
 	for p in a b; do
-		start p$r$p p$r$p "$BIN" serve --config "$W/prober.yaml" --role prober --id p$r$p --region r$r --nkey-seed "$W/prober.seed"
+		start p$r$p p$r$p "$BIN" serve --config "$W/prober.yaml" --nkey-seed "$W/p$r$p.nk"
 	done
 done
 start=$(now)

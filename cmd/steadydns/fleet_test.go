@@ -215,6 +215,8 @@ func TestFleet(t *testing.T) {
 		// aggregators dropped the forged frames.
 		after := map[string]float64{"publish": refused("publish"), "subscribe": refused("subscribe"), "route": refused("route"),
 			"rejected": sum("steadydns_frames_rejected_total")}
+		t.Logf("refused while hostile: publish %v, subscribe %v, route %v; frames rejected %v", after["publish"]-before["publish"],
+			after["subscribe"]-before["subscribe"], after["route"]-before["route"], after["rejected"]-before["rejected"])
 		for what, least := range map[string]float64{"publish": invented + 3, "subscribe": 1, "route": 1, "rejected": invented} {
 			if got := after[what] - before[what]; got < least {
 				t.Errorf("%s refusals counted: %v, want at least %v", what, got, least)
