@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,6 +49,11 @@ type Options struct {
 	OnTCP func(TCPEvent)
 	// RRL limits the rate of UDP replies (server.rrl); nil limits none.
 	RRL Limiter
+	// OnPanic is called with "udp" or "tcp" when answering a datagram or
+	// serving a connection panicked: the server logged the panic and its
+	// stack, dropped that datagram or closed that connection, and serves
+	// on. nil observes nothing.
+	OnPanic func(where string)
 }
 
 // Limiter is response rate limiting: controlplane/rrl's accounts every
@@ -95,6 +102,9 @@ func New(opts Options, v *View) *Server {
 	if opts.OnTCP == nil {
 		opts.OnTCP = func(TCPEvent) {}
 	}
+	if opts.OnPanic == nil {
+		opts.OnPanic = func(string) {}
+	}
 	s := &Server{opts: opts, nsid: nsidOption(opts.NSID)}
 	s.tcp = newTCPTable(s, opts.TCP)
 	s.SetView(v)
@@ -115,6 +125,19 @@ func (s *Server) Addrs() []net.Addr { return s.addrs }
 
 // TCPLimits returns the TCP limits in force, defaults filled in.
 func (s *Server) TCPLimits() TCPLimits { return s.tcp.lim }
+
+// recoverPanic, deferred, stops a panic of the datagram or connection
+// being served (where: "udp" or "tcp"), so that a bug one query reaches
+// costs that query, not the server: it logs the panic with its stack and
+// reports it to OnPanic.
+func (s *Server) recoverPanic(where string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	slog.Error("fallback: recovered from a panic serving a query", "where", where, "panic", r, "stack", string(debug.Stack()))
+	s.opts.OnPanic(where)
+}
 
 // Start binds UDP and TCP on every listen address and serves them until
 // Shutdown. It returns once all are bound and serving.

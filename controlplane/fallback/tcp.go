@@ -287,6 +287,7 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 		tc.c.Close()
 		t.s.opts.OnTCP(TCPClosed)
 	}()
+	defer t.s.recoverPanic("tcp")
 	w := &tcpWriter{conn: tc.c}
 	var hdr [2]byte
 	for range t.lim.MaxQueries {
