@@ -32,6 +32,7 @@ func serve(ctx context.Context, args []string) error {
 	region := fs.String("region", "", "this prober's region, shown with its votes")
 	cell := fs.String("cell", "", "the cell this prober or aggregator belongs to (default the first of cluster.cells)")
 	seed := fs.String("nkey-seed", "", "file holding this host's NKey seed, its identity on NATS")
+	reset := fs.Bool("reset-state", false, "start without a state file that cannot be used (moved aside), from the pinned health table if any, rather than refusing to start")
 	var logs logFlags
 	fs.StringVar(&logs.format, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logs.level, "log-level", "info", "least level logged: debug, info, warn or error")
@@ -60,7 +61,7 @@ func serve(ctx context.Context, args []string) error {
 	// threads of lower priority (daemon.background), so the kernel lets
 	// the fallback's threads go first.
 	runtime.GOMAXPROCS(runtime.NumCPU() + 1)
-	d, err := daemon.StartWith(*path, daemon.Options{Identity: ident})
+	d, err := daemon.StartWith(*path, daemon.Options{Identity: ident, ResetState: *reset})
 	if err != nil {
 		return err
 	}
