@@ -1,15 +1,20 @@
 package daemon_test
 
 import (
+	"bytes"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/steadydns/steadydns/controlplane/api"
+	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/controlplane/state"
 )
 
@@ -120,23 +125,74 @@ func TestRestartKeepsAdminDown(t *testing.T) {
 	}
 }
 
-// TestCorruptStateFile: a state file that does not decode is no reason
-// not to serve. The server starts without it, every check healthy and the
-// event log empty, and replaces it with a good one.
+// TestCorruptStateFile: a state file that does not decode stops the
+// start with an error naming it, moved aside as it was; a start told to
+// reset takes the checks from the pinned table, so web1, set down through
+// the API, stays down and out of the answer, though its backend is
+// healthy. XDP answers from the pinned maps throughout.
 func TestCorruptStateFile(t *testing.T) {
 	e, _ := healthEdge(t, stateInterval, statePush, stateUnhealthy, stateHealthy)
 	dir := stateDir(t, e)
-	both := []string{"198.18.1.1", "198.18.1.2"}
-	waitAnswer(t, e, "startup", both, 2*time.Second)
-	restartAnswering(t, e, both, func() {
-		if err := os.WriteFile(state.Path(dir), []byte(`{"Version":1,"Checks":{"web1":`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	})
-	var events struct{ Events []api.EventView }
-	getAPI(t, e.env, "/api/v1/events", &events)
-	if len(events.Events) != 0 {
-		t.Errorf("events %+v after a corrupt state file, want none", events.Events)
+	waitAnswer(t, e, "startup", []string{"198.18.1.1", "198.18.1.2"}, 2*time.Second)
+	admin(t, e, "web1", "down")
+	waitAnswer(t, e, "web1 set down", []string{"198.18.1.2"}, 2*time.Second)
+	if err := e.d.Close(); err != nil {
+		t.Fatal(err)
 	}
-	waitSaved(t, dir, "a good file", func(f state.File) bool { return len(f.Checks) == 2 })
+	corrupt := []byte(`{"Version":1,"Checks":{"web1":`)
+	if err := os.WriteFile(state.Path(dir), corrupt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func(reset bool) (*daemon.Daemon, error) {
+		var d *daemon.Daemon
+		err := e.env.Edge.Do(func() (err error) {
+			d, err = daemon.StartWith(e.cfg, daemon.Options{Netns: e.env.Edge.Do, ResetState: reset})
+			return err
+		})
+		return d, err
+	}
+	if d, err := start(false); err == nil {
+		d.Close()
+		t.Fatal("a start over a corrupt state file succeeded")
+	} else if !strings.Contains(err.Error(), state.Path(dir)) || !strings.Contains(err.Error(), "unexpected end of JSON input") ||
+		!strings.Contains(err.Error(), "--reset-state") {
+		t.Fatalf("start over a corrupt state file: %v; want an error naming %s and what is wrong", err, state.Path(dir))
+	}
+	moved, _ := filepath.Glob(state.Path(dir) + ".corrupt-*")
+	if len(moved) != 1 {
+		t.Fatalf("moved aside: %v, want one file", moved)
+	}
+	if b, err := os.ReadFile(moved[0]); err != nil || !bytes.Equal(b, corrupt) {
+		t.Errorf("%s holds %q (%v), want the corrupt file as it was", moved[0], b, err)
+	}
+	if d, err := start(false); err == nil {
+		d.Close()
+		t.Fatal("a second start, the corrupt file moved aside, succeeded")
+	}
+	// Nothing runs: XDP answers from the pinned table.
+	if got := addrs(e.ask(t, "udp", "198.18.0.2:53", q("www.example.test.", dns.TypeA))); !slices.Equal(got, []string{"198.18.1.2"}) {
+		t.Errorf("answer with the starts refused: %v, want web1's address left out", got)
+	}
+
+	d, err := start(true)
+	if err != nil {
+		t.Fatalf("start with --reset-state: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	e.d = d
+	// Longer than a check forgotten healthy would take to be answered.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		waitAnswer(t, e, "started with --reset-state", []string{"198.18.1.2"}, 0)
+		time.Sleep(20 * time.Millisecond)
+	}
+	var checks struct{ Checks []api.CheckView }
+	getAPI(t, e.env, "/api/v1/checks", &checks)
+	for _, c := range checks.Checks {
+		if c.ID == "web1" && (c.Admin != "down" || c.Up) {
+			t.Errorf("web1 after the reset: %+v, want admin down", c)
+		}
+	}
+	// The override is saved again, as the API's.
+	waitSaved(t, dir, "web1's override", func(f state.File) bool { return f.Checks["web1"].Admin == "down" })
 }
