@@ -14,7 +14,9 @@ import (
 // checker of the cell may send them. It never panics; a frame is either
 // applied or rejected, and counted as one or the other; an entry whose
 // index is past the table changes nothing; and the table pushed after it
-// keeps entry 0, which candidates without a check read, up.
+// keeps entry 0, which candidates without a check read, up. Frames come
+// from host p1: one that names another prober is rejected, and every
+// result more than a push period ahead of the clock is refused.
 func FuzzIngestFrame(f *testing.F) {
 	ids := []string{"a", "b", "c"}
 	cfg := &config.Config{Checks: checksOf(ids, map[string]*config.Check{"a": tcp(1, 1), "b": tcp(2, 2), "c": tcp(1, 3)}), Hash: 0x5eed,
@@ -41,15 +43,24 @@ func FuzzIngestFrame(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Unix(1000, 0)
-		ingestErr := a.IngestFrame(b, now)
+		ingestErr := a.IngestFrameFrom("p1", "", b, now)
 		var fr prober.Frame
 		decodeErr := prober.Decode(b, &fr)
-		if wantErr := decodeErr != nil || fr.ConfigHash != cfg.Hash; (ingestErr != nil) != wantErr {
+		if wantErr := decodeErr != nil || fr.ConfigHash != cfg.Hash || fr.Prober != "p1"; (ingestErr != nil) != wantErr {
 			t.Fatalf("ingest error %v; decode error %v, hash %#x", ingestErr, decodeErr, fr.ConfigHash)
 		}
 		c := a.Counters()
 		if c.Frames+c.Rejected != 1 || (c.Rejected == 1) != (ingestErr != nil) {
 			t.Fatalf("one frame counted as %d applied and %d rejected (error %v)", c.Frames, c.Rejected, ingestErr)
+		}
+		future := uint64(0)
+		for _, e := range fr.Entries {
+			if ingestErr == nil && e.Seq > uint64(now.Add(cfg.Aggregation.PushInterval).UnixMilli()) {
+				future++
+			}
+		}
+		if c.Future != future {
+			t.Fatalf("%d results from the future refused, want %d", c.Future, future)
 		}
 		if err := a.Push(now.Add(time.Second)); err != nil {
 			t.Fatal(err)
