@@ -74,9 +74,9 @@ func (l TCPLimits) WithDefaults() TCPLimits {
 // default read and write timeout.
 const tcpIOTimeout = 2 * time.Second
 
-// Client prefixes for MaxPerPrefix: what one site usually holds. An IPv6
-// /48 is the shortest assignment to one site, so a client with one holds
-// one prefix, not 256 of /56.
+// Client prefixes for MaxPerPrefix: what one site usually holds. A site
+// is assigned up to an IPv6 /48, and one that has a /48 must count as
+// one prefix, not as 256 of /56.
 const (
 	tcpPrefix4 = 24
 	tcpPrefix6 = 48
@@ -106,13 +106,13 @@ const (
 //
 // When a limit is reached, the connection answered the least recently
 // (or accepted, if it has not been answered yet) is closed to admit the
-// new one, whether it waits for a query or reads one. A connection that
-// merely waits has the longest wait of all and goes first, as it costs
-// its client nothing to reopen. A client that trickles its queries in
-// is never idle, but it is answered once per trickled query at most, so
-// a trickler is soon the least recently answered; one that asks at the
-// rate it is answered stays. So a new client always gets in, and no
-// client holds a slot without being answered often.
+// new one, whether it waits for a query or reads one. Its age would not
+// do: a client that trickles its queries in is never idle and can
+// reconnect to be young, but it is answered once per trickled query at
+// most, so it is soon the least recently answered, while a client that
+// asks at the rate it is answered stays, however long it has been
+// connected. So a new client always gets in, and no client holds a slot
+// without being answered often.
 type tcpTable struct {
 	s   *Server
 	lim TCPLimits
