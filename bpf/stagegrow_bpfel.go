@@ -277,6 +277,7 @@ const (
 	StageGrowVarRrlSetBits     = "rrl_set_bits"
 	StageGrowVarRrlSlip        = "rrl_slip"
 	StageGrowVarRrlWindowNs    = "rrl_window_ns"
+	StageGrowVarSeqFence       = "seq_fence"
 	StageGrowVarServerV4       = "server_v4"
 	StageGrowVarServerV6       = "server_v6"
 )
@@ -367,6 +368,7 @@ type StageGrowVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -448,6 +450,7 @@ type StageGrowVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
 }

@@ -277,6 +277,7 @@ const (
 	StageLookupVarRrlSetBits     = "rrl_set_bits"
 	StageLookupVarRrlSlip        = "rrl_slip"
 	StageLookupVarRrlWindowNs    = "rrl_window_ns"
+	StageLookupVarSeqFence       = "seq_fence"
 	StageLookupVarServerV4       = "server_v4"
 	StageLookupVarServerV6       = "server_v6"
 )
@@ -367,6 +368,7 @@ type StageLookupVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -448,6 +450,7 @@ type StageLookupVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
 }

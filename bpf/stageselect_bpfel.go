@@ -277,6 +277,7 @@ const (
 	StageSelectVarRrlSetBits     = "rrl_set_bits"
 	StageSelectVarRrlSlip        = "rrl_slip"
 	StageSelectVarRrlWindowNs    = "rrl_window_ns"
+	StageSelectVarSeqFence       = "seq_fence"
 	StageSelectVarServerV4       = "server_v4"
 	StageSelectVarServerV6       = "server_v6"
 )
@@ -367,6 +368,7 @@ type StageSelectVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -448,6 +450,7 @@ type StageSelectVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
 }

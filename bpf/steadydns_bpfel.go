@@ -418,6 +418,7 @@ const (
 	SteadydnsVarRrlSetBits     = "rrl_set_bits"
 	SteadydnsVarRrlSlip        = "rrl_slip"
 	SteadydnsVarRrlWindowNs    = "rrl_window_ns"
+	SteadydnsVarSeqFence       = "seq_fence"
 	SteadydnsVarServerV4       = "server_v4"
 	SteadydnsVarServerV6       = "server_v6"
 )
@@ -508,6 +509,7 @@ type SteadydnsVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
 }
@@ -589,6 +591,7 @@ type SteadydnsVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
 }

@@ -8,6 +8,32 @@
 #include "types.h"
 #include "maps.h"
 
+/* seq_fence, set at load time, makes the record table's readers fence
+ * their loads (slot_fence): 1 on a CPU that may reorder a load with an
+ * earlier one, as arm64 and riscv64 may; 0 on x86, which does not. */
+volatile const __u32 seq_fence = 0;
+
+/* slot_fence orders every load before it before every load after it, as
+ * a sequence lock's reader needs between its count and the slot's words,
+ * and between those and the count again. clang-19 has no load-acquire
+ * for BPF (the instruction needs a later clang and kernel 6.15), so the
+ * fence is an atomic fetch on the stack: BPF's value-returning atomics
+ * are fully ordered, as the kernel's (the interpreter runs them as
+ * atomic64_fetch_*, and the JITs emit a locked instruction on x86 and an
+ * acquire-release one, or a loop and a full barrier, on arm64). On x86
+ * loads keep their order anyway, and the verifier drops the fence:
+ * there the empty asm, which keeps clang from moving loads across it, is
+ * all it takes. The writer's side is in loader/records.go (write). */
+static __always_inline void slot_fence(void)
+{
+	if (seq_fence) {
+		volatile __u64 x = 0;
+		__u64 v = __sync_fetch_and_or(&x, 0);
+		asm volatile("" : : "r"(v) : "memory");
+	}
+	asm volatile("" ::: "memory");
+}
+
 /* name_eq compares the first n bytes of the query's key, zero past the
  * name, with a slot's name, 8 bytes at a time: its head, then its tail.
  * Wire names delimit themselves, so equal first n bytes are equal names. */
@@ -97,6 +123,7 @@ static __always_inline int find_slot(struct scratch *s)
 			return -1;
 		__u32 seq = *(volatile __u32 *)&sl->seq;
 		touch_slot(sl);
+		slot_fence();
 		if (seq & 1)
 			continue;
 		if (sl->state != SLOT_USED || sl->hash != h || sl->qtype != q->qtype)
@@ -113,10 +140,8 @@ static __always_inline int find_slot(struct scratch *s)
  * its sequence count has not moved since. */
 static __always_inline int slot_unchanged(const struct rec_slot *sl, __u32 seq)
 {
-	/* Every read of the slot before this one happens first: the compiler
-	 * may not move loads past the barrier, and x86 does not reorder
-	 * loads with loads. */
-	asm volatile("" ::: "memory");
+	/* Every read of the slot before this one happens first. */
+	slot_fence();
 	return *(volatile const __u32 *)&sl->seq == seq;
 }
 

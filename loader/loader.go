@@ -143,6 +143,9 @@ func prepareSpec(spec *ebpf.CollectionSpec, opts *Options) (*ebpf.CollectionSpec
 	if err := setNSID(&specs.SteadydnsVariableSpecs, opts.NSID); err != nil {
 		return nil, nil, err
 	}
+	if err := setSeqFence(&specs.SteadydnsVariableSpecs); err != nil {
+		return nil, nil, err
+	}
 	if err := setRRL(&specs, opts.RRL); err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -226,9 +227,51 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
 	// An odd count left by a writer that died mid-write is rounded down.
 	base := atomic.LoadUint32(seq) &^ 1
 	atomic.StoreUint32(seq, base+1)
-	copy(dst[4:], src[4:])
+	storeOrdered(dst, src)
 	atomic.StoreUint32(seq, base+2)
 	t.setTag(j, v)
+}
+
+// storeOrdered copies src's words past the count into dst, each with an
+// atomic store. A reader must not see a word of the new content while
+// the count is still even from before, nor the even count after before
+// every word: each store has to become visible after the one before it.
+// x86 keeps stores in that order, but arm64 and riscv64 may let a plain
+// store pass an earlier one, the odd count's included. Go's atomic
+// stores are ordered after every earlier access on every architecture
+// (a store-release, or a fence then a store), so storing each word that
+// way orders it after the odd count and before the even one. The
+// reader's half is slot_fence in bpf/table.h. A word that does not
+// change is not stored: it cannot be read torn.
+func storeOrdered(dst, src []byte) {
+	word32 := func(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[0])) }
+	word64 := func(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
+	if *word32(dst[4:]) != *word32(src[4:]) {
+		atomic.StoreUint32(word32(dst[4:]), *word32(src[4:]))
+	}
+	for i := 8; i < len(dst); i += 8 {
+		if w := *word64(src[i:]); *word64(dst[i:]) != w {
+			atomic.StoreUint64(word64(dst[i:]), w)
+		}
+	}
+}
+
+// loadsOrdered reports whether the CPU keeps a load after every earlier
+// load, as x86 does: the program's reads of a slot then need no fence
+// (seq_fence in bpf/table.h).
+func loadsOrdered() bool { return runtime.GOARCH == "amd64" || runtime.GOARCH == "386" }
+
+// setSeqFence turns on the fences of the program's reads of the record
+// table where the CPU needs them. It leaves the variable as it is on
+// x86, where a test may turn them on to run them.
+func setSeqFence(vars *bpf.SteadydnsVariableSpecs) error {
+	if loadsOrdered() {
+		return nil
+	}
+	if err := vars.SeqFence.Set(uint32(1)); err != nil {
+		return fmt.Errorf("turning on the record table's fences: %w", err)
+	}
+	return nil
 }
 
 // encode is the slot content of a set.
