@@ -234,6 +234,47 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("state changes come from aggregators and the operator's key", func(t *testing.T) {
+		// An edge's API refuses the write and says where to send it.
+		e1 := r.host("e1")
+		req, err := http.NewRequest(http.MethodPut, "http://"+net.JoinHostPort(e1.V4.String(), "9153")+"/api/v1/checks/web2/admin", strings.NewReader("down"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := os.ReadFile(r.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := e1.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "a1, a2") {
+			t.Fatalf("PUT admin on an edge: %d %s, want 403 naming a1, a2", resp.StatusCode, body)
+		}
+		r.expectAnswers(t, www, both)
+		// The operator's admin key reaches every aggregator, and back.
+		state := func(value string) {
+			t.Helper()
+			cmd := r.f.Client.Command(r.bin, "state", "--config", filepath.Join(r.dir, "fleet.yaml"), "--nkey-seed", r.seeds["admin"], "admin", "web2", value)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("steadydns state admin web2 %s: %v\n%s", value, err, out)
+			}
+		}
+		state("down")
+		r.waitAnswers(www, []string{"198.18.67.1"}, 4*fleetPush)
+		state("auto")
+		r.waitAnswers(www, both, 4*fleetPush)
+		// An edge's key does not get as far as the servers with it.
+		cmd := r.f.Client.Command(r.bin, "state", "--config", filepath.Join(r.dir, "fleet.yaml"), "--nkey-seed", r.seeds["e1"], "admin", "web2", "down")
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "host e1 is not an admin") {
+			t.Fatalf("state with an edge's key: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("a bad revision is refused everywhere", func(t *testing.T) {
 		// Valid where it was pushed, whose server section defines the
 		// region eu, and invalid on every host, whose own has none.

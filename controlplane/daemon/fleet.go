@@ -660,8 +660,13 @@ func SendState(ctx context.Context, path string, id Identity, kind, check, value
 		return err
 	}
 	defer conn.Close()
+	// The hash the hosts serve under folds in the table's layout.
+	p, err := Build(cfg, nil)
+	if err != nil {
+		return err
+	}
 	slot := uint64(time.Now().UnixNano() / int64(cfg.Aggregation.PushInterval))
-	if err := conn.Publish(transport.KindState, slot, cfg.Hash, b); err != nil {
+	if err := conn.Publish(transport.KindState, slot, p.Config.Hash, b); err != nil {
 		return fmt.Errorf("sending the state of %s: %w", check, err)
 	}
 	if err := conn.Flush(ctx); err != nil {
