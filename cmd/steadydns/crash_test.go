@@ -19,12 +19,15 @@ import (
 	"github.com/steadydns/steadydns/testenv"
 )
 
+// crashConfig turns rate limiting off: startLoad's clients ask one name
+// without pause and every query must be answered.
 const crashConfig = `server:
   interfaces: [%s]
   xdp_mode: generic
   listen: ["198.18.0.2:53"]
   bpffs: %s
   state_dir: %s
+  rrl: {rate: 0}
 zones:
   - origin: example.test.
     file: example.test.zone

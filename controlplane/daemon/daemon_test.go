@@ -32,12 +32,16 @@ static  A    198.18.1.20
 static  A    198.18.1.21
 `
 
+// configFile turns rate limiting off: restartUnderLoad's client asks one
+// name without pause and every query must be answered. rrlConfig turns
+// it on.
 const configFile = `server:
   interfaces: [%s]
   xdp_mode: %s
   listen: ["198.18.0.2:53", "[fd53::2]:53"]
   api: 127.0.0.1:9153
   bpffs: %s
+  rrl: {rate: 0}
 zones:
   - origin: example.test.
     file: example.test.zone

@@ -23,8 +23,8 @@ const rrlRate = 10
 
 // rrlConfig is configFile with server.rrl on: 198.18.7.0/24 exempt.
 func rrlConfig(link, pins string) string {
-	return strings.Replace(fmt.Sprintf(configFile, link, "native", pins), "  bpffs:",
-		fmt.Sprintf("  rrl:\n    rate: %d\n    slip: 2\n    exempt: [198.18.7.0/24]\n  bpffs:", rrlRate), 1)
+	return strings.Replace(fmt.Sprintf(configFile, link, "native", pins), "  rrl: {rate: 0}\n",
+		fmt.Sprintf("  rrl:\n    rate: %d\n    slip: 2\n    exempt: [198.18.7.0/24]\n", rrlRate), 1)
 }
 
 // addClientAddr gives the client host a second IPv4 address in another
