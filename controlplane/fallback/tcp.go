@@ -250,7 +250,21 @@ func (t *tcpTable) setBusy(tc *tcpConn) bool {
 	return !tc.gone
 }
 
-// answered marks tc as answered now and waiting for a query; false if it
+// answering marks tc as answered now, before its reply is written, so a
+// client that has its reply finds the table in its new order; false if it
+// was closed meanwhile.
+func (t *tcpTable) answering(tc *tcpConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tc.gone {
+		return false
+	}
+	t.served.MoveToBack(tc.servedAt)
+	t.prefixes[tc.prefix].served.MoveToBack(tc.prefixServedAt)
+	return true
+}
+
+// answered marks tc as waiting for a query after its reply; false if it
 // was closed meanwhile or the server is shutting down.
 func (t *tcpTable) answered(tc *tcpConn) bool {
 	t.mu.Lock()
@@ -259,8 +273,6 @@ func (t *tcpTable) answered(tc *tcpConn) bool {
 		return false
 	}
 	tc.busy = false
-	t.served.MoveToBack(tc.servedAt)
-	t.prefixes[tc.prefix].served.MoveToBack(tc.prefixServedAt)
 	return true
 }
 
@@ -320,6 +332,9 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 		// waiting for its next query holds no buffer.
 		msg := make([]byte, binary.BigEndian.Uint16(hdr[:]))
 		if _, err := io.ReadFull(tc.c, msg); err != nil {
+			return
+		}
+		if !t.answering(tc) {
 			return
 		}
 		t.s.serveMsg(w, msg)
