@@ -20,6 +20,7 @@ const healthConfig = `server:
   listen: ["198.18.0.2:53"]
   api: 127.0.0.1:9153
   bpffs: %s
+  rrl: {rate: 0} # the restart tests ask one name from one client without pause, and count every answer
 zones:
   - origin: example.test.
     file: example.test.zone
