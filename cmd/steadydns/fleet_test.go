@@ -275,6 +275,49 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("a key removed from the aggregators' files is revoked on reload", func(t *testing.T) {
+		// p3b's line leaves both aggregators' files; a SIGHUP makes their
+		// servers drop it and refuse its reconnects, and the aggregators
+		// count five checkers. The line back and another SIGHUP, six.
+		orig := map[string][]byte{}
+		for _, a := range []string{"a1", "a2"} {
+			path := filepath.Join(r.dir, a+".yaml")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig[a] = b
+			var kept []string
+			for _, l := range strings.SplitAfter(string(b), "\n") {
+				if !strings.HasPrefix(l, "      p3b: ") {
+					kept = append(kept, l)
+				}
+			}
+			r.write(a+".yaml", strings.Join(kept, ""))
+			r.procs[a].Process.Signal(syscall.SIGHUP)
+		}
+		before := r.metric(r.host("a1"), `steadydns_nats_refused_total{what="client"}`) + r.metric(r.host("a2"), `steadydns_nats_refused_total{what="client"}`)
+		counted := func(agg string) int {
+			n := 0
+			for _, v := range r.votes(agg, "web1") {
+				if v.Counted {
+					n++
+				}
+			}
+			return n
+		}
+		r.waitFor("p3b out of both aggregators' quorum", 4*time.Second+4*fleetPush, func() bool { return counted("a1") == 5 && counted("a2") == 5 })
+		r.waitFor("p3b's reconnects refused", 5*time.Second, func() bool {
+			return r.metric(r.host("a1"), `steadydns_nats_refused_total{what="client"}`)+r.metric(r.host("a2"), `steadydns_nats_refused_total{what="client"}`) > before
+		})
+		r.expectAnswers(t, www, both)
+		for _, a := range []string{"a1", "a2"} {
+			r.write(a+".yaml", string(orig[a]))
+			r.procs[a].Process.Signal(syscall.SIGHUP)
+		}
+		r.waitFor("p3b back in both aggregators' quorum", 10*time.Second, func() bool { return counted("a1") == 6 && counted("a2") == 6 })
+	})
+
 	t.Run("a bad revision is refused everywhere", func(t *testing.T) {
 		// Valid where it was pushed, whose server section defines the
 		// region eu, and invalid on every host, whose own has none.

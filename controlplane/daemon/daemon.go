@@ -627,6 +627,10 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 		if _, err := d.id.hostCell(cfg); err != nil {
 			return err
 		}
+		self := d.id.hostID()
+		if !reflect.DeepEqual(cur.Cluster.NATS.Hosts[self], cfg.Cluster.NATS.Hosts[self]) {
+			return cfg.Errorf("cluster.nats.hosts."+self, "this host's own line changed: restart to apply it")
+		}
 	}
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
@@ -634,6 +638,13 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	p, err := Build(cfg, d.plan.Load().Index)
 	if err != nil {
 		return err
+	}
+	if d.fleet != nil && d.fleet.srv != nil && !reflect.DeepEqual(cur.Cluster.NATS.Hosts, cfg.Cluster.NATS.Hosts) {
+		// Before the plan: receivers must not take a host the servers
+		// still refuse, nor the servers let in one receivers drop.
+		if err := d.fleet.srv.SetHosts(transportHosts(cfg)); err != nil {
+			return cfg.Errorf("cluster.nats.hosts", "%v", err)
+		}
 	}
 	if err := d.apply(p); err != nil {
 		return err
@@ -648,10 +659,17 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 // restartCluster is what of the cluster section only a restart applies.
 // Cells, the expected edges and the limits other than a prober's (which
 // sizes its frames) only validate configs and route tables, so a reload
-// applies them: a cell is added to every host's file with a SIGHUP.
+// applies them: a cell is added to every host's file with a SIGHUP. So do
+// the other hosts' lines in cluster.nats.hosts, so a stolen key is
+// revoked without a restart; the host's own line needs one.
 func restartCluster(c config.Cluster) config.Cluster {
 	c.Cells, c.Edges = nil, 0
 	c.Capacity = config.Capacity{ChecksPerProber: c.Capacity.ChecksPerProber}
+	if c.NATS != nil {
+		n := *c.NATS
+		n.Hosts = nil
+		c.NATS = &n
+	}
 	return c
 }
 

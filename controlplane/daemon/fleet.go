@@ -55,29 +55,14 @@ func (id Identity) hostID() string {
 // that claims more than the entry grants is an error: the servers would
 // refuse it anyway, message by message.
 func fleetIdentity(cfg *config.Config, id Identity) (Identity, error) {
-	n := cfg.Cluster.NATS
 	if id.NKeySeed == "" {
 		return id, cfg.Errorf("cluster.nats.hosts", "a fleet host needs --nkey-seed: the seed of its key in cluster.nats.hosts (steadydns keygen --id NAME makes one)")
 	}
-	pub, err := seedPublicKey(id.NKeySeed)
+	h, err := listedHost(cfg, &id)
 	if err != nil {
 		return id, err
 	}
-	if id.ID == "" {
-		host, ok := n.HostByKey(pub)
-		if !ok {
-			return id, cfg.Errorf("cluster.nats.hosts", "the key of --nkey-seed %s, %s, is no host's", id.NKeySeed, pub)
-		}
-		id.ID = host
-	}
-	h, ok := n.Hosts[id.ID]
 	key := "cluster.nats.hosts." + id.ID
-	switch {
-	case !ok:
-		return id, cfg.Errorf("cluster.nats.hosts", "host %s is not listed: add it with its key (steadydns keygen --id %s prints the line)", id.ID, id.ID)
-	case h.Key != pub:
-		return id, cfg.Errorf(key+".key", "the seed in %s is key %s, not host %s's", id.NKeySeed, pub, id.ID)
-	}
 	if id.Roles == nil {
 		for _, r := range config.Roles {
 			if h.Has(r) {
@@ -108,6 +93,40 @@ func fleetIdentity(cfg *config.Config, id Identity) (Identity, error) {
 		return id, cfg.Errorf(key+".region", "--region %s: host %s is in region %s", id.Region, id.ID, h.Region)
 	}
 	return id, nil
+}
+
+// listedHost is the entry of the host whose key id.NKeySeed holds: id.ID's,
+// which must hold that key, or, when id.ID is empty, the one the key is
+// listed under, which becomes id.ID.
+func listedHost(cfg *config.Config, id *Identity) (config.Host, error) {
+	n := cfg.Cluster.NATS
+	pub, err := seedPublicKey(id.NKeySeed)
+	if err != nil {
+		return config.Host{}, err
+	}
+	if id.ID == "" {
+		host, ok := n.HostByKey(pub)
+		if !ok {
+			return config.Host{}, cfg.Errorf("cluster.nats.hosts", "the key of --nkey-seed %s, %s, is no host's", id.NKeySeed, pub)
+		}
+		id.ID = host
+	}
+	h, ok := n.Hosts[id.ID]
+	switch {
+	case !ok:
+		return h, cfg.Errorf("cluster.nats.hosts", "host %s is not listed: add it with its key (steadydns keygen --id %s prints the line)", id.ID, id.ID)
+	case h.Key != pub:
+		return h, cfg.Errorf("cluster.nats.hosts."+id.ID+".key", "the seed in %s is key %s, not host %s's", id.NKeySeed, pub, id.ID)
+	}
+	return h, nil
+}
+
+// natsTLS is cluster.nats.tls as the transport takes it.
+func natsTLS(n *config.NATS) transport.TLS {
+	if n.TLS == nil {
+		return transport.TLS{}
+	}
+	return transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
 }
 
 // seedPublicKey reads an NKey seed file and returns its public key.
@@ -184,10 +203,7 @@ func (d *Daemon) join(cfg *config.Config, id Identity) error {
 	}
 	f := &fleet{cell: cell, subs: map[transport.Kind]*transport.Subscription{}}
 	d.fleet = f
-	tls := transport.TLS{}
-	if n.TLS != nil {
-		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
-	}
+	tls := natsTLS(n)
 	host := id.hostID()
 	if e := n.Embed; e != nil && id.has(config.RoleAggregator) {
 		srv, err := transport.Embed(transport.EmbedOptions{
@@ -581,33 +597,16 @@ func ConnectAdmin(ctx context.Context, cfg *config.Config, id Identity) (*transp
 	if id.NKeySeed == "" {
 		return nil, errors.New("--nkey-seed is required: the seed of an admin host's key")
 	}
-	pub, err := seedPublicKey(id.NKeySeed)
+	h, err := listedHost(cfg, &id)
 	if err != nil {
 		return nil, err
 	}
-	if id.ID == "" {
-		host, ok := n.HostByKey(pub)
-		if !ok {
-			return nil, cfg.Errorf("cluster.nats.hosts", "the key of --nkey-seed %s, %s, is no host's", id.NKeySeed, pub)
-		}
-		id.ID = host
-	}
-	h, ok := n.Hosts[id.ID]
-	switch {
-	case !ok:
-		return nil, cfg.Errorf("cluster.nats.hosts", "host %s is not listed", id.ID)
-	case h.Key != pub:
-		return nil, cfg.Errorf("cluster.nats.hosts."+id.ID+".key", "the seed in %s is key %s, not host %s's", id.NKeySeed, pub, id.ID)
-	case !h.Has(config.RoleAdmin):
+	if !h.Has(config.RoleAdmin) {
 		return nil, cfg.Errorf("cluster.nats.hosts."+id.ID+".roles", "host %s is not an admin", id.ID)
-	}
-	tls := transport.TLS{}
-	if n.TLS != nil {
-		tls = transport.TLS{CA: n.TLS.CA, Cert: n.TLS.Cert, Key: n.TLS.Key}
 	}
 	// An admin publishes no frames or tables: any cell names the connection.
 	conn, err := transport.Connect(transport.Options{URLs: n.URLs, ID: id.ID, Cell: cfg.Cluster.Cells[0].Name,
-		Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: id.NKeySeed, TLS: tls})
+		Roles: []transport.Role{transport.RoleAdmin}, NKeySeedFile: id.NKeySeed, TLS: natsTLS(n)})
 	if err != nil {
 		return nil, err
 	}

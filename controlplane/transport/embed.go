@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,9 @@ const readyWait = 10 * time.Second
 type Server struct {
 	s   *server.Server
 	log *serverLog
+
+	mu   sync.Mutex      // serialises SetHosts
+	opts *server.Options // as started, with the hosts now let in
 }
 
 // Embed starts a NATS server with JetStream and per-role NKey users
@@ -65,7 +69,44 @@ func Embed(opts EmbedOptions) (*Server, error) {
 		}
 		return nil, fmt.Errorf("embedding nats server: not listening after %v", readyWait)
 	}
-	return &Server{s: s, log: log}, nil
+	return &Server{s: s, log: log, opts: so.Clone()}, nil
+}
+
+// SetHosts lets in hosts from now on, each with its permissions, and
+// routes signed by their aggregators: a host removed is disconnected and
+// its key refused, without restarting the server. This server's own
+// entry must stay an aggregator's.
+func (s *Server) SetHosts(hosts []Host) error {
+	if err := checkHosts(hosts); err != nil {
+		return fmt.Errorf("updating the nats server's hosts: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	so := s.opts.Clone()
+	so.Nkeys = nkeyUsers(hosts)
+	if a, ok := so.CustomRouterAuthentication.(*routeAuth); ok {
+		if err := a.setKeys(hosts, so.ServerName); err != nil {
+			return fmt.Errorf("updating the nats server's hosts: %w", err)
+		}
+	}
+	if err := s.s.ReloadOptions(so); err != nil {
+		return fmt.Errorf("updating the nats server's hosts: %w", err)
+	}
+	s.opts = so
+	return nil
+}
+
+// nkeyUsers are hosts as the server's users, each with its permissions.
+func nkeyUsers(hosts []Host) []*server.NkeyUser {
+	var out []*server.NkeyUser
+	for _, h := range hosts {
+		pub, sub := Permissions(h)
+		out = append(out, &server.NkeyUser{Nkey: h.Key, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: sub},
+		}})
+	}
+	return out
 }
 
 func serverOptions(opts EmbedOptions, log *serverLog) (*server.Options, error) {
@@ -90,13 +131,7 @@ func serverOptions(opts EmbedOptions, log *serverLog) (*server.Options, error) {
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
 	}
-	for _, h := range opts.Hosts {
-		pub, sub := Permissions(h)
-		so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: h.Key, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: pub},
-			Subscribe: &server.SubjectPermission{Allow: sub},
-		}})
-	}
+	so.Nkeys = nkeyUsers(opts.Hosts)
 	var cert []tls.Certificate
 	var pool *x509.CertPool
 	if opts.TLS.enabled() {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"sync/atomic"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
@@ -22,28 +23,18 @@ import (
 // route address beyond loopback without TLS unless the operator opts out.
 type routeAuth struct {
 	cluster string
-	keys    map[string]nkeys.KeyPair // aggregators' public keys, by id
-	user    *url.Userinfo            // this server's own credentials
+	keys    atomic.Pointer[map[string]nkeys.KeyPair] // aggregators' public keys, by id
+	user    *url.Userinfo                            // this server's own credentials
 	log     *serverLog
 }
 
 func newRouteAuth(opts EmbedOptions, log *serverLog) (*routeAuth, error) {
-	a := &routeAuth{cluster: opts.ClusterName, keys: map[string]nkeys.KeyPair{}, log: log}
+	a := &routeAuth{cluster: opts.ClusterName, log: log}
 	if a.cluster == "" {
 		a.cluster = "steadydns"
 	}
-	for _, h := range opts.Hosts {
-		if !slices.Contains(h.Roles, RoleAggregator) {
-			continue
-		}
-		kp, err := nkeys.FromPublicKey(h.Key)
-		if err != nil {
-			return nil, fmt.Errorf("aggregator %s's key: %w", h.ID, err)
-		}
-		a.keys[h.ID] = kp
-	}
-	if _, ok := a.keys[opts.ServerName]; !ok {
-		return nil, fmt.Errorf("routes: %s is not an aggregator of the fleet", opts.ServerName)
+	if err := a.setKeys(opts.Hosts, opts.ServerName); err != nil {
+		return nil, err
 	}
 	if opts.SeedFile == "" {
 		return nil, errors.New("routes: no nkey seed to sign them with")
@@ -60,7 +51,7 @@ func newRouteAuth(opts EmbedOptions, log *serverLog) (*routeAuth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the route signing seed %s: %w", opts.SeedFile, err)
 	}
-	if want, _ := a.keys[opts.ServerName].PublicKey(); pub != want {
+	if want, _ := (*a.keys.Load())[opts.ServerName].PublicKey(); pub != want {
 		return nil, fmt.Errorf("routes: the seed in %s is key %s, but aggregator %s's key is %s", opts.SeedFile, pub, opts.ServerName, want)
 	}
 	sig, err := kp.Sign(a.message(opts.ServerName))
@@ -69,6 +60,27 @@ func newRouteAuth(opts EmbedOptions, log *serverLog) (*routeAuth, error) {
 	}
 	a.user = url.UserPassword(opts.ServerName, base64.RawURLEncoding.EncodeToString(sig))
 	return a, nil
+}
+
+// setKeys takes the aggregators of hosts as the ones whose routes are let
+// in; self, this server's id, must be one of them.
+func (a *routeAuth) setKeys(hosts []Host, self string) error {
+	keys := map[string]nkeys.KeyPair{}
+	for _, h := range hosts {
+		if !slices.Contains(h.Roles, RoleAggregator) {
+			continue
+		}
+		kp, err := nkeys.FromPublicKey(h.Key)
+		if err != nil {
+			return fmt.Errorf("aggregator %s's key: %w", h.ID, err)
+		}
+		keys[h.ID] = kp
+	}
+	if _, ok := keys[self]; !ok {
+		return fmt.Errorf("routes: %s is not an aggregator of the fleet", self)
+	}
+	a.keys.Store(&keys)
+	return nil
 }
 
 // message is what aggregator id signs: the cluster's name and its own id,
@@ -83,7 +95,7 @@ func (a *routeAuth) credentials() *url.Userinfo { return a.user }
 // Check is nats-server's hook for every route that connects.
 func (a *routeAuth) Check(c server.ClientAuthentication) bool {
 	o := c.GetOpts()
-	kp, ok := a.keys[o.Username]
+	kp, ok := (*a.keys.Load())[o.Username]
 	if ok {
 		sig, err := base64.RawURLEncoding.DecodeString(o.Password)
 		ok = err == nil && kp.Verify(a.message(o.Username), sig) == nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -320,5 +321,28 @@ func TestRouteAuth(t *testing.T) {
 			t.Fatalf("the rogue server holds %d routes, want none", n)
 		}
 		rogue.Shutdown()
+	}
+}
+
+// TestSetHosts: hosts added to a running server get in, and a host removed
+// is disconnected and kept out, without a restart.
+func TestSetHosts(t *testing.T) {
+	f := newFleet(t)
+	s := embed(t, f, EmbedOptions{})
+	p1 := connect(t, s.ClientURL(), "p1", f.prober, Options{})
+	newcomer := newIdentity(t)
+	hosts := slices.DeleteFunc(slices.Clone(f.hosts), func(h Host) bool { return h.ID == "p1" })
+	hosts = append(hosts, Host{ID: "p3", Key: newcomer.Public, Roles: []Role{RoleProber}, Cell: "c1"})
+	if err := s.SetHosts(hosts); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, s.ClientURL(), "p3", newcomer, Options{})
+	eventually(t, 5*time.Second, func() bool { return !p1.Connected() }, "p1 disconnected")
+	time.Sleep(1500 * time.Millisecond) // a reconnect attempt or more
+	if p1.Connected() {
+		t.Fatal("p1, removed, got back in")
+	}
+	if err := s.SetHosts(append(hosts, hosts[0])); err == nil {
+		t.Fatal("a host listed twice was taken")
 	}
 }
