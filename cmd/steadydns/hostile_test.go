@@ -43,7 +43,7 @@ const invented = 30
 // hostile runs one hostile host until --for has passed, sending every
 // --push period:
 //
-//	invent      frames under invented prober ids, with its own prober key
+//	invent      frames under invented prober ids and --other's, with its own prober key
 //	forge       frames on its own subject whose payload names invented ids
 //	cell        frames under its own id in a cell that is not its own
 //	state       an admin "down" for --check, with an edge's key
@@ -61,6 +61,7 @@ func hostile(mode string, args []string) error {
 	entries := fs.Int("entries", 0, "entries per result frame")
 	table := fs.Int("table", 0, "health table entries")
 	check := fs.String("check", "web1", "the check a state change names")
+	other := fs.String("other", "p1b", "a real prober whose id invent also publishes under")
 	push := fs.Duration("push", 400*time.Millisecond, "how often to send")
 	dur := fs.Duration("for", 3*time.Second, "how long to keep at it")
 	if err := fs.Parse(args); err != nil {
@@ -108,8 +109,12 @@ func hostile(mode string, args []string) error {
 	var send []func() error
 	switch mode {
 	case "invent":
+		// Made-up ids, and a real prober's: another host's vote.
+		names := []string{*other}
 		for i := range invented {
-			name := fmt.Sprintf("x%d", i)
+			names = append(names, fmt.Sprintf("x%d", i))
+		}
+		for _, name := range names {
 			c, err := connect(name, *cell)
 			if err != nil {
 				return err
