@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// loadGC lowers the garbage collector's percent while a config's YAML
+// loadGC is the state of lowerGC, which lowers the GC percent while a config's YAML
 // tree is live. The yaml package builds a file's whole tree before
 // decoding starts, and a fleet's 65,536 checks are 150 MB of nodes; at the
 // default percent the heap grows to twice that before the tree is
