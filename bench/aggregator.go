@@ -13,6 +13,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
@@ -59,7 +60,7 @@ func (r *rig) aggregator() (a *Aggregator, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
-	a = &Aggregator{TableBytes: loader.HealthTableBytes(aggTable), Rounds: r.o.PushRounds}
+	a = &Aggregator{TableBytes: healthtable.Bytes(aggTable), Rounds: r.o.PushRounds}
 	var cells []*aggCell
 	for _, n := range []int{10, aggTable - 1} { // entry 0 is reserved
 		for _, failing := range []bool{false, true} {

@@ -22,8 +22,8 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
-	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -403,7 +403,7 @@ func (e *edgeSim) take(m transport.Message, count bool) {
 	if count {
 		down = 0
 		for i := uint32(1); i < aggTable; i++ {
-			if !loader.HealthUp(m.Payload, i) {
+			if !healthtable.Up(m.Payload, i) {
 				down++
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -83,13 +84,13 @@ func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, q
 // branches followed health would mispredict them, where the same
 // candidates down in every set would let it learn the pattern.
 func workHealth(o *loader.Objects, down int) []byte {
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
 	for i := 1; i < o.HealthCapacity(); i++ {
 		pair, second := uint64(i-1)/2, uint64(i-1)&1
 		// The top bit of a multiplicative hash: 2^64 over the golden ratio.
 		up := down == 0 || down == 50 && second == (pair*0x9E3779B97F4A7C15)>>63
-		loader.PutHealthEntry(table, uint32(i), up, 0)
+		healthtable.Put(table, uint32(i), up, 0)
 	}
 	return table
 }

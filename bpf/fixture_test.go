@@ -17,6 +17,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -127,10 +128,10 @@ func put(t testing.TB, o *loader.Objects, name string, qtype uint16, v *bpf.Stea
 // setHealth writes a table (version 1) in which the listed entries are up.
 func setHealth(t testing.TB, o *loader.Objects, up ...uint32) {
 	t.Helper()
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
 	for _, i := range up {
-		loader.PutHealthEntry(table, i, true, 0)
+		healthtable.Put(table, i, true, 0)
 	}
 	if _, err := o.PushHealth(table, 1, 0, 0); err != nil {
 		t.Fatal(err)

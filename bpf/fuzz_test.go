@@ -16,6 +16,7 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -146,10 +147,10 @@ func newFuzzWorld(t testing.TB) *fuzzWorld {
 // setDown writes a table in which check c(i+1) is down when bit i of down
 // is set, through the edge's table, as a pushed table arrives.
 func (w *fuzzWorld) setDown(t testing.TB, down uint8) {
-	table := make([]byte, loader.HealthTableBytes(w.objs.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
+	table := make([]byte, healthtable.Bytes(w.objs.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
 	for i, e := range w.checks {
-		loader.PutHealthEntry(table, e, down&(1<<i) == 0, 0)
+		healthtable.Put(table, e, down&(1<<i) == 0, 0)
 	}
 	w.version++
 	if err := w.table.WriteHealth(table, w.version, w.hash, 0); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/controlplane/fallback"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
@@ -122,11 +123,11 @@ func newPolicyWorld(t *testing.T) *policyWorld {
 	}
 	sv := serve(t, o, b.String(), policyZone)
 	cfg, z, index, comp, g := sv.cfg, sv.zone, sv.index, sv.comp, sv.geo
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
 	for i, c := range policyCases {
 		for k := 1; k <= 3; k++ {
-			loader.PutHealthEntry(table, index[fmt.Sprintf("p%dc%d", i, k)], !slices.Contains(c.down, fmt.Sprintf("c%d", k)), 0)
+			healthtable.Put(table, index[fmt.Sprintf("p%dc%d", i, k)], !slices.Contains(c.down, fmt.Sprintf("c%d", k)), 0)
 		}
 	}
 	if _, err := o.PushHealth(table, 1, cfg.Hash, 0); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -68,9 +69,9 @@ func TestColdAndStale(t *testing.T) {
 	if got := answers(t, o, "keep.example.test."); !slices.Equal(got, addrs) {
 		t.Errorf("cold start: %v, want all %v", got, addrs)
 	}
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
-	loader.PutHealthEntry(table, 11, true, 0)
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
+	healthtable.Put(table, 11, true, 0)
 	// Fresh table: only candidate 1 is up, on both records.
 	if _, err := o.PushHealth(table, 7, 0, uint64(3600e9)); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 )
 
 // TestBpftoolDump dumps every pinned map with bpftool's JSON output, as an
@@ -111,8 +112,8 @@ func TestBpftoolDump(t *testing.T) {
 
 	// A health entry's state by its enum's name: entry 0 is always up.
 	if _, err := o.PushHealth(func() []byte {
-		t := make([]byte, HealthTableBytes(o.HealthCapacity()))
-		PutHealthEntry(t, 0, true, 0)
+		t := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+		healthtable.Put(t, 0, true, 0)
 		return t
 	}(), 1, 1, 0); err != nil {
 		t.Fatal(err)

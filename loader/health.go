@@ -2,7 +2,6 @@ package loader
 
 import (
 	"fmt"
-	"math/bits"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -10,38 +9,21 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 )
-
-// healthStride is the distance between entries in the mapped table: an
-// array map rounds every value up to 8 bytes.
-const healthStride = (int(unsafe.Sizeof(bpf.SteadydnsHealthEntry{})) + 7) &^ 7
-
-// healthEntry is entry i of a table buffer, typed as the program reads it.
-// An index past the buffer panics, as any index does.
-func healthEntry(table []byte, i uint32) *bpf.SteadydnsHealthEntry {
-	e := table[int(i)*healthStride:][:healthStride]
-	return (*bpf.SteadydnsHealthEntry)(unsafe.Pointer(&e[0]))
-}
 
 // HealthCapacity is the number of entries in the health table.
 func (o *Objects) HealthCapacity() int { return int(o.Health.MaxEntries()) }
 
-// HealthBitsWords is the size in 64-bit words of the bitmap of a table of
-// n entries: a power of two, so that the program masks a word's index
-// (health_word_mask) where it would otherwise compare it.
-func HealthBitsWords(n int) uint32 {
-	return 1 << bits.Len32(max(uint32((n+63)/64), 1)-1)
-}
-
 // SizeHealthBits sizes the bitmap's map, m, for a table of n entries, and
 // sets the program's mask of its words, mask (health_word_mask): the map's
-// one value is the whole bitmap, an array of HealthBitsWords(n) words.
+// one value is the whole bitmap, an array of healthtable.BitsWords(n) words.
 func SizeHealthBits(m *ebpf.MapSpec, mask *ebpf.VariableSpec, n int) error {
 	arr, ok := m.Value.(*btf.Array)
 	if !ok {
 		return fmt.Errorf("sizing the health bitmap: its value is %T, want an array of words", m.Value)
 	}
-	words := HealthBitsWords(n)
+	words := healthtable.BitsWords(n)
 	sized := *arr
 	sized.Nelems = words
 	m.Value, m.ValueSize = &sized, 8*words
@@ -49,19 +31,6 @@ func SizeHealthBits(m *ebpf.MapSpec, mask *ebpf.VariableSpec, n int) error {
 		return fmt.Errorf("setting the health bitmap's mask: %w", err)
 	}
 	return nil
-}
-
-// HealthBits is the bitmap the program's scan reads (health_bits): bit i,
-// in little-endian 64-bit words, set while entry i of table is up.
-func HealthBits(table []byte) []byte {
-	n := len(table) / healthStride
-	b := make([]byte, 8*HealthBitsWords(n))
-	for i := range n {
-		if healthEntry(table, uint32(i)).State == bpf.SteadydnsHealthStateHEALTH_UP {
-			b[i/8] |= 1 << (i % 8)
-		}
-	}
-	return b
 }
 
 // PushHealth writes a whole health table through the map's memory mapping,
@@ -80,7 +49,7 @@ func (o *Objects) PushHealthAt(table []byte, version, configHash, staleAfterNs, 
 	if err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("mapping the health table: %w", err)
 	}
-	if len(table) != o.HealthCapacity()*healthStride {
+	if len(table) != healthtable.Bytes(o.HealthCapacity()) {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health table: %d bytes for %d entries", len(table), o.HealthCapacity())
 	}
 	if _, err := mem.WriteAt(table, 0); err != nil {
@@ -90,7 +59,7 @@ func (o *Objects) PushHealthAt(table []byte, version, configHash, staleAfterNs, 
 	if err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("mapping the health bitmap: %w", err)
 	}
-	if _, err := bitsMem.WriteAt(HealthBits(table), 0); err != nil {
+	if _, err := bitsMem.WriteAt(healthtable.Bits(table), 0); err != nil {
 		return bpf.SteadydnsTableMeta{}, fmt.Errorf("writing the health bitmap: %w", err)
 	}
 	meta := bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}
@@ -144,36 +113,11 @@ func (o *Objects) HealthUpAt(i uint32) bool {
 	}
 	var e bpf.SteadydnsHealthEntry
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e))
-	if _, err := mem.ReadAt(b, int64(i)*int64(healthStride)); err != nil {
+	if _, err := mem.ReadAt(b, int64(healthtable.Bytes(int(i)))); err != nil {
 		return false
 	}
 	return e.State == bpf.SteadydnsHealthStateHEALTH_UP
 }
-
-// HealthUp reports whether entry i of a table read with ReadHealth is up.
-func HealthUp(table []byte, i uint32) bool {
-	return (int(i)+1)*healthStride <= len(table) && healthEntry(table, i).State == bpf.SteadydnsHealthStateHEALTH_UP
-}
-
-// HealthReason reads entry i's reason from a table read with ReadHealth.
-func HealthReason(table []byte, i uint32) uint8 {
-	if (int(i)+1)*healthStride > len(table) {
-		return 0
-	}
-	return healthEntry(table, i).Reason
-}
-
-// PutHealthEntry encodes one entry into a table buffer.
-func PutHealthEntry(table []byte, i uint32, up bool, reason uint8) {
-	state := bpf.SteadydnsHealthStateHEALTH_DOWN
-	if up {
-		state = bpf.SteadydnsHealthStateHEALTH_UP
-	}
-	*healthEntry(table, i) = bpf.SteadydnsHealthEntry{State: state, Reason: reason}
-}
-
-// HealthTableBytes is the size of a table of n entries.
-func HealthTableBytes(n int) int { return n * healthStride }
 
 // BootNs reads CLOCK_BOOTTIME, the clock bpf_ktime_get_boot_ns reads.
 func BootNs() uint64 {

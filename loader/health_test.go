@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 )
 
 // TestHealthTable writes entries through the table buffer and reads them
@@ -28,9 +29,9 @@ func TestHealthTable(t *testing.T) {
 		513:  {false, uint8(bpf.SteadydnsHealthReasonREASON_ADMIN_DOWN)},
 		1023: {true, uint8(bpf.SteadydnsHealthReasonREASON_EXTERNAL)},
 	}
-	table := make([]byte, HealthTableBytes(o.HealthCapacity()))
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
 	for i, e := range set {
-		PutHealthEntry(table, i, e.up, e.reason)
+		healthtable.Put(table, i, e.up, e.reason)
 	}
 	meta, err := o.PushHealth(table, 7, 0xfeed, 5e9)
 	if err != nil {
@@ -64,11 +65,11 @@ func TestHealthTable(t *testing.T) {
 		if got := o.HealthUpAt(i); got != want.up {
 			t.Errorf("HealthUpAt(%d) = %v, want %v", i, got, want.up)
 		}
-		if got, r := HealthUp(back, i), HealthReason(back, i); got != want.up || r != want.reason {
+		if got, r := healthtable.Up(back, i), healthtable.Reason(back, i); got != want.up || r != want.reason {
 			t.Errorf("entry %d read back up=%v reason %d, want up=%v reason %d", i, got, r, want.up, want.reason)
 		}
 	}
-	if HealthUp(back, 1024) || HealthReason(back, 1024) != 0 || o.HealthUpAt(1024) {
+	if healthtable.Up(back, 1024) || healthtable.Reason(back, 1024) != 0 || o.HealthUpAt(1024) {
 		t.Error("an entry past the table reads as set")
 	}
 }
@@ -82,11 +83,11 @@ func BenchmarkPushHealth(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer o.Close()
-	table := make([]byte, HealthTableBytes(o.HealthCapacity()))
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
 	n := uint32(o.HealthCapacity())
 	for k := range b.N {
 		for i := range n {
-			PutHealthEntry(table, i, (i+uint32(k))%3 != 0, uint8(i))
+			healthtable.Put(table, i, (i+uint32(k))%3 != 0, uint8(i))
 		}
 		if _, err := o.PushHealth(table, uint64(k+1), 0, 0); err != nil {
 			b.Fatal(err)

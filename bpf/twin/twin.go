@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -90,7 +91,7 @@ func Load() (*Harness, error) {
 	specs.Records.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one
 	// layout and one stride for both.
-	h := &Harness{table: make([]byte, loader.HealthTableBytes(HealthEntries))}
+	h := &Harness{table: make([]byte, healthtable.Bytes(HealthEntries))}
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the twin: %w", err)
 	}
@@ -113,9 +114,9 @@ func (h *Harness) Select(in Input) (Result, error) {
 	}
 	clear(h.table)
 	for i, up := range in.Up {
-		loader.PutHealthEntry(h.table, uint32(i), up, 0)
+		healthtable.Put(h.table, uint32(i), up, 0)
 	}
-	if _, err := h.mem.WriteAt(loader.HealthBits(h.table), 0); err != nil {
+	if _, err := h.mem.WriteAt(healthtable.Bits(h.table), 0); err != nil {
 		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
 	}
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
-	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -160,7 +160,7 @@ func hostile(mode string, args []string) error {
 		if _, err := c.Subscribe(transport.KindFrame, *cell, transport.Filter{}, func(transport.Message) {}); err != nil {
 			return err
 		}
-		down := make([]byte, loader.HealthTableBytes(*table))
+		down := make([]byte, healthtable.Bytes(*table))
 		send = append(send, func() error { return c.Publish(transport.KindTable, slot(), *hash, down) })
 	default:
 		return fmt.Errorf("unknown mode %q", mode)

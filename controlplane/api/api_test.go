@@ -21,9 +21,9 @@ import (
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
-	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -69,7 +69,7 @@ func (m *memStore) PushHealthAt(table []byte, version, configHash, staleAfterNs,
 	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}, nil
 }
 
-func (m *memStore) HealthUpAt(i uint32) bool { return loader.HealthUp(m.table, i) }
+func (m *memStore) HealthUpAt(i uint32) bool { return healthtable.Up(m.table, i) }
 
 // server is a real aggregator, event log and edge table behind the API.
 type server struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -44,15 +45,15 @@ type merger struct {
 }
 
 // stride is the size of one entry in a table.
-var stride = loader.HealthTableBytes(1)
+var stride = healthtable.Bytes(1)
 
 // noOwner marks entries no cell's tables write: entry 0 and unused ones.
 const noOwner = -1
 
 func newMerger(timeout time.Duration, tableSize int) *merger {
-	g := &merger{timeout: timeout, buf: make([]byte, loader.HealthTableBytes(tableSize)), owner: make([]int16, tableSize)}
+	g := &merger{timeout: timeout, buf: make([]byte, healthtable.Bytes(tableSize)), owner: make([]int16, tableSize)}
 	// Entry 0 belongs to candidates without a check.
-	loader.PutHealthEntry(g.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
+	healthtable.Put(g.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
 	return g
 }
 
@@ -80,7 +81,7 @@ func (g *merger) configure(p *Plan) {
 		c := int16(slices.Index(cells, p.Config.Checks.Cell(k)))
 		g.owner[i] = c
 		if g.arrived[c] == 0 {
-			loader.PutHealthEntry(g.buf, i, true, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS))
+			healthtable.Put(g.buf, i, true, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS))
 		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/daemon"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
-	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -176,9 +176,9 @@ func TestCellsMerge(t *testing.T) {
 
 	// b1, cell b's aggregator, says web2 is down and web1 up: the edge
 	// takes web2 from b1 and keeps web1 from a1.
-	table := make([]byte, loader.HealthTableBytes(cfg.Aggregation.TableSize))
+	table := make([]byte, healthtable.Bytes(cfg.Aggregation.TableSize))
 	for i := range uint32(cfg.Aggregation.TableSize) {
-		loader.PutHealthEntry(table, i, i != web2, 0)
+		healthtable.Put(table, i, i != web2, 0)
 	}
 	bctx, stopB := context.WithCancel(ctx)
 	bdone := make(chan struct{})

@@ -24,6 +24,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/controlplane/state"
@@ -233,7 +234,7 @@ func (d *Daemon) startEdge(cfg *config.Config) (health.Seed, error) {
 		return health.Seed{}, err
 	}
 	d.started.push(func(context.Context) error { return d.objs.Close() })
-	pinned := make([]byte, loader.HealthTableBytes(d.objs.HealthCapacity()))
+	pinned := make([]byte, healthtable.Bytes(d.objs.HealthCapacity()))
 	meta, err := d.objs.ReadHealth(pinned)
 	if err != nil {
 		return health.Seed{}, err

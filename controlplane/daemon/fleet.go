@@ -20,8 +20,8 @@ import (
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
-	"github.com/steadydns/steadydns/loader"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -409,7 +409,7 @@ func messageLength(cfg *config.Config, kind transport.Kind) int {
 	case transport.KindFrame:
 		return prober.FrameSize(cfg.FrameEntries())
 	case transport.KindTable:
-		return loader.HealthTableBytes(cfg.Aggregation.TableSize)
+		return healthtable.Bytes(cfg.Aggregation.TableSize)
 	}
 	return stateSize
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
-	"github.com/steadydns/steadydns/loader"
 )
 
 // FuzzMergeTable gives an edge's merger health tables as any aggregator
@@ -36,7 +36,7 @@ func FuzzMergeTable(f *testing.F) {
 		cell := cfg.Checks.Cell(k)
 		owned[cell] = append(owned[cell], index.EntryOf(k))
 	}
-	table := func(fill byte) []byte { return bytes.Repeat([]byte{fill}, loader.HealthTableBytes(size)) }
+	table := func(fill byte) []byte { return bytes.Repeat([]byte{fill}, healthtable.Bytes(size)) }
 	f.Add(uint8(0), "agg1", uint64(1), table(0x01), uint8(0), "agg1")
 	f.Add(uint8(1), "agg2", uint64(9), table(0x00), uint8(1), "agg3")
 	f.Add(uint8(2), "agg1", uint64(1), table(0x01), uint8(0), "agg2")
@@ -83,7 +83,7 @@ func FuzzMergeTable(f *testing.F) {
 			if !bytes.Equal(written, want) {
 				t.Fatalf("merged table\n%x\nwant\n%x", written, want)
 			}
-			if !loader.HealthUp(written, 0) {
+			if !healthtable.Up(written, 0) {
 				t.Fatal("entry 0 is down")
 			}
 		}

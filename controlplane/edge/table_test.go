@@ -6,6 +6,7 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/edge"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -17,7 +18,7 @@ func (m *memStore) PushHealthAt(table []byte, version, configHash, staleAfterNs,
 	return bpf.SteadydnsTableMeta{Version: version, ConfigHash: configHash, ArrivedNs: arrivedNs, StaleAfterNs: staleAfterNs}, nil
 }
 
-func (m *memStore) HealthUpAt(i uint32) bool { return loader.HealthUp(m.table, i) }
+func (m *memStore) HealthUpAt(i uint32) bool { return healthtable.Up(m.table, i) }
 
 var (
 	keep      = uint8(bpf.SteadydnsStalePolicySTALE_KEEP)
@@ -34,8 +35,8 @@ func TestCold(t *testing.T) {
 	if m := tb.Meta(); !m.Cold || m.Version != 0 {
 		t.Errorf("meta %+v, want cold", m)
 	}
-	table := make([]byte, loader.HealthTableBytes(4))
-	loader.PutHealthEntry(table, 1, true, 0)
+	table := make([]byte, healthtable.Bytes(4))
+	healthtable.Put(table, 1, true, 0)
 	if err := tb.WriteHealth(table, 7, 1, uint64(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestStale(t *testing.T) {
 // that arrival, and goes stale by it.
 func TestWriteHealthAt(t *testing.T) {
 	tb := edge.New(&memStore{}, bpf.SteadydnsTableMeta{})
-	table := make([]byte, loader.HealthTableBytes(4))
+	table := make([]byte, healthtable.Bytes(4))
 	if err := tb.WriteHealthAt(table, 9, 1, uint64(time.Second), loader.BootNs()-uint64(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}

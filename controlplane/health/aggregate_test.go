@@ -8,7 +8,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
-	"github.com/steadydns/steadydns/loader"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -120,10 +120,10 @@ func (g *agg) push(id string) bool {
 	return g.up(id)
 }
 
-func (g *agg) up(id string) bool { return loader.HealthUp(g.sink.table, g.index[id]) }
+func (g *agg) up(id string) bool { return healthtable.Up(g.sink.table, g.index[id]) }
 
 func (g *agg) reason(id string) string {
-	return health.ReasonName(loader.HealthReason(g.sink.table, g.index[id]))
+	return health.ReasonName(healthtable.Reason(g.sink.table, g.index[id]))
 }
 
 func (g *agg) status(id string) health.Status {
@@ -323,10 +323,10 @@ func TestPush(t *testing.T) {
 	g := newAgg(t, []string{"web"}, tcp(1, 1))
 	g.result("p1", "web", 1, false)
 	g.push("web")
-	if len(g.sink.table) != loader.HealthTableBytes(tableSize) {
-		t.Fatalf("table of %d bytes, want %d", len(g.sink.table), loader.HealthTableBytes(tableSize))
+	if len(g.sink.table) != healthtable.Bytes(tableSize) {
+		t.Fatalf("table of %d bytes, want %d", len(g.sink.table), healthtable.Bytes(tableSize))
 	}
-	if !loader.HealthUp(g.sink.table, 0) || health.ReasonName(loader.HealthReason(g.sink.table, 0)) != "static" {
+	if !healthtable.Up(g.sink.table, 0) || health.ReasonName(healthtable.Reason(g.sink.table, 0)) != "static" {
 		t.Errorf("entry 0 is not up (static)")
 	}
 	if g.sink.version != 1000 || g.sink.hash != g.cfg.Hash || g.sink.staleAfter != uint64(10*time.Second) {
@@ -338,7 +338,7 @@ func TestPush(t *testing.T) {
 	}
 	// Unused entries start healthy and stay so.
 	for i := uint32(2); i < tableSize; i++ {
-		if !loader.HealthUp(g.sink.table, i) {
+		if !healthtable.Up(g.sink.table, i) {
 			t.Errorf("unused entry %d is down", i)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
-	"github.com/steadydns/steadydns/loader"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -67,10 +67,10 @@ type Aggregator struct {
 // go to log.
 func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (*Aggregator, error) {
 	n := cfg.Aggregation.TableSize
-	if err := seed.check(loader.HealthTableBytes(n)); err != nil {
+	if err := seed.check(healthtable.Bytes(n)); err != nil {
 		return nil, err
 	}
-	t := &Aggregator{out: out, log: log, buf: make([]byte, loader.HealthTableBytes(n)), tracks: map[string]*track{},
+	t := &Aggregator{out: out, log: log, buf: make([]byte, healthtable.Bytes(n)), tracks: map[string]*track{},
 		states: make([]slotState, n), recent: map[string][]prober.Result{}, known: map[string]Saved{},
 		changed: make(chan struct{}, 1)}
 	// A check starts healthy, as Route 53's do, so adding one does not
@@ -95,7 +95,7 @@ func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (
 		for k := range index.Len() {
 			i := index.EntryOf(k)
 			st := &t.states[i]
-			st.up, st.reason, st.seeded = loader.HealthUp(seed.Table, i), loader.HealthReason(seed.Table, i), true
+			st.up, st.reason, st.seeded = healthtable.Up(seed.Table, i), healthtable.Reason(seed.Table, i), true
 			c := checks.Check(k)
 			configured, _ := parseAdmin(c.Admin) // the config allows only the three
 			// A forced state says nothing of what the checkers saw.
@@ -318,7 +318,7 @@ func (t *Aggregator) Push(now time.Time) error {
 		t.touch()
 	}
 	// Entry 0 belongs to candidates without a check.
-	loader.PutHealthEntry(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
+	healthtable.Put(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
 	version := uint64(now.UnixNano() / int64(t.agg.PushInterval))
 	if version <= t.lastVersion {
 		version = t.lastVersion + 1
@@ -360,7 +360,7 @@ func (t *Aggregator) settle(i int, now time.Time) bool {
 		st.since = now.UnixNano()
 	}
 	st.pushed = true
-	loader.PutHealthEntry(t.buf, uint32(i), st.up, st.reason)
+	healthtable.Put(t.buf, uint32(i), st.up, st.reason)
 	return changed
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
-	"github.com/steadydns/steadydns/loader"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -65,8 +65,8 @@ func FuzzIngestFrame(f *testing.F) {
 		if err := a.Push(now.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if len(sink.table) != loader.HealthTableBytes(tableSize) || !loader.HealthUp(sink.table, 0) {
-			t.Fatalf("pushed a table of %d bytes with entry 0 up %v", len(sink.table), loader.HealthUp(sink.table, 0))
+		if len(sink.table) != healthtable.Bytes(tableSize) || !healthtable.Up(sink.table, 0) {
+			t.Fatalf("pushed a table of %d bytes with entry 0 up %v", len(sink.table), healthtable.Up(sink.table, 0))
 		}
 		for _, s := range a.Statuses() {
 			if s.Index != index[s.ID] {

@@ -13,6 +13,7 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/fallback"
+	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
@@ -52,8 +53,8 @@ func TestSameKeyAsXDP(t *testing.T) {
 	if err := o.PutRecord(loader.RecordKey{Wire: "\x03www\x07example\x04test\x00", Qtype: dns.TypeA}, &v); err != nil {
 		t.Fatal(err)
 	}
-	table := make([]byte, loader.HealthTableBytes(o.HealthCapacity()))
-	loader.PutHealthEntry(table, 0, true, 0)
+	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
+	healthtable.Put(table, 0, true, 0)
 	if _, err := o.PushHealth(table, 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
