@@ -12,7 +12,8 @@ import (
 // for a set of the zone file or a health-checked set, straight from the
 // datagram's bytes into the reply buffer, as the other authoritative
 // servers do: unpacking the query into a dns.Msg and packing the reply
-// from one cost about four fifths of the handler. It answers only what it
+// from one are most of the handler's work (BenchmarkServeUDP, "zone A"
+// against "zone MX", which the handler answers). It answers only what it
 // is sure to answer byte for byte as the handler would, and declines the
 // rest before it has done anything the handler would do again: no
 // selection drawn, nothing observed or limited. TestFastEqualsSlow and

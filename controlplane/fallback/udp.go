@@ -22,18 +22,13 @@ import (
 const udpBatch = 64
 
 // udpRcvBuf is the receive buffer each UDP socket asks for; the kernel
-// doubles it. The default (net.core.rmem_default, 208 KiB) holds a few
-// hundred small datagrams, as the kernel counts their memory, and bursts
-// delivered while the loop waited for the CPU overflowed it: with the loop
-// in the netpoller, the default dropped more than half the queries it
-// would have answered under 200k q/s. With the blocking loop the other
-// bound matters too: under overload the queue stands full, and a query
-// waits its whole length, leaving the cache meanwhile. At 4 MiB (8 MiB
-// as the kernel counts) that was tens of milliseconds and the copy of each
-// query to user space 4.4% of the fallback's CPU against gdnsd's 1.4%; in
-// eight alternating runs beside gdnsd 256 KiB answered 157-182k/s against
-// 4 MiB's 146-160k/s, more in three pairs of four (BENCHMARKS.md, the
-// fallback against the peers).
+// doubles it. The default (net.core.rmem_default) holds only a few
+// hundred small datagrams, as the kernel counts their memory, and a burst
+// that arrives while the loop waits for the CPU overflows it. Much larger
+// is no better: under overload the queue stands full, every query waits
+// its whole length and has left the cache by the time it is copied to
+// user space. `make bench` (rows steadydns-fallback and gdnsd) shows the
+// rate this buys.
 const udpRcvBuf = 256 << 10
 
 // replyBuf is the room each reply of a batch is packed into: what UDP
@@ -50,44 +45,22 @@ const replyBuf = 2 * ednsSize
 // signal ends; its length costs one empty return per loop per period.
 const udpWait = 250 * time.Millisecond
 
-// udpServer serves one UDP socket, of several per port, with a loop that
-// waits in recvmmsg for a batch, answers its queries in turn and sends the
-// replies with one sendmmsg: gdnsd's loop.
-// The socket is blocking and Go's netpoller never sees it (made with
-// socket(2) and bind(2), not the net package): recvmmsg with
-// MSG_WAITFORONE blocks until a datagram arrives and then takes what else
-// is queued, up to a batch, and no datagram wakes any other thread. With
-// the socket in the netpoller, the loop parked there whenever the socket
-// emptied, and the scheduler's search for work (findRunnable, epoll_pwait,
-// futex wakes) was about a fifth of the fallback's CPU under load, which
-// gdnsd does not pay; here it is under 0.1% of the samples. In six
-// alternating runs beside gdnsd on one CPU this loop answered 0.85-1.00x
-// gdnsd's rate (median 0.94) against the netpoller loop's 0.85-0.94x
-// (0.87), with 0.36 µs less CPU per answer and a p99 at 20k q/s of 268 to
-// 883 µs against 305 to 1,661 (BENCHMARKS.md, the fallback against the
-// peers).
-// recvmmsg and sendmmsg are raw system calls, which keep the P: Go's
-// monitor takes the P of a thread that stays longer than 20 µs in an
-// ordinary system call and starts another thread to run it, and the
-// loop's own thread then parks on return and waits to be woken. Under load
-// that was a context switch every 3 to 9 answers, with futex wakes, the
-// monitor's sleeps and extra netpoller polls, and a fifth more CPU per
-// answer than raw calls take. So each loop holds a P while it waits, and
-// Start leaves at least one P to the rest of the process (udpProcs).
+// udpServer serves one UDP socket, of several per port, with gdnsd's
+// loop: wait in recvmmsg (MSG_WAITFORONE) for a batch, answer its queries
+// in turn, send the replies with one sendmmsg.
+// The socket is blocking and outside Go's netpoller (made with socket(2)
+// and bind(2), not the net package), so no datagram wakes another thread
+// and the loop never parks in the scheduler, whose search for work would
+// take a large share of the CPU under load. The calls are raw, so the
+// thread keeps its P rather than have Go's monitor hand it off and wake
+// the thread again every few answers: each loop holds a P while it waits,
+// and Start leaves at least one P to the rest of the process (udpProcs).
 // A signal interrupts the wait (udpWait), and the loop's next call stops
 // for a preemption or a stop-the-world at once (mmsg).
-// golang.org/x/net's batches allocate an address per datagram read and
-// marshal one per datagram sent, where here each reply goes back to the
-// sockaddr the kernel wrote for its query. miekg/dns's own UDP server
-// reads and writes one datagram per system call and starts a goroutine
-// per query; this does neither, and builds every reply with the same
-// handler.
-// Measured and lost (BENCHMARKS.md, the fallback against the peers): a
-// thread blocking in recvmmsg through ordinary system calls on a socket of
-// the net package (the monitor took its P on every wait, and the socket,
-// still in Go's epoll, woke an idle P's thread for every datagram); one
-// socket per CPU, not per P, on the netpoller; a third socket; yielding
-// the CPU and polling again (sched_yield) before waiting.
+// golang.org/x/net's batches would allocate an address per datagram, and
+// miekg/dns's UDP server makes a system call and starts a goroutine per
+// query; here each reply goes back to the sockaddr the kernel wrote for
+// its query, built by the handler TCP uses too (serveMsg).
 type udpServer struct {
 	s     *Server
 	fd    int
@@ -320,10 +293,9 @@ func (u *udpServer) serveDatagram(w *udpWriter, b []byte) (ok bool) {
 // a preemption signal that lands inside the raw call cannot stop it there
 // (the call is not a safe point), but makes the call return EINTR (the
 // socket has timeouts, udpWait), and the loop's next call stops. Yielding
-// (runtime.Gosched) instead was measured and was slow: a goroutine merely
-// runnable is picked up again before the collector, which polls for it
-// every few microseconds, can claim it to scan its stack, so each
-// collection waited 5 ms on average and up to 53 ms.
+// (runtime.Gosched) would not do: a goroutine merely runnable is picked
+// up again before the collector, which polls for it, can claim it to scan
+// its stack, so each collection would wait on the loop.
 //
 //go:noinline
 func mmsg(trap, fd uintptr, msgs []unix.Mmsghdr, flags int) (int, unix.Errno) {
@@ -454,8 +426,8 @@ type udpWriter struct {
 	// batch is when the loop read the datagram's batch, zero outside a
 	// loop. Every reply of a batch waits for the batch's sendmmsg, so its
 	// time is the batch's, from the read to the last reply built: the
-	// loop reads the clock twice a batch, where reading it twice a query
-	// cost about as much as answering one from the index on a VM's clock.
+	// loop reads the clock twice a batch, not twice a query, since on a
+	// VM's clock a read is dear next to an answer from the index.
 	batch time.Time
 	// outcome is the reply's outcome, for the loop to observe with the
 	// batch's time.
