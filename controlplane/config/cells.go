@@ -20,9 +20,9 @@ type Cell struct {
 // DefaultCell names the one cell of a config without cluster.cells.
 const DefaultCell = "default"
 
-// Capacity is what one host of each role sustains. The defaults were
-// measured on the development machine (BENCHMARKS.md); a fleet on other
-// hardware measures its own and sets them.
+// Capacity is what one host of each role sustains. The defaults are what
+// `make bench-fleet` finds; a fleet on other hardware runs it and sets its
+// own.
 type Capacity struct {
 	// ChecksPerProber is the most probed checks a prober runs. In a fleet
 	// it is also the number of entries of every result frame, so a frame
@@ -36,12 +36,12 @@ type Capacity struct {
 	EdgesPerAggregator int
 }
 
-// The default capacities are what BENCHMARKS.md measured on the 2-CPU
-// development machine ("The fleet over NATS"; docs/fleet.md, "Cells and
-// capacity"): 50,000 TCP checks every 10 s kept a prober's results on time
-// and 75,000 did not; 40 probers of 65,536-entry frames kept up and 50 did
-// not, so the aggregator's is 40 × 65,536 entries; 1,600 edges took every
-// table from one aggregator with its embedded server on one CPU.
+// The default capacities, from the "Checks per prober", "Probers per
+// aggregator" and "Edges per aggregator" tables of `make bench-fleet`
+// (docs/fleet.md): a prober keeps 50,000 TCP checks every 10 s on time;
+// an aggregator keeps up with 40 probers' frames of 65,536 entries, so
+// its bound is 40 × 65,536 entries; and one aggregator, its NATS server
+// embedded, sends every table to 1,600 edges.
 const (
 	DefaultChecksPerProber            = 50000
 	DefaultCheckerChecksPerAggregator = 40 * 65536
@@ -113,7 +113,7 @@ const maxCellName = 32
 
 // cells validates cluster.cells and cluster.capacity, gives every check
 // its cell, and, in a fleet, refuses a cell that holds more than its
-// probers and aggregators were measured to sustain.
+// probers and aggregators sustain (Capacity).
 func (v *validator) cells() {
 	cl := &v.c.Cluster
 	if len(cl.Cells) == 0 {

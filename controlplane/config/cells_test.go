@@ -7,8 +7,7 @@ import (
 )
 
 // TestCellsDefault: without cluster.cells there is one cell, "default",
-// every check is in it, and the capacities are those measured on the
-// development machine (BENCHMARKS.md, "The fleet over NATS").
+// every check is in it, and the capacities are the defaults.
 func TestCellsDefault(t *testing.T) {
 	c, err := load(t, base+"health_checks:\n  h: {type: tcp, port: 22}\n")
 	if err != nil {

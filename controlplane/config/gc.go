@@ -14,11 +14,11 @@ import (
 // releases the pages, and for as long as the process lives its per-push
 // garbage (an aggregator's: the NATS client's copy of every chunk) lands
 // in them and faults them back in while the scavenger releases others, so
-// every push costs more after a larger peak (BENCHMARKS.md, "Per push,
-// over NATS: constancy"). At a quarter of the percent the heap peaks at
-// about 1.25 times the tree, for more collections during the load. Loads
-// may run at once (a reload while a revision arrives): the first lowers
-// the percent, the last restores it.
+// every push costs more after a larger peak (`make bench-fleet`, "Per
+// push, over NATS"). At a quarter of the percent the heap peaks at about
+// 1.25 times the tree, for more collections during the load. Loads may
+// run at once (a reload while a revision arrives): the first lowers the
+// percent, the last restores it.
 var loadGC struct {
 	sync.Mutex
 	loads int
