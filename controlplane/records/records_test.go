@@ -185,7 +185,7 @@ func (allUp) Open(uint8) bool { return false }
 // lends, so the fallback's loop, which lends the same room to every query,
 // allocates nothing for them, nor for the pick's order.
 func TestSelectIntoRoom(t *testing.T) {
-	// Without regions: steering is the geo table's, measured elsewhere.
+	// Without regions: steering is the geo table's, tested elsewhere.
 	c, err := compile(t, strings.Replace(cfgText, ", region: eu", "", 1))
 	if err != nil {
 		t.Fatal(err)
