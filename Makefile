@@ -27,9 +27,11 @@ build:
 	$(GO) build -o $(BIN) ./cmd/steadydns
 	$(GO) build -o $(BENCH) ./cmd/steadydns-bench
 
-# Regenerates the committed bpf2go output; needs clang-19 and libbpf-dev.
+# Regenerates the committed bpf2go output of every package with a
+# go:generate line (bpf/, bench/xdpprog/, the selection's test harness);
+# needs clang-19 and libbpf-dev.
 generate:
-	$(GO) generate ./bpf/...
+	$(GO) generate ./...
 
 deps:
 	@scripts/deps.sh

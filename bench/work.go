@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
-	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/bench/xdpprog"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -342,8 +342,8 @@ func (r *rig) interleavedRun(o *loader.Objects, frames [][]byte) ([]float64, err
 
 // loadReflector loads the bare reflector for BPF_PROG_RUN.
 func loadReflector() (*ebpf.Program, func(), error) {
-	var objs bpf.ReflectorObjects
-	if err := bpf.LoadReflectorObjects(&objs, nil); err != nil {
+	var objs xdpprog.ReflectorObjects
+	if err := xdpprog.LoadReflectorObjects(&objs, nil); err != nil {
 		return nil, nil, fmt.Errorf("loading the reflector: %w", err)
 	}
 	return objs.Reflector, func() { objs.Close() }, nil

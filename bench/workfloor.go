@@ -7,7 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/bench/xdpprog"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -64,11 +64,11 @@ var floorStages = []struct {
 	name string
 	spec func() (*ebpf.CollectionSpec, error)
 }{
-	{"parse", bpf.LoadStageParse},
-	{"hash", bpf.LoadStageHash},
-	{"lookup", bpf.LoadStageLookup},
-	{"select", bpf.LoadStageSelect},
-	{"grow", bpf.LoadStageGrow},
+	{"parse", xdpprog.LoadStageParse},
+	{"hash", xdpprog.LoadStageHash},
+	{"lookup", xdpprog.LoadStageLookup},
+	{"select", xdpprog.LoadStageSelect},
+	{"grow", xdpprog.LoadStageGrow},
 }
 
 // floorPrograms loads, once per pair of rounds, this build's program onto
@@ -105,7 +105,7 @@ func floorPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][
 // loadFloor loads the table floor onto o's record table, its live size
 // and its hot index: the same maps the program reads.
 func loadFloor(o *loader.Objects) (*ebpf.Program, error) {
-	spec, err := bpf.LoadFloor()
+	spec, err := xdpprog.LoadTableRead()
 	if err != nil {
 		return nil, fmt.Errorf("reading the table floor: %w", err)
 	}
@@ -117,11 +117,11 @@ func loadFloor(o *loader.Objects) (*ebpf.Program, error) {
 		}
 		ms.MaxEntries = m.MaxEntries()
 	}
-	var objs bpf.FloorPrograms
+	var objs xdpprog.TableReadPrograms
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: maps}); err != nil {
 		return nil, fmt.Errorf("loading the table floor: %w", err)
 	}
-	return objs.TableFloor, nil
+	return objs.TableRead, nil
 }
 
 // loadStage loads stage build i (floorStages) onto o's maps.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The record table's maps, apart from the other maps (maps.h includes
- * them) so that the table floor (floor.c) reads the same table with the
- * same definitions. */
+ * them) so that the benchmark's table read (bench/xdpprog/tableread.c)
+ * reads the same table with the same definitions. */
 #ifndef STEADYDNS_RECORDS_H
 #define STEADYDNS_RECORDS_H
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The bare reflector's two halves, shared by reflector.c and floor.c: find
- * a UDP datagram to port 53, then send it back with addresses and ports
- * swapped and QR set. It does nothing else a DNS server must do. */
+/* The bare reflector's two halves, shared by the benchmark's programs
+ * (bench/xdpprog) and the stage builds of steadydns.c: find a UDP
+ * datagram to port 53, then send it back with addresses and ports swapped
+ * and QR set. It does nothing else a DNS server must do. */
 #ifndef STEADYDNS_REFLECT_H
 #define STEADYDNS_REFLECT_H
 

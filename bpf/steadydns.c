@@ -21,9 +21,9 @@
 #include "nsid.h"
 #include "rrl.h"
 
-/* Stage builds: the benchmark's breakdown by stage (bench/workfloor.go)
- * measures the program cut after each stage, compiled from this file
- * with STAGE defined (bpf/gen.go's Stage* objects). A cut program
+/* Stage builds: the benchmark's breakdown by stage measures the program
+ * cut after each stage, compiled from this file with STAGE defined
+ * (bench/xdpprog's Stage* objects). A cut program
  * returns the query to its client as the bare reflector does (reflect.h),
  * the reply waiting for a value the stage produced, and does nothing
  * after the stage. Each stage includes the ones before it, so what a
@@ -42,7 +42,7 @@ static __always_inline int stage_send(struct xdp_md *ctx, __u64 v)
 	struct reflection r;
 	if (reflect_find(ctx, &r))
 		return XDP_PASS;
-	/* v ANDed with a 0 clang cannot see, as in floor.c. */
+	/* v ANDed with a 0 clang cannot see, as in bench/xdpprog/tableread.c. */
 	__u64 none = 0;
 	asm volatile("" : "+r"(none));
 	return reflect_send(&r, (__u16)(v & none));

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/bench/xdpprog"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/net/icmp"
@@ -292,8 +292,8 @@ func TestFleet(t *testing.T) {
 // its XDP_TX replies reach the client only once AttachPass has put a program
 // on e1's switch port.
 func testFleetXDP(t *testing.T, f *Fleet) {
-	var refl bpf.ReflectorObjects
-	if err := bpf.LoadReflectorObjects(&refl, nil); err != nil {
+	var refl xdpprog.ReflectorObjects
+	if err := xdpprog.LoadReflectorObjects(&refl, nil); err != nil {
 		t.Skipf("SKIPPING: cannot load the reflector, BPF unavailable? %v", err)
 	}
 	defer refl.Close()

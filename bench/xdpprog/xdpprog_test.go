@@ -1,4 +1,4 @@
-package bpf_test
+package xdpprog_test
 
 import (
 	"net/netip"
@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
+	"github.com/steadydns/steadydns/bench/xdpprog"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
@@ -20,8 +21,8 @@ func reflector(t *testing.T) *ebpf.Program {
 	if os.Geteuid() != 0 {
 		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
 	}
-	var objs bpf.ReflectorObjects
-	if err := bpf.LoadReflectorObjects(&objs, nil); err != nil {
+	var objs xdpprog.ReflectorObjects
+	if err := xdpprog.LoadReflectorObjects(&objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { objs.Close() })
@@ -52,13 +53,13 @@ func TestReflector(t *testing.T) {
 	}
 }
 
-// The table floor is the reflector plus one read of the record table: its
+// The table read is the reflector plus one read of the record table: its
 // reply must be the reflector's, byte for byte, whatever the slot holds,
 // and a query too short for its hash goes to the stack as the reflector
 // would not.
-func TestTableFloor(t *testing.T) {
+func TestTableRead(t *testing.T) {
 	refl := reflector(t)
-	spec, err := bpf.LoadFloor()
+	spec, err := xdpprog.LoadTableRead()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,33 +69,33 @@ func TestTableFloor(t *testing.T) {
 	}
 	spec.Maps["records"].MaxEntries = 1024
 	spec.Maps["rec_tags"].MaxEntries = 1024
-	var floor bpf.FloorObjects
-	if err := spec.LoadAndAssign(&floor, nil); err != nil {
+	var tr xdpprog.TableReadObjects
+	if err := spec.LoadAndAssign(&tr, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer floor.Close()
-	if err := floor.RecBits.Put(uint32(0), uint32(10)); err != nil {
+	defer tr.Close()
+	if err := tr.RecBits.Put(uint32(0), uint32(10)); err != nil {
 		t.Fatal(err)
 	}
 	// Every slot holds a set, so the read finds one wherever it lands.
 	var slot bpf.SteadydnsRecSlot
 	slot.State, slot.Hash = uint8(bpf.SteadydnsSlotStateSLOT_USED), ^uint64(0)
 	for i := range uint32(1024) {
-		if err := floor.Records.Put(i, &slot); err != nil {
+		if err := tr.Records.Put(i, &slot); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, v6 := range []bool{false, true} {
 		for _, name := range []string{"www.example.test.", "n1.bench.test.", "a-much-longer-name.of.several.labels.test."} {
 			data := packet.Build(frame(v6, query(name, dns.TypeAAAA, nil), packet.Full))
-			rr, want := runProgram(t, refl, data)
-			fr, got := runProgram(t, floor.TableFloor, data)
-			if rr != 3 || fr != 3 || string(got) != string(want) {
-				t.Errorf("v6=%v %s: floor %d, reflector %d; replies equal: %v", v6, name, fr, rr, string(got) == string(want))
+			reflRet, want := runProgram(t, refl, data)
+			readRet, got := runProgram(t, tr.TableRead, data)
+			if reflRet != 3 || readRet != 3 || string(got) != string(want) {
+				t.Errorf("v6=%v %s: table read %d, reflector %d; replies equal: %v", v6, name, readRet, reflRet, string(got) == string(want))
 			}
 		}
-		// "." makes a question of 5 bytes: the floor hashes 16.
-		if ret, _ := runProgram(t, floor.TableFloor, packet.Build(frame(v6, query(".", dns.TypeA, nil), packet.Full))); ret != 2 {
+		// "." makes a question of 5 bytes: the table read hashes 16.
+		if ret, _ := runProgram(t, tr.TableRead, packet.Build(frame(v6, query(".", dns.TypeA, nil), packet.Full))); ret != 2 {
 			t.Errorf("v6=%v: a question shorter than 16 bytes got action %d, want XDP_PASS", v6, ret)
 		}
 	}
@@ -117,11 +118,11 @@ func TestStageBuilds(t *testing.T) {
 		lookup bool // the stage looks the name up
 		grows  bool // the stage grows the frame by the answers
 	}{
-		{"parse", bpf.LoadStageParse, false, false},
-		{"hash", bpf.LoadStageHash, false, false},
-		{"lookup", bpf.LoadStageLookup, true, false},
-		{"select", bpf.LoadStageSelect, true, false},
-		{"grow", bpf.LoadStageGrow, true, true},
+		{"parse", xdpprog.LoadStageParse, false, false},
+		{"hash", xdpprog.LoadStageHash, false, false},
+		{"lookup", xdpprog.LoadStageLookup, true, false},
+		{"select", xdpprog.LoadStageSelect, true, false},
+		{"grow", xdpprog.LoadStageGrow, true, true},
 	}
 	for _, st := range stages {
 		spec, err := st.spec()

@@ -1,7 +1,7 @@
 //go:build ignore
 
 // SPDX-License-Identifier: GPL-2.0
-/* The benchmark's ceiling: a bare XDP reflector (reflect.h). */
+/* The benchmark's ceiling: a bare XDP reflector (bpf/reflect.h). */
 #include "reflect.h"
 
 SEC("xdp")
