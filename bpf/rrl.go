@@ -3,8 +3,9 @@ package bpf
 import "sync/atomic"
 
 // The rules of rrl.h in Go, for the fallback, which charges its replies in
-// the same table through the loader's memory mapping. bpf/twin runs the C
-// functions under BPF_PROG_RUN, and its tests hold these equal to them.
+// the same table through the loader's memory mapping.
+// controlplane/selection/xdprules runs the C functions under BPF_PROG_RUN,
+// and its tests hold these equal to them.
 
 const (
 	rrlHashMul   = 0x9E3779B97F4A7C15 // RRL_HASH_MUL

@@ -194,7 +194,8 @@ static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64
 
 /* rrl_tick keeps the clock: it writes the boot clock and fires again in
  * RRL_TICK_NS, for as long as the map lives. Unused in a program that
- * includes this header for its rules alone (bpf/twin). */
+ * includes this header for its rules alone
+ * (controlplane/selection/xdprules). */
 static __attribute__((unused)) int rrl_tick(void *map, __u32 *key, struct rrl_clock *c)
 {
 	c->now = bpf_ktime_get_boot_ns();

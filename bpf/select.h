@@ -4,7 +4,7 @@
  * at the end, so a record failing open costs what a healthy one costs.
  * controlplane/selection has the same rules in Go, with a set per rank
  * where this file keeps bitmasks; its tests run this very code through
- * bpf/twin and require equal answers. */
+ * controlplane/selection/xdprules and require equal answers. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -101,7 +101,7 @@ static __always_inline __u32 weighted_member(const struct rrset *rr,
 /* table_old reports whether a table is older than its stale_after at now,
  * CLOCK_BOOTTIME, the clock the control plane stamps arrival with. The
  * stale timer applies it and sets stale_mark; the subtraction wraps like
- * the Go twin's (selection.Open), so both agree on any input. */
+ * the Go copy's (selection.Open), so both agree on any input. */
 static __always_inline __u32 table_old(const struct table_meta *tm, __u64 now)
 {
 	return tm->stale_after_ns && now - tm->arrived_ns > tm->stale_after_ns;
@@ -170,7 +170,7 @@ static __always_inline void pick_answer(struct scratch *s, const struct rrset *r
 }
 
 /* health_bit is entry idx's state in the bitmap, 1 while up. An index
- * past the bitmap is down, as the Go twin has it; the bitmap's words past
+ * past the bitmap is down, as the Go copy has it; the bitmap's words past
  * the table's entries are zero. */
 static __always_inline __u32 health_bit(const __u64 *bits, __u32 wmask, __u32 idx)
 {

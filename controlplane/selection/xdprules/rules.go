@@ -1,12 +1,14 @@
-// Package twin runs the XDP program's answer selection on its own, under
-// BPF_PROG_RUN, so that tests can hold controlplane/selection equal to it.
+// Package xdprules runs the XDP program's rules on their own, under
+// BPF_PROG_RUN, so that tests can hold their Go copies equal to them: the
+// answer selection (controlplane/selection) and rate limiting (bpf/rrl.go).
 //
-// The program in twin.c includes bpf/select.h and calls the functions the
-// XDP program calls: table_open, select_answers and answer_ttl. The inputs
-// the XDP program takes from the query, the maps and the clock travel in
-// the test packet instead; the health table is the harness's own health
-// map. Only tests import this package, so the server never embeds it.
-package twin
+// The program in rules.c includes bpf/select.h and bpf/rrl.h and calls the
+// functions the XDP program calls: table_open, select_answers and
+// answer_ttl, rrl_hash and rrl_charge. The inputs the XDP program takes
+// from the query, the maps and the clock travel in the test packet
+// instead; the health table is the harness's own health map. Only tests
+// import this package, so the server never embeds it.
+package xdprules
 
 import (
 	"encoding/binary"
@@ -28,7 +30,7 @@ const xdpPass = 2
 
 // Harness is the loaded program and its health table.
 type Harness struct {
-	objs  TwinObjects
+	objs  RulesObjects
 	mem   *ebpf.Memory
 	table []byte
 }
@@ -58,21 +60,21 @@ type Result struct {
 	Draw     uint32              // query_draw of Input's Port, ID and Hash
 }
 
-// loadSpec reads the twin's collection spec, its maps unpinned: they come
-// from the XDP program's header, which pins them, and the twin's are
+// loadSpec reads the program's collection spec, its maps unpinned: they come
+// from the XDP program's header, which pins them, and the harness's are
 // private and must not meet a running server's. The generated specs point
 // into the collection spec, so what is set through them is what loads.
-func loadSpec() (*ebpf.CollectionSpec, *TwinSpecs, error) {
-	spec, err := LoadTwin()
+func loadSpec() (*ebpf.CollectionSpec, *RulesSpecs, error) {
+	spec, err := LoadRules()
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the twin's spec: %w", err)
+		return nil, nil, fmt.Errorf("reading the rules' spec: %w", err)
 	}
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
-	var specs TwinSpecs
+	var specs RulesSpecs
 	if err := spec.Assign(&specs); err != nil {
-		return nil, nil, fmt.Errorf("reading the twin's spec: %w", err)
+		return nil, nil, fmt.Errorf("reading the rules' spec: %w", err)
 	}
 	return spec, &specs, nil
 }
@@ -93,12 +95,12 @@ func Load() (*Harness, error) {
 	// layout and one stride for both.
 	h := &Harness{table: make([]byte, healthtable.Bytes(HealthEntries))}
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
-		return nil, fmt.Errorf("loading the twin: %w", err)
+		return nil, fmt.Errorf("loading the rules: %w", err)
 	}
 	mem, err := h.objs.HealthBits.Memory()
 	if err != nil {
 		h.objs.Close()
-		return nil, fmt.Errorf("mapping the twin's health bitmap: %w", err)
+		return nil, fmt.Errorf("mapping the health bitmap: %w", err)
 	}
 	h.mem = mem
 	return h, nil
@@ -110,17 +112,17 @@ func (h *Harness) Close() error { return h.objs.Close() }
 // Select runs one selection through the program.
 func (h *Harness) Select(in Input) (Result, error) {
 	if len(in.Up) > HealthEntries {
-		return Result{}, fmt.Errorf("writing the twin's health table: %d entries, room for %d", len(in.Up), HealthEntries)
+		return Result{}, fmt.Errorf("writing the health table: %d entries, room for %d", len(in.Up), HealthEntries)
 	}
 	clear(h.table)
 	for i, up := range in.Up {
 		healthtable.Put(h.table, uint32(i), up, 0)
 	}
 	if _, err := h.mem.WriteAt(healthtable.Bits(h.table), 0); err != nil {
-		return Result{}, fmt.Errorf("writing the twin's health table: %w", err)
+		return Result{}, fmt.Errorf("writing the health table: %w", err)
 	}
 
-	var ti TwinInput
+	var ti RulesInput
 	if err := recode(&ti.Meta, &in.Meta); err != nil {
 		return Result{}, err
 	}
@@ -132,8 +134,8 @@ func (h *Harness) Select(in Input) (Result, error) {
 	}
 	ti.Now, ti.Rnd, ti.Turn = in.Now, in.Rnd, in.Turn
 	ti.Port, ti.Id, ti.Hash = in.Port, in.ID, in.Hash
-	var out TwinOutput
-	if err := run(h.objs.Twin, &ti, &out); err != nil {
+	var out RulesOutput
+	if err := run(h.objs.RunSelect, &ti, &out); err != nil {
 		return Result{}, err
 	}
 	r := Result{Action: bpf.SteadydnsAction(out.Pick.Action), Degraded: out.Pick.Degraded != 0, TTL: out.Ttl, Open: out.Open != 0, Draw: out.Draw}
@@ -143,26 +145,26 @@ func (h *Harness) Select(in Input) (Result, error) {
 	return r, nil
 }
 
-// recode copies a value of a bpf type into the twin's copy of the same C
+// recode copies a value of a bpf type into this package's copy of the same C
 // type: bpf2go gives each package its own Go type, and the bytes agree.
-// run passes in to a twin program as its packet and decodes what the
+// run passes in to one of the programs as its packet and decodes what the
 // program wrote over it into out. The program returns XDP_PASS once it
 // has written its output; anything else means it did not.
 func run(p *ebpf.Program, in, out any) error {
 	pkt, err := binary.Append(nil, binary.LittleEndian, in)
 	if err != nil {
-		return fmt.Errorf("encoding the twin's input: %w", err)
+		return fmt.Errorf("encoding the input: %w", err)
 	}
 	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt))}
 	ret, err := p.Run(opts)
 	if err != nil {
-		return fmt.Errorf("running the twin: %w", err)
+		return fmt.Errorf("running the program: %w", err)
 	}
 	if ret != xdpPass {
-		return fmt.Errorf("running the twin: it returned %d, not XDP_PASS", ret)
+		return fmt.Errorf("running the program: it returned %d, not XDP_PASS", ret)
 	}
 	if _, err := binary.Decode(opts.DataOut, binary.LittleEndian, out); err != nil {
-		return fmt.Errorf("decoding the twin's output: %w", err)
+		return fmt.Errorf("decoding the output: %w", err)
 	}
 	return nil
 }
@@ -170,14 +172,14 @@ func run(p *ebpf.Program, in, out any) error {
 func recode(dst, src any) error {
 	b, err := binary.Append(nil, binary.LittleEndian, src)
 	if err != nil {
-		return fmt.Errorf("encoding %T for the twin: %w", src, err)
+		return fmt.Errorf("encoding %T for the harness: %w", src, err)
 	}
 	n, err := binary.Decode(b, binary.LittleEndian, dst)
 	if err != nil {
-		return fmt.Errorf("decoding %T as the twin's: %w", src, err)
+		return fmt.Errorf("decoding %T as the harness's: %w", src, err)
 	}
 	if n != len(b) {
-		return fmt.Errorf("decoding %T as the twin's: %d of %d bytes", src, n, len(b))
+		return fmt.Errorf("decoding %T as the harness's: %d of %d bytes", src, n, len(b))
 	}
 	return nil
 }
@@ -185,7 +187,7 @@ func recode(dst, src any) error {
 // RRLHarness is the program loaded with one rule of rate limiting: what
 // rrl_charge reads from its load-time constants.
 type RRLHarness struct {
-	objs TwinObjects
+	objs RulesObjects
 }
 
 // RRLCharge is one charge as the program makes it.
@@ -215,7 +217,7 @@ func LoadRRL(rule bpf.RRLRule) (*RRLHarness, error) {
 	}
 	h := &RRLHarness{}
 	if err := spec.LoadAndAssign(&h.objs, nil); err != nil {
-		return nil, fmt.Errorf("loading the twin: %w", err)
+		return nil, fmt.Errorf("loading the rules: %w", err)
 	}
 	return h, nil
 }
@@ -226,7 +228,7 @@ func (h *RRLHarness) Close() error { return h.objs.Close() }
 // Charge hashes the key (seed, client, v6, resp) with rrl_hash and
 // charges a reply to it in set at now with rrl_charge.
 func (h *RRLHarness) Charge(set bpf.SteadydnsRrlSet, seed, client uint64, v6 bool, resp, now uint64) (RRLCharge, error) {
-	var in TwinRrlInput
+	var in RulesRrlInput
 	if err := recode(&in.Set, &set); err != nil {
 		return RRLCharge{}, err
 	}
@@ -234,8 +236,8 @@ func (h *RRLHarness) Charge(set bpf.SteadydnsRrlSet, seed, client uint64, v6 boo
 	if v6 {
 		in.V6 = 1
 	}
-	var out TwinRrlOutput
-	if err := run(h.objs.RrlTwin, &in, &out); err != nil {
+	var out RulesRrlOutput
+	if err := run(h.objs.RunRrl, &in, &out); err != nil {
 		return RRLCharge{}, err
 	}
 	c := RRLCharge{Hash: out.Hash, Verdict: bpf.SteadydnsRrlVerdict(out.Verdict)}

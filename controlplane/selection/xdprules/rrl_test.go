@@ -1,4 +1,4 @@
-package twin_test
+package xdprules_test
 
 import (
 	"math/rand/v2"
@@ -7,17 +7,17 @@ import (
 	"time"
 
 	"github.com/steadydns/steadydns/bpf"
-	"github.com/steadydns/steadydns/bpf/twin"
+	"github.com/steadydns/steadydns/controlplane/selection/xdprules"
 )
 
-// TestRRLTwin: the fallback's rules of rate limiting (bpf.RRLHash,
+// TestRRLMatchesXDP: the fallback's rules of rate limiting (bpf.RRLHash,
 // bpf.RRLRule.Charge) are the program's (rrl_hash, rrl_charge): from the
 // same set, every charge of a random sequence gives the same hash,
 // verdict and set after, for rules with and without slip. The sequences
 // share one set among more keys than it has ways, so that keys are added,
 // found and replaced, and their clocks jump, burst and idle past the
 // window.
-func TestRRLTwin(t *testing.T) {
+func TestRRLMatchesXDP(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
 	}
@@ -31,7 +31,7 @@ func TestRRLTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 4))
 	verdicts := map[bpf.SteadydnsRrlVerdict]int{}
 	for _, rule := range rules {
-		h, err := twin.LoadRRL(rule)
+		h, err := xdprules.LoadRRL(rule)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,20 +1,19 @@
 //go:build ignore
 
 // SPDX-License-Identifier: GPL-2.0
-/* twin: the XDP program's selection on its own, for tests. It runs the
- * very functions the program runs (table_old, table_open, query_draw,
- * select_answers, answer_ttl)
- * on inputs carried in the test packet instead of a parsed query, and
- * writes the outcome back over the packet; and, in rrl_twin, the rules of
- * rate limiting (rrl_hash, rrl_charge) on one set. The server never loads
- * it. */
+/* The XDP program's rules on their own, for tests. run_select runs the
+ * very functions the program runs once it has found a record set
+ * (table_old, table_open, query_draw, select_answers, answer_ttl) on
+ * inputs carried in the test packet instead of a parsed query, and writes
+ * the outcome back over the packet; run_rrl runs the rules of rate
+ * limiting (rrl_hash, rrl_charge) on one set. The server never loads it. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#include "../types.h"
-#include "../maps.h"
-#include "../select.h"
-#include "../rrl.h"
+#include "types.h"
+#include "maps.h"
+#include "select.h"
+#include "rrl.h"
 
 /* One selection's inputs, as the packet carries them. The health table is
  * the health map, which the test writes through its memory mapping. */
@@ -53,7 +52,7 @@ struct {
 const struct output output_anchor __attribute__((unused));
 
 SEC("xdp")
-int twin(struct xdp_md *ctx)
+int run_select(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	struct input *in = bpf_map_lookup_elem(&inputs, &zero);
@@ -118,7 +117,7 @@ struct {
 const struct rrl_output rrl_output_anchor __attribute__((unused));
 
 SEC("xdp")
-int rrl_twin(struct xdp_md *ctx)
+int run_rrl(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	struct rrl_input *in = bpf_map_lookup_elem(&rrl_inputs, &zero);

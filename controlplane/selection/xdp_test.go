@@ -9,17 +9,17 @@ import (
 	"testing"
 
 	"github.com/steadydns/steadydns/bpf"
-	"github.com/steadydns/steadydns/bpf/twin"
 	"github.com/steadydns/steadydns/controlplane/selection"
+	"github.com/steadydns/steadydns/controlplane/selection/xdprules"
 )
 
 // harness loads the XDP program's selection for BPF_PROG_RUN.
-func harness(t testing.TB) *twin.Harness {
+func harness(t testing.TB) *xdprules.Harness {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("running the xdp selection under BPF_PROG_RUN needs root (running as uid %d)", os.Geteuid())
 	}
-	h, err := twin.Load()
+	h, err := xdprules.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func (o outcome) diff(p outcome) string {
 }
 
 // input is one selection's inputs.
-type input twin.Input
+type input xdprules.Input
 
 // goSide is the fallback's answer: the open rule, Select and the TTL.
 func (in input) goSide() outcome {
@@ -83,9 +83,9 @@ func (in input) goSide() outcome {
 }
 
 // xdpSide is the XDP program's answer, from its own code.
-func (in input) xdpSide(t testing.TB, h *twin.Harness) outcome {
+func (in input) xdpSide(t testing.TB, h *xdprules.Harness) outcome {
 	t.Helper()
-	r, err := h.Select(twin.Input(in))
+	r, err := h.Select(xdprules.Input(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func (in input) String() string {
 
 // same runs in on both sides, fails with the inputs when they differ in
 // any field, and returns the common outcome.
-func same(t testing.TB, h *twin.Harness, in input) outcome {
+func same(t testing.TB, h *xdprules.Harness, in input) outcome {
 	t.Helper()
 	x, g := in.xdpSide(t, h), in.goSide()
 	if !x.equal(g) {
@@ -169,7 +169,7 @@ func randomInput(rng *rand.Rand) input {
 		c := &s.Cand[i]
 		c.Check = uint32(rng.IntN(checks))
 		if rng.IntN(20) == 0 {
-			c.Check = uint32(twin.HealthEntries + rng.IntN(100)) // no entry: down
+			c.Check = uint32(xdprules.HealthEntries + rng.IntN(100)) // no entry: down
 		}
 		c.Weight = uint8(rng.IntN(256))
 		if rng.IntN(4) == 0 {
@@ -190,7 +190,7 @@ func randomInput(rng *rand.Rand) input {
 	}
 	// How healthy the table is: all down and all up come often.
 	p := []float64{0, 0.25, 0.5, 0.75, 1}[rng.IntN(5)]
-	up := make([]bool, checks+rng.IntN(twin.HealthEntries-checks+1))
+	up := make([]bool, checks+rng.IntN(xdprules.HealthEntries-checks+1))
 	for i := range up {
 		up[i] = rng.Float64() < p
 	}
@@ -229,10 +229,10 @@ func randomInput(rng *rand.Rand) input {
 	return in
 }
 
-// TestTwinRandom: on 20,000 random inputs the fallback's selection gives
+// TestXDPRandom: on 20,000 random inputs the fallback's selection gives
 // exactly what the XDP program's own code gives: the action, the answers in
 // order, the TTL, the degraded flag and the open rule.
-func TestTwinRandom(t *testing.T) {
+func TestXDPRandom(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(9, 20))
 	actions := map[selection.Action]int{}
@@ -248,10 +248,10 @@ func TestTwinRandom(t *testing.T) {
 	}
 }
 
-// TestTwinEveryHealthCombination: sets that use every feature at once, one
+// TestXDPEveryHealthCombination: sets that use every feature at once, one
 // check per candidate, under all 2^K tables, every policy and every
 // when_all_down, with and without min_healthy and geo.
-func TestTwinEveryHealthCombination(t *testing.T) {
+func TestXDPEveryHealthCombination(t *testing.T) {
 	h := harness(t)
 	k := int(selection.K)
 	var order bpf.SteadydnsGeoOrder
@@ -286,17 +286,17 @@ func TestTwinEveryHealthCombination(t *testing.T) {
 	}
 }
 
-// TestDrawTwin holds Draw to query_draw, the program's random draw from a
+// TestDrawXDP holds Draw to query_draw, the program's random draw from a
 // query's port, ID and name hash, on random inputs and at the edges, and
 // checks that the draws spread: a rule that ignored an input would repeat.
-func TestDrawTwin(t *testing.T) {
+func TestDrawXDP(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(13, 17))
 	set := &bpf.SteadydnsRrset{N: 1, MaxAnswers: 1}
 	seen := map[uint32]bool{}
-	edges := []twin.Input{{}, {Port: 0xffff, ID: 0xffff, Hash: ^uint64(0)}, {Port: 1}, {ID: 1}, {Hash: 1}}
+	edges := []xdprules.Input{{}, {Port: 0xffff, ID: 0xffff, Hash: ^uint64(0)}, {Port: 1}, {ID: 1}, {Hash: 1}}
 	for i := range 500 {
-		in := twin.Input{Set: set, Meta: fresh, Port: uint16(rng.Uint32()), ID: uint16(rng.Uint32()), Hash: rng.Uint64()}
+		in := xdprules.Input{Set: set, Meta: fresh, Port: uint16(rng.Uint32()), ID: uint16(rng.Uint32()), Hash: rng.Uint64()}
 		if i < len(edges) {
 			in.Port, in.ID, in.Hash = edges[i].Port, edges[i].ID, edges[i].Hash
 		}
@@ -314,10 +314,10 @@ func TestDrawTwin(t *testing.T) {
 	}
 }
 
-// TestTwinStatic: a zone file's sets, flagged RR_STATIC, which the program
+// TestXDPStatic: a zone file's sets, flagged RR_STATIC, which the program
 // answers without the selection's scan, answer as the general rules do at
 // every health level, table state and draw: every candidate, in order.
-func TestTwinStatic(t *testing.T) {
+func TestXDPStatic(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(21, 5))
 	for range 2_000 {
@@ -328,7 +328,7 @@ func TestTwinStatic(t *testing.T) {
 			s.Cand[i].Addr[0], s.Cand[i].Addr[1], s.Cand[i].Addr[2], s.Cand[i].Addr[3] = 198, 18, 6, byte(i+1)
 		}
 		// Entry 0 is always up, as the loader keeps it; the rest at random.
-		up := make([]bool, 1+rng.IntN(twin.HealthEntries))
+		up := make([]bool, 1+rng.IntN(xdprules.HealthEntries))
 		up[0] = true
 		for i := 1; i < len(up); i++ {
 			up[i] = rng.IntN(2) == 0

@@ -1,3 +1,0 @@
-package twin
-
-//go:generate go tool bpf2go -target bpfel -cc clang-19 -cflags "-O2 -g -Wall -Werror" -tags linux -no-global-types -type input -type output -type rrl_input -type rrl_output Twin twin.c -- -I/usr/include/x86_64-linux-gnu
