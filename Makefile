@@ -50,7 +50,7 @@ FUZZTIME  ?= 30s
 FUZZFLAGS ?=
 FUZZ := ./bpf:FuzzXDP ./controlplane/fallback:FuzzServeUDP ./controlplane/fallback:FuzzFastPath ./controlplane/config:FuzzParse \
 	./controlplane/zone:FuzzLoad ./prober:FuzzDecode ./controlplane/health:FuzzIngestFrame \
-	./controlplane/daemon:FuzzMergeTable ./controlplane/daemon:FuzzDecodeState \
+	./controlplane/edge:FuzzMergeTable ./controlplane/transport:FuzzDecodeState \
 	./controlplane/transport:FuzzReassemble
 
 fuzz: deps

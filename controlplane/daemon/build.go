@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"net"
 	"net/netip"
 
@@ -159,6 +160,18 @@ func (p *Plan) Probes() map[string]prober.Probe {
 		}
 	}
 	return out
+}
+
+// entryCells yields each check's entry in the table and its cell: the
+// entries an edge's merger takes from each cell's tables.
+func (p *Plan) entryCells() iter.Seq2[uint32, string] {
+	return func(yield func(uint32, string) bool) {
+		for k := range p.Index.Len() {
+			if !yield(p.Index.EntryOf(k), p.Config.Checks.Cell(k)) {
+				return
+			}
+		}
+	}
 }
 
 // probeSpec is what the prober needs of c, as loadOptions is what the

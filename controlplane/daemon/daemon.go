@@ -146,7 +146,7 @@ func (d *Daemon) start(opts Options) error {
 			return err
 		}
 		if d.fleet != nil {
-			d.fleet.merge = newMerger(followTimeout(cfg), cfg.Aggregation.TableSize)
+			d.fleet.merge = edge.NewMerger(followTimeout(cfg), cfg.Aggregation.TableSize)
 		}
 	}
 	if id.has(config.RoleAggregator) {
@@ -341,7 +341,7 @@ func (d *Daemon) subscribeFleet(cfg *config.Config, host string) error {
 	if d.table != nil {
 		err := d.subscribe(transport.KindTable, transport.AllCells, func(m transport.Message) {
 			stale := uint64(d.plan.Load().Config.Aggregation.StaleAfter)
-			err := d.fleet.merge.take(m, time.Now(), func(table []byte, version, arrivedNs uint64) error {
+			err := d.fleet.merge.Take(m.Cell, m.Sender, m.Slot, m.Payload, time.Now(), func(table []byte, version, arrivedNs uint64) error {
 				return d.table.WriteHealthAt(table, version, m.Hash, stale, arrivedNs)
 			})
 			if err != nil {
@@ -523,7 +523,7 @@ func (d *Daemon) apply(p *Plan) error {
 		}
 	}
 	if d.fleet != nil && d.fleet.merge != nil {
-		d.fleet.merge.configure(p)
+		d.fleet.merge.Configure(p.Config.CellNames(), p.entryCells())
 	}
 	if d.objs != nil {
 		if err := d.applyEdge(p); err != nil {
@@ -758,7 +758,7 @@ func (d *Daemon) Statuses() []health.Status {
 		return out
 	}
 	cold := d.table.Meta().Cold
-	following := d.fleet.merge.following()
+	following := d.fleet.merge.Following()
 	checks := &p.Config.Checks
 	for k := range checks.Len() {
 		c := checks.Check(k)
@@ -825,7 +825,7 @@ func (d *Daemon) Fleet() api.FleetView {
 		v.Cell = f.cell
 	}
 	if f.merge != nil {
-		v.FollowingCells, v.Switches = f.merge.following(), f.merge.switches()
+		v.FollowingCells, v.Switches = f.merge.Following(), f.merge.Switches()
 		v.Following = v.FollowingCells[p.Config.Cluster.Cells[0].Name]
 	}
 	v.Capacity = d.capacity(p)

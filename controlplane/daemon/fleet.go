@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/transport"
@@ -182,7 +182,7 @@ type fleet struct {
 	conn     *transport.Conn
 	cell     string                 // this host's cell
 	store    *transport.ConfigStore // nil unless the fleet sections come from the bucket
-	merge    *merger                // nil unless an edge
+	merge    *edge.Merger           // nil unless an edge
 	checkers checkers               // the checkers an aggregator heard
 
 	mu   sync.Mutex
@@ -411,7 +411,7 @@ func messageLength(cfg *config.Config, kind transport.Kind) int {
 	case transport.KindTable:
 		return healthtable.Bytes(cfg.Aggregation.TableSize)
 	}
-	return stateSize
+	return transport.StateSize
 }
 
 // publisher is the aggregator's Sink in a fleet: every table goes to every
@@ -423,79 +423,6 @@ func (p publisher) WriteHealth(table []byte, version, configHash, _ uint64) erro
 		return fmt.Errorf("publishing the health table: %w", err)
 	}
 	return nil
-}
-
-// follower picks the aggregator whose tables an edge writes: it stays with
-// one while that one's tables keep arriving, so two aggregators that
-// disagree for a moment do not make answers flip between them, and moves
-// to another only after timeout without a table.
-type follower struct {
-	timeout time.Duration
-
-	mu       sync.Mutex
-	current  string
-	last     time.Time
-	switches atomic.Uint64
-}
-
-// take reports whether a table from sender, arriving at now, is the one to
-// write.
-func (f *follower) take(sender string, now time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if sender != f.current {
-		if f.current != "" && now.Sub(f.last) <= f.timeout {
-			return false
-		}
-		if f.current != "" {
-			f.switches.Add(1)
-			slog.Warn("following another aggregator", "from", f.current, "to", sender, "silent_for", now.Sub(f.last).Round(time.Millisecond))
-		} else {
-			slog.Info("following aggregator", "aggregator", sender)
-		}
-		f.current = sender
-	}
-	f.last = now
-	return true
-}
-
-// following is the aggregator followed now, or "".
-func (f *follower) following() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.current
-}
-
-// State changes travel as fixed-size messages, like everything else.
-const (
-	stateSize  = 96
-	maxStateID = stateSize - 8
-	stateAdmin = 1
-	stateExt   = 2
-)
-
-// encodeState is an admin or external change of check id: for admin, v is
-// 0 auto, 1 up, 2 down; for external, 0 down, 1 up.
-func encodeState(kind, v uint8, id string) ([]byte, error) {
-	if len(id) > maxStateID {
-		return nil, fmt.Errorf("check id %q is longer than the %d bytes a state message holds", id, maxStateID)
-	}
-	b := make([]byte, stateSize)
-	b[0], b[1] = kind, v
-	binary.LittleEndian.PutUint16(b[2:], uint16(len(id)))
-	copy(b[8:], id)
-	return b, nil
-}
-
-func decodeState(b []byte) (kind, v uint8, id string, err error) {
-	if len(b) != stateSize {
-		return 0, 0, "", fmt.Errorf("state message of %d bytes, want %d", len(b), stateSize)
-	}
-	n := int(binary.LittleEndian.Uint16(b[2:]))
-	if n > maxStateID || (b[0] != stateAdmin && b[0] != stateExt) {
-		return 0, 0, "", errors.New("malformed state message")
-	}
-	return b[0], b[1], string(b[8 : 8+n]), nil
 }
 
 var adminValues = []string{health.AdminAuto, health.AdminUp, health.AdminDown}
@@ -513,7 +440,7 @@ func (d *Daemon) SetAdmin(id, value string) error {
 	if err := d.takesState(); err != nil {
 		return fmt.Errorf("setting admin state of %s: %w", id, err)
 	}
-	return d.publishState(stateAdmin, uint8(v), id)
+	return d.publishState(transport.StateChange{Kind: transport.StateAdmin, Value: uint8(v), Check: id})
 }
 
 // SetExternal reports an external check's state, which holds for its ttl.
@@ -532,15 +459,15 @@ func (d *Daemon) SetExternal(id string, up bool) error {
 	if up {
 		v = 1
 	}
-	return d.publishState(stateExt, v, id)
+	return d.publishState(transport.StateChange{Kind: transport.StateExternal, Value: v, Check: id})
 }
 
-func (d *Daemon) publishState(kind, v uint8, id string) error {
+func (d *Daemon) publishState(s transport.StateChange) error {
 	p := d.plan.Load()
-	if !p.Config.Checks.Has(id) {
-		return fmt.Errorf("setting the state of %s: %w", id, health.ErrUnknownCheck)
+	if !p.Config.Checks.Has(s.Check) {
+		return fmt.Errorf("setting the state of %s: %w", s.Check, health.ErrUnknownCheck)
 	}
-	b, err := encodeState(kind, v, id)
+	b, err := s.Encode()
 	if err != nil {
 		return err
 	}
@@ -563,18 +490,19 @@ func (d *Daemon) takesState() error {
 // applyState is an aggregator taking a state change from an aggregator or
 // an admin; the transport has dropped every other sender's.
 func (d *Daemon) applyState(m transport.Message) {
-	kind, v, id, err := decodeState(m.Payload)
+	s, err := transport.DecodeState(m.Payload)
+	v, id := s.Value, s.Check
 	var what string
 	if err == nil {
-		switch kind {
-		case stateAdmin:
+		switch s.Kind {
+		case transport.StateAdmin:
 			if int(v) < len(adminValues) {
 				what = "admin " + adminValues[v]
 				err = d.agg.SetAdmin(id, adminValues[v])
 			} else {
 				err = fmt.Errorf("admin value %d", v)
 			}
-		case stateExt:
+		case transport.StateExternal:
 			what = "external " + map[bool]string{true: "up", false: "down"}[v == 1]
 			err = d.agg.SetExternal(id, v == 1, time.Now())
 		}
@@ -626,19 +554,20 @@ func SendState(ctx context.Context, path string, id Identity, kind, check, value
 	if err != nil {
 		return err
 	}
-	var k, v uint8
+	var k transport.StateKind
+	var v uint8
 	switch kind {
 	case "admin":
 		i := slices.Index(adminValues, value)
 		if i < 0 {
 			return fmt.Errorf("sending admin state of %s: %q is not auto, up or down", check, value)
 		}
-		k, v = stateAdmin, uint8(i)
+		k, v = transport.StateAdmin, uint8(i)
 	case "external":
 		if value != "up" && value != "down" {
 			return fmt.Errorf("sending external state of %s: %q is not up or down", check, value)
 		}
-		k = stateExt
+		k = transport.StateExternal
 		if value == "up" {
 			v = 1
 		}
@@ -647,10 +576,10 @@ func SendState(ctx context.Context, path string, id Identity, kind, check, value
 	}
 	if i, ok := cfg.Checks.Find(check); !ok {
 		return fmt.Errorf("sending the state of %s: %w", check, health.ErrUnknownCheck)
-	} else if k == stateExt && cfg.Checks.Type(i) != config.CheckExternal {
+	} else if k == transport.StateExternal && cfg.Checks.Type(i) != config.CheckExternal {
 		return fmt.Errorf("sending external state of %s: it is a %s check", check, cfg.Checks.Type(i))
 	}
-	b, err := encodeState(k, v, check)
+	b, err := transport.StateChange{Kind: k, Value: v, Check: check}.Encode()
 	if err != nil {
 		return err
 	}

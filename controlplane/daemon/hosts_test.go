@@ -148,7 +148,7 @@ func TestSenderAllowed(t *testing.T) {
 			t.Errorf("%v from %s in cell %q: %v, want %v", tc.kind, tc.sender, tc.cell, got, tc.want)
 		}
 	}
-	if got, want := messageLength(cfg, transport.KindState), stateSize; got != want {
+	if got, want := messageLength(cfg, transport.KindState), transport.StateSize; got != want {
 		t.Errorf("state length %d, want %d", got, want)
 	}
 }

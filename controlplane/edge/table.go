@@ -1,6 +1,7 @@
 // Package edge holds the health table as this edge's data plane has it:
 // every table given to it goes into the data plane, and it answers, for the
-// fallback and the API, what the XDP program reads.
+// fallback and the API, what the XDP program reads. In a fleet its Merger
+// builds that table from each cell's aggregators.
 package edge
 
 import (
