@@ -132,7 +132,9 @@ var (
 
 func TestSelectMultivalue(t *testing.T) {
 	three := func() *bpf.SteadydnsRrset { return rrset(multivalue, 3, cand{}, cand{}, cand{}) }
-	four := func(maxAnswers uint8) *bpf.SteadydnsRrset { return rrset(multivalue, maxAnswers, cand{}, cand{}, cand{}, cand{}) }
+	four := func(maxAnswers uint8) *bpf.SteadydnsRrset {
+		return rrset(multivalue, maxAnswers, cand{}, cand{}, cand{}, cand{})
+	}
 	runCases(t, []selCase{
 		{name: "as many healthy as max_answers, in slot order", set: three(), rnd: 1,
 			want: want{action: answer, order: []int{0, 1, 2}, ttl: 60, eligible: mask(0, 1, 2)}},
