@@ -1,6 +1,7 @@
-// Package daemon runs a steadydns edge on one host: it loads the config,
-// compiles the records into the data plane, pushes the health table,
-// serves the fallback and the API, and reloads on SIGHUP.
+// Package daemon runs one steadydns host: it builds a plan from the config
+// and composes the parts the host's roles call for (the fleet node, the
+// edge, the aggregator, the prober and the API), applying every plan to
+// them, at start and on each reload.
 package daemon
 
 import (

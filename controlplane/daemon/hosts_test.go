@@ -157,7 +157,7 @@ func TestSenderAllowed(t *testing.T) {
 // with api.ErrWrongHost (403), naming the aggregators.
 func TestEdgeRefusesState(t *testing.T) {
 	cfg, _ := hostsFleet(t)
-	d := &Daemon{id: Identity{ID: "e1", Roles: []config.Role{config.RoleEdge}}, fleet: &fleet{}}
+	d := &Daemon{id: Identity{ID: "e1", Roles: []config.Role{config.RoleEdge}}, fleet: &fleetNode{}}
 	d.plan.Store(&Plan{Config: cfg})
 	for _, err := range []error{d.SetAdmin("web1", "down"), d.SetExternal("web1", false)} {
 		if !errors.Is(err, api.ErrWrongHost) || !strings.Contains(err.Error(), "a1, a2") {

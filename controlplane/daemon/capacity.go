@@ -9,18 +9,6 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 )
 
-// hostCell is the cell this host's prober and aggregator belong to:
-// --cell, or the first of cluster.cells.
-func (id Identity) hostCell(cfg *config.Config) (string, error) {
-	if id.Cell == "" {
-		return cfg.Cluster.Cells[0].Name, nil
-	}
-	if _, ok := cfg.Cell(id.Cell); !ok {
-		return "", cfg.Errorf("cluster.cells", "--cell %s is not in cluster.cells (%v)", id.Cell, cfg.CellNames())
-	}
-	return id.Cell, nil
-}
-
 // checkers remembers when an aggregator last heard each checker of its
 // cell, for the capacity it uses.
 type checkers struct {
@@ -62,32 +50,21 @@ const (
 // the entries of their frames, and an aggregator with an embedded server
 // the edges connected to it.
 func (d *Daemon) capacity(p *Plan) []api.CapacityView {
-	f := d.fleet
-	if f == nil {
-		return nil
-	}
 	capa := p.Config.Cluster.Capacity
 	var out []api.CapacityView
-	if d.sched != nil {
-		n := 0
-		checks := &p.Config.Checks
-		for k := range checks.Len() {
-			if _, probed := checks.Type(k).Probed(); probed && checks.Cell(k) == f.cell {
-				n++
-			}
-		}
-		out = append(out, api.CapacityView{Resource: resourceProberChecks, Used: n, Limit: capa.ChecksPerProber})
+	if d.probe != nil {
+		out = append(out, api.CapacityView{Resource: resourceProberChecks, Used: d.probe.checksRun(p), Limit: capa.ChecksPerProber})
 	}
 	if d.agg != nil {
-		n := f.checkers.count(time.Now(), p.Config.Aggregation.CheckerTimeout) * p.Config.FrameEntries()
+		n := d.agg.checkers.count(time.Now(), p.Config.Aggregation.CheckerTimeout) * p.Config.FrameEntries()
 		out = append(out, api.CapacityView{Resource: resourceCheckerChecks, Used: n, Limit: capa.CheckerChecksPerAggregator})
 	}
-	if f.srv != nil {
+	if srv := d.fleet.srv; srv != nil {
 		var keys []string
 		for _, id := range p.Config.Cluster.NATS.HostsWith(config.RoleEdge) {
 			keys = append(keys, p.Config.Cluster.NATS.Hosts[id].Key)
 		}
-		if n, err := f.srv.ClientsWithKeys(keys); err != nil {
+		if n, err := srv.ClientsWithKeys(keys); err != nil {
 			slog.Warn("counting the edges connected", "error", err)
 		} else {
 			out = append(out, api.CapacityView{Resource: resourceEdges, Used: n, Limit: capa.EdgesPerAggregator})

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/prober"
+)
+
+// probing is the prober: the scheduler that runs the checks and the
+// framer that sends their results, every push period, as frames.
+type probing struct {
+	sched  *prober.Scheduler
+	framer *prober.Framer
+	// cell is the cell whose checks a fleet's prober runs; "" on a single
+	// host, which runs them all.
+	cell   string
+	period time.Duration
+	emit   func(frame []byte) // to the aggregator in process, or the fleet
+
+	stopLoop context.CancelFunc
+	loop     sync.WaitGroup
+}
+
+// openProbing makes the scheduler and framer of host, in region, whose
+// results go to observe and whose frames go to emit.
+func openProbing(cfg *config.Config, host, region string, netns prober.Netns, observe func(prober.Result), emit func([]byte)) (*probing, error) {
+	framer, err := prober.NewFramer(host, region, cfg.FrameEntries())
+	if err != nil {
+		return nil, err
+	}
+	sched := prober.NewScheduler(prober.Options{Netns: netns, OnResult: func(r prober.Result) {
+		framer.Record(r)
+		observe(r)
+	}})
+	return &probing{sched: sched, framer: framer, period: cfg.Aggregation.PushInterval, emit: emit}, nil
+}
+
+// apply hands the scheduler and the framer the plan's probes.
+func (pr *probing) apply(p *Plan) error {
+	probes := p.Probes()
+	if pr.cell != "" {
+		for id := range probes {
+			if k, _ := p.Config.Checks.Find(id); p.Config.Checks.Cell(k) != pr.cell {
+				delete(probes, id)
+			}
+		}
+	}
+	if err := pr.sched.Update(probes); err != nil {
+		return err
+	}
+	return pr.framer.Configure(p.Config.Hash, probes)
+}
+
+// start sends a frame every push period, from a thread of lower priority.
+func (pr *probing) start() error {
+	ctx, stop := context.WithCancel(context.Background())
+	pr.stopLoop = stop
+	pr.loop.Add(1)
+	go func() {
+		defer pr.loop.Done()
+		background()
+		pr.framer.Run(ctx, pr.period, pr.emit)
+	}()
+	return nil
+}
+
+func (pr *probing) stop(context.Context, bool) error {
+	pr.stopLoop()
+	pr.loop.Wait()
+	return nil
+}
+
+func (pr *probing) close(context.Context) error { pr.sched.Close(); return nil }
+
+// checksRun counts the probed checks this prober runs: the capacity of
+// its cell it uses.
+func (pr *probing) checksRun(p *Plan) int {
+	n := 0
+	checks := &p.Config.Checks
+	for k := range checks.Len() {
+		if _, probed := checks.Type(k).Probed(); probed && checks.Cell(k) == pr.cell {
+			n++
+		}
+	}
+	return n
+}
