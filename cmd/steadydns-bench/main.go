@@ -15,7 +15,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/steadydns/steadydns/bench"
+	"github.com/steadydns/steadydns/bench/dnsbench"
+	"github.com/steadydns/steadydns/bench/fleetbench"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -50,7 +51,7 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the reflector and steadydns only, a few seconds each (what `make test` runs)")
-	d := bench.Defaults()
+	d := dnsbench.Defaults()
 	names := fs.Int("names", d.Names, "names in the generated zone")
 	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers the servers that answer in XDP")
 	socketRate := fs.Int("socket-rate", d.SocketRate, "queries per second kxdpgun offers the servers that answer from UDP sockets")
@@ -60,7 +61,7 @@ func run(args []string) error {
 	rrlRounds := fs.Int("rrl-rounds", d.RRLRounds, "rounds of the rate-limiting cells, an even number: each pair gives one on/off ratio")
 	rrlSlice := fs.Duration("rrl-slice", d.RRLSlice, "how long each rate-limiting cell has the link in a round")
 	out := fs.String("out", "bench/results", "directory for results.md, results.json and the charts")
-	servers := fs.String("servers", strings.Join(d.Servers, ","), "servers to measure, comma-separated, of "+strings.Join(bench.ServerNames(), ","))
+	servers := fs.String("servers", strings.Join(d.Servers, ","), "servers to measure, comma-separated, of "+strings.Join(dnsbench.ServerNames(), ","))
 	settle := fs.Duration("settle", d.Settle, "wait up to this long before each measurement for other processes to leave the CPUs quiet")
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
@@ -77,7 +78,7 @@ func run(args []string) error {
 	}
 	o := d
 	if *quick {
-		o = bench.Quick()
+		o = dnsbench.Quick()
 	}
 	// Flags given explicitly override the mode's values.
 	var err error
@@ -133,14 +134,14 @@ func run(args []string) error {
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := bench.Run(ctx, o)
+	res, err := dnsbench.Run(ctx, o)
 	if err != nil {
 		return err
 	}
-	if err := bench.Write(res, *out); err != nil {
+	if err := dnsbench.Write(res, *out); err != nil {
 		return err
 	}
-	bench.Markdown(os.Stdout, res)
+	dnsbench.Markdown(os.Stdout, res)
 	fmt.Fprintf(os.Stderr, "steadydns-bench: results in %s\n", *out)
 	return nil
 }
@@ -186,7 +187,7 @@ func runFleet(args []string) error {
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the constancy cells only, a few pushes")
-	d := bench.FleetDefaults()
+	d := fleetbench.FleetDefaults()
 	push := fs.Duration("push", d.Push, "aggregation.push_interval")
 	pushes := fs.Int("pushes", d.Pushes, "push periods per measured window")
 	runs := fs.Int("runs", d.Runs, "windows of the constancy cells")
@@ -204,7 +205,7 @@ func runFleet(args []string) error {
 	}
 	o := d
 	if *quick {
-		o = bench.FleetQuick()
+		o = fleetbench.FleetQuick()
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
@@ -241,14 +242,14 @@ func runFleet(args []string) error {
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := bench.RunFleet(ctx, o)
+	res, err := fleetbench.RunFleet(ctx, o)
 	if err != nil {
 		return err
 	}
-	if err := bench.WriteFleet(res, *out); err != nil {
+	if err := fleetbench.WriteFleet(res, *out); err != nil {
 		return err
 	}
-	bench.FleetMarkdown(os.Stdout, res)
+	fleetbench.FleetMarkdown(os.Stdout, res)
 	fmt.Fprintf(os.Stderr, "steadydns-bench: results in %s\n", *out)
 	if !res.FleetPassed() {
 		return errors.New("fleet: a constancy check failed")

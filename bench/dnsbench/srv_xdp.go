@@ -1,0 +1,78 @@
+package dnsbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/steadydns/steadydns/controlplane/daemon"
+)
+
+// startReflector attaches the bare reflector to the server's veth.
+func startReflector(_ context.Context, r *rig) (func() error, error) {
+	prog, closeProg, err := loadReflector()
+	if err != nil {
+		return nil, err
+	}
+	var l link.Link
+	err = r.env.Edge.Do(func() error {
+		ifc, err := net.InterfaceByName(r.env.Edge.Link)
+		if err != nil {
+			return err
+		}
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		return err
+	})
+	if err != nil {
+		closeProg()
+		return nil, fmt.Errorf("attaching the reflector to %s: %w", r.env.Edge.Link, err)
+	}
+	return func() error { defer closeProg(); return l.Close() }, nil
+}
+
+// steadydnsConfig is the serve config of the benchmark: the generated zone,
+// nothing health-checked, so every A and AAAA set is a static set in the
+// record table, and XDP on the server's veth or nowhere. Rate limiting,
+// on by default, is off: one client asking at full rate is what it
+// limits, and the peers run without it too (nsdConfig); its cost is
+// measured on its own (workrrl.go).
+const steadydnsConfig = `server:
+  interfaces: [%s]
+  xdp_mode: native
+  listen: ["%s:53", "[%s]:53"]
+  api: 127.0.0.1:9153
+  bpffs: %s
+  state_dir: %s
+  rrl: {rate: 0}
+zones:
+  - origin: %s
+    file: %s
+`
+
+// startSteadydns runs `steadydns serve` in the edge namespace, with XDP on
+// the server's veth or with XDP off.
+func startSteadydns(xdp bool) func(context.Context, *rig) (func() error, error) {
+	return func(ctx context.Context, r *rig) (func() error, error) {
+		name, ifaces := "steadydns-fallback", ""
+		if xdp {
+			name, ifaces = "steadydns", r.env.Edge.Link
+		}
+		path := filepath.Join(r.dir, name+".yaml")
+		cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"), origin, r.zone.file)
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", path, err)
+		}
+		p, err := r.startProc(ctx, name, r.o.Binary, "serve", "--config", path)
+		if err != nil {
+			return nil, errors.Join(err, daemon.Detach(path))
+		}
+		// serve leaves XDP attached on purpose (a restart must not drop
+		// answers); detach removes it and the pinned maps.
+		return func() error { p.stop(); return daemon.Detach(path) }, nil
+	}
+}

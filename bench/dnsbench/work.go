@@ -1,0 +1,367 @@
+package dnsbench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bench/stats"
+	"github.com/steadydns/steadydns/bench/xdpprog"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// Work is the constant-work measurement: what a query costs the XDP
+// program with 0%, 50% and 100% of its candidates down.
+type Work struct {
+	Cells       []WorkResult
+	Warmup      []WarmupResult    // the runs before each size's and K's cells, until the cost per packet settled
+	PassNs      stats.Summary     // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
+	ReflectorNs stats.Summary     // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
+	Levels      []LevelResult     // the health levels again, in paired slices of one generator run
+	Variants    []VariantResult   // AAAA and EDNS queries, all candidates up
+	RRL         []RRLResult       // response rate limiting off, on, and over the limit, all candidates up
+	Compare     []CompareResult   // this build's program against Options.CompareObject's, at Options.CompareDown
+	Breakdown   []BreakdownResult // the program against the reflector and the table read, all candidates up
+	Skipped     []string          // sizes that did not run here, and why
+	OtherLoad   float64           // the largest share of the CPUs other processes took during a round that was kept
+}
+
+// WorkResult is one cell: a zone size, K candidates per name, a share down.
+type WorkResult struct {
+	Names, K, DownPct int
+	Answers           int           // answers per reply, checked on every sampled frame
+	RunNs             stats.Summary // BPF_PROG_RUN ns per query, overhead subtracted
+	LoadNs            stats.Summary // in-kernel ns per packet under kxdpgun
+	Answered          stats.Summary // replies per second under kxdpgun
+}
+
+// VariantResult is one query shape other than a plain A query, at 0% down:
+// what AAAA answers and an EDNS OPT record add.
+type VariantResult struct {
+	Names, K int
+	Qtype    string // A or AAAA
+	EDNS     bool   // the query has an OPT record, which the reply echoes
+	Answers  int
+	LoadNs   stats.Summary // in-kernel ns per packet under kxdpgun
+	Answered stats.Summary // replies per second under kxdpgun
+}
+
+// variants are the shapes measured besides a plain A query.
+var variants = []struct {
+	qtype string
+	edns  bool
+}{{"A", true}, {"AAAA", false}, {"AAAA", true}}
+
+// Constant-work shape: the health table's and the record maps' default
+// sizes, the frames the microbenchmark cycles through, and the shares of
+// candidates down.
+const (
+	workTable   = 65536
+	workRecords = 65536
+	workFrames  = 4096
+)
+
+var workDown = []int{0, 50, 100}
+
+// constantWork loads the steadydns program with synthetic record sets
+// whose candidates are health-checked, attaches it to the server's veth,
+// and measures every cell through BPF_PROG_RUN and under load.
+func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
+	w = &Work{}
+	fmt.Fprintf(r.o.Log, "bench: constant work\n")
+	// Ascending, so each size adds names to the maps rather than leaving
+	// stale ones from a bigger size behind.
+	sizes := slices.Clone(r.o.WorkNames)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
+	opts := loader.Options{
+		BPFFS:          filepath.Join(r.bpffs, "work"),
+		HealthCapacity: workTable,
+		// An A and an AAAA set per name of the largest size; never
+		// less than a server's default, so that a quick run measures a
+		// table of the size a server has.
+		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], workRecords)),
+		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
+	}
+	o, err := loader.Load(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
+	fmt.Fprintf(r.o.Log, "bench: loading the rate-limiting cells' programs, %d of each\n", r.o.RRLRounds/2)
+	progs, err := rrlPrograms(o, opts, r.o.RRLRounds/2)
+	defer func() { err = errors.Join(err, closePrograms(progs)) }()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(r.o.Log, "bench: loading the table read's cells, %d of each\n", r.o.RRLRounds/2)
+	breakdowns, err := breakdownPrograms(o, opts, r.o.RRLRounds/2)
+	defer func() { err = errors.Join(err, closePrograms(breakdowns)) }()
+	if err != nil {
+		return nil, err
+	}
+	var cmp [][]*ebpf.Program
+	if r.o.CompareObject != "" {
+		fmt.Fprintf(r.o.Log, "bench: loading this build's program and %s's, %d of each\n", r.o.CompareObject, r.o.RRLRounds/2)
+		cmp, err = comparePrograms(o, opts, r.o.CompareObject, r.o.RRLRounds/2)
+		defer func() { err = errors.Join(err, closePrograms(cmp)) }()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := r.workBaseline(w, o); err != nil {
+		return nil, err
+	}
+	if err := r.env.Edge.Do(func() error { _, err := o.Attach(r.env.Edge.Link, loader.ModeNative); return err }); err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, o.Detach(r.env.Edge.Link)) }()
+	if err := r.pinNAPI(); err != nil {
+		return nil, err
+	}
+	for _, n := range sizes {
+		if why := fits(2 * n); why != "" {
+			w.Skipped = append(w.Skipped, why)
+			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
+			continue
+		}
+		if err := r.workSize(ctx, w, o, progs, breakdowns, cmp, n); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// workBaseline measures the fixed cost of the BPF_PROG_RUN loop with an
+// XDP_PASS program, and the reflector for scale.
+func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
+	frames := [][]byte{r.queryFrame(0)}
+	var pass, refl []float64
+	for range r.o.Runs {
+		p, err := progRunNs(r.pass.XdpPass, frames, r.o.Iterations, r.o.ServerCPU, 2 /* XDP_PASS */)
+		if err != nil {
+			return err
+		}
+		pass = append(pass, p)
+	}
+	w.PassNs = stats.Summarize(pass)
+	reflector, closeReflector, err := loadReflector()
+	if err != nil {
+		return err
+	}
+	defer closeReflector()
+	for range r.o.Runs {
+		ns, err := progRunNs(reflector, frames, r.o.Iterations, r.o.ServerCPU, xdpTX)
+		if err != nil {
+			return err
+		}
+		refl = append(refl, ns-w.PassNs.Median)
+	}
+	w.ReflectorNs = stats.Summarize(refl)
+	return nil
+}
+
+// workSize fills the maps with n names and, once their cost has settled,
+// measures each K of Options.WorkK at every share down, the other query
+// shapes, rate limiting's cells, the table read's, and this build's
+// program against another build's where cmp holds them.
+func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, breakdowns, cmp [][]*ebpf.Program, n int) error {
+	rng := rand.New(rand.NewPCG(3, uint64(n)))
+	var frames [][]byte
+	for range min(n, workFrames) {
+		frames = append(frames, r.queryFrame(rng.IntN(n)))
+	}
+	queries := filepath.Join(r.dir, fmt.Sprintf("work-%d.txt", n))
+	order := rng.Perm(n)
+	err := writeLines(queries, func(b *bufio.Writer) {
+		for _, i := range order {
+			fmt.Fprintf(b, "%s A\n", nameOf(i))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range r.o.WorkK {
+		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+			if err := putWorkRecords(o, n, k, qtype, r.o); err != nil {
+				return err
+			}
+		}
+		if err := r.workWarmUp(ctx, w, o, queries, n, k); err != nil {
+			return err
+		}
+		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
+			return err
+		}
+		if err := r.workLevelSlices(ctx, w, o, queries, n, k); err != nil {
+			return err
+		}
+		if err := r.workVariants(ctx, w, o, order, n, k); err != nil {
+			return err
+		}
+		if err := r.workRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
+			return err
+		}
+		if err := r.workBreakdown(ctx, w, o, breakdowns, queries, n, k); err != nil {
+			return err
+		}
+		if cmp != nil {
+			if err := r.workCompare(ctx, w, o, cmp, order, n, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// workVariants measures AAAA and EDNS queries under load with every
+// candidate up, in rounds like the levels.
+func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, order []int, n, k int) error {
+	if err := writeWorkHealth(o, 0); err != nil {
+		return err
+	}
+	files := make([]string, len(variants))
+	for i, v := range variants {
+		flag := ""
+		if v.edns {
+			flag = " E"
+		}
+		files[i] = filepath.Join(r.dir, fmt.Sprintf("work-%d-%s%s.txt", n, v.qtype, strings.TrimSpace(flag)))
+		err := writeLines(files[i], func(b *bufio.Writer) {
+			for _, j := range order {
+				fmt.Fprintf(b, "%s %s%s\n", nameOf(j), v.qtype, flag)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	samples := make([]sample, len(variants))
+	for range r.o.Runs {
+		for i := range variants {
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, files[i])
+			if err != nil {
+				return err
+			}
+			w.OtherLoad = max(w.OtherLoad, other)
+			samples[i].load, samples[i].answered = append(samples[i].load, cost), append(samples[i].answered, answered)
+		}
+	}
+	for i, v := range variants {
+		w.Variants = append(w.Variants, VariantResult{Names: n, K: k, Qtype: v.qtype, EDNS: v.edns, Answers: expectedAnswers(k, 0, r.o),
+			LoadNs: stats.Summarize(samples[i].load), Answered: stats.Summarize(samples[i].answered)})
+	}
+	return nil
+}
+
+// sample is one round's figures for one cell.
+type sample struct{ run, load, answered []float64 }
+
+// workChunks is how many slices each level's BPF_PROG_RUN calls are cut
+// into, taking turns with the other levels.
+const workChunks = 20
+
+// workLevels measures the health levels of one size and K in rounds. In
+// BPF_PROG_RUN the levels take turns in short slices, and under load each
+// round runs every level once, so that a disturbance from outside falls on
+// all levels alike rather than on whichever level ran at the time: this
+// VM has slow spells of a second and more.
+func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
+	for _, down := range workDown {
+		if err := writeWorkHealth(o, down); err != nil {
+			return err
+		}
+		for j, f := range frames {
+			if err := checkReply(o.Steadydns, f, expectedAnswers(k, down, r.o)); err != nil {
+				return fmt.Errorf("constant work, %d names, K=%d, %d%% down, frame %d: %w", n, k, down, j, err)
+			}
+		}
+	}
+	samples := make([]sample, len(workDown))
+	for range r.o.Runs {
+		var runs []float64
+		other, err := r.quietly(func() (err error) {
+			runs, err = r.interleavedRun(o, frames)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		w.OtherLoad = max(w.OtherLoad, other)
+		for i, down := range workDown {
+			if err := writeWorkHealth(o, down); err != nil {
+				return err
+			}
+			cost, answered, other, err := r.workRun(ctx, o.Steadydns, queries)
+			if err != nil {
+				return err
+			}
+			w.OtherLoad = max(w.OtherLoad, other)
+			s := &samples[i]
+			s.run, s.load, s.answered = append(s.run, runs[i]-w.PassNs.Median), append(s.load, cost), append(s.answered, answered)
+		}
+	}
+	for i, down := range workDown {
+		w.Cells = append(w.Cells, WorkResult{
+			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o),
+			RunNs: stats.Summarize(samples[i].run), LoadNs: stats.Summarize(samples[i].load), Answered: stats.Summarize(samples[i].answered),
+		})
+	}
+	return nil
+}
+
+// interleavedRun times the program through BPF_PROG_RUN at every health
+// level, the levels taking turns in workChunks slices of the iterations,
+// and returns the ns per query of each level.
+func (r *rig) interleavedRun(o *loader.Objects, frames [][]byte) ([]float64, error) {
+	ns := make([]float64, len(workDown))
+	per := max(1, r.o.Iterations/workChunks)
+	for range workChunks {
+		for i, down := range workDown {
+			if err := writeWorkHealth(o, down); err != nil {
+				return nil, err
+			}
+			x, err := progRunNs(o.Steadydns, frames, per, r.o.ServerCPU, xdpTX)
+			if err != nil {
+				return nil, err
+			}
+			ns[i] += x / workChunks
+		}
+	}
+	return ns, nil
+}
+
+// loadReflector loads the bare reflector for BPF_PROG_RUN.
+func loadReflector() (*ebpf.Program, func(), error) {
+	var objs xdpprog.ReflectorObjects
+	if err := xdpprog.LoadReflectorObjects(&objs, nil); err != nil {
+		return nil, nil, fmt.Errorf("loading the reflector: %w", err)
+	}
+	return objs.Reflector, func() { objs.Close() }, nil
+}
+
+// workRun is one constant-work run of prog under kxdpgun asking file's
+// queries, while the CPUs are quiet: the program's ns per packet, the
+// replies a second, and the largest share of the CPUs other processes
+// took. The client's pass afterwards checks the link still answers.
+func (r *rig) workRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
+	other, err = r.quietly(func() error {
+		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate)
+		if err != nil {
+			return err
+		}
+		cost, answered = c, g.replies
+		return r.clientPass(false)
+	})
+	return cost, answered, other, err
+}

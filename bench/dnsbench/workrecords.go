@@ -1,0 +1,150 @@
+package dnsbench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/bpf"
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/loader"
+)
+
+// checkOf is the health-table entry of candidate j of name i. Entries run
+// 1 … workTable-2 (0 is the always-up entry); the count is even, so a set
+// of an even K > 1 candidates holds K/2 whole pairs of entries (2m+1,
+// 2m+2), whatever the wrap, and with K = 1 two names in a row share a pair.
+func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
+
+// putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
+// candidates for each of n names, of Options.WorkPolicy, answering up to k;
+// a failover set's candidates rank in order, a weighted set's weigh alike.
+// With Options.WorkStatic a set is a zone file's instead: no check,
+// flagged RR_STATIC, which the loader packs and the program answers
+// without a selection.
+func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
+	policy, ok := records.DataPlanePolicy(opt.WorkPolicy)
+	if !ok {
+		return fmt.Errorf("constant-work policy %q: not a policy", opt.WorkPolicy)
+	}
+	buf := make([]byte, 256)
+	for i := range n {
+		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
+		if err != nil {
+			return fmt.Errorf("packing %s: %w", nameOf(i), err)
+		}
+		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k), Policy: uint8(policy)}
+		if opt.WorkStatic {
+			v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
+		}
+		for j := range k {
+			if qtype == dns.TypeA {
+				a := [4]byte{198, 19, byte(j), byte(i)}
+				copy(v.Cand[j].Addr[:], a[:])
+			} else {
+				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
+			}
+			v.Cand[j].Priority, v.Cand[j].Weight = uint8(j), 1
+			if !opt.WorkStatic {
+				v.Cand[j].Check = checkOf(i, j, k)
+			}
+		}
+		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeWorkHealth writes a table with down% of the candidates' entries
+// down (workHealth).
+func writeWorkHealth(o *loader.Objects, down int) error {
+	return pushWorkHealth(o, workHealth(o, down))
+}
+
+// pushWorkHealth pushes a table of workHealth's.
+func pushWorkHealth(o *loader.Objects, table []byte) error {
+	// Version 0 would mean no table yet, and every set would fail open.
+	_, err := o.PushHealth(table, 1, 0, 0)
+	return err
+}
+
+// expectedAnswers is the reply's answer count: the healthy candidates, or
+// all of them when none is (when_all_down: answer_all); a static set's
+// every record, whatever the table says; one for failover (the healthy
+// candidate ranked first, or the first when none is) and weighted.
+func expectedAnswers(k, down int, opt Options) int {
+	if opt.WorkPolicy == config.PolicyFailover || opt.WorkPolicy == config.PolicyWeighted {
+		return 1
+	}
+	if down == 50 && k > 1 && !opt.WorkStatic {
+		return k / 2
+	}
+	return k
+}
+
+// checkReply runs one frame and checks that the reply is an answer with
+// the expected number of records and valid checksums.
+func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
+	out := make([]byte, 4096)
+	opts := &ebpf.RunOptions{Data: frame, DataOut: out}
+	ret, err := prog.Run(opts)
+	if err != nil {
+		return fmt.Errorf("running the program: %w", err)
+	}
+	if ret != xdpTX {
+		return fmt.Errorf("action %d, want XDP_TX", ret)
+	}
+	r, err := packet.Parse(opts.DataOut)
+	if err != nil {
+		return err
+	}
+	var m dns.Msg
+	if err := m.Unpack(r.Payload); err != nil {
+		return fmt.Errorf("unpacking the reply: %w", err)
+	}
+	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != answers {
+		return fmt.Errorf("reply %s with %d answers, want NOERROR with %d", dns.RcodeToString[m.Rcode], len(m.Answer), answers)
+	}
+	return nil
+}
+
+// fits says why a record table for n sets would not fit in memory here,
+// or "": the kernel reserves every slot of it, and it must leave half of
+// the available memory free.
+func fits(n int) string {
+	need := loader.TableBytes(uint32(n))
+	avail, err := memAvailable()
+	if err != nil {
+		return fmt.Sprintf("%d names: %v", n, err)
+	}
+	if need > avail/2 {
+		return fmt.Sprintf("%d names need a %d MiB record table, and %d MiB are available", n, need>>20, avail>>20)
+	}
+	return ""
+}
+
+func memAvailable() (uint64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("reading /proc/meminfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscan(rest, &kb); err != nil {
+				return 0, fmt.Errorf("reading MemAvailable: %w", err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("reading /proc/meminfo: no MemAvailable")
+}
