@@ -47,7 +47,7 @@ func weightedSet() (*bpf.SteadydnsRrset, map[string]float64) {
 // It tests the program's random source; controlplane/selection tests the
 // draw itself on both sides.
 // STEADYDNS_CHI_RUNS=100 repeats it to measure how often a correct
-// implementation fails (see BENCHMARKS.md).
+// implementation fails.
 func TestWeightedShares(t *testing.T) {
 	o := load(t)
 	v, weights := weightedSet()

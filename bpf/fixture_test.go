@@ -67,8 +67,8 @@ const testHealth = 1024
 // loadAgain loads o's program once more, with rrl's rate limiting, onto
 // the maps of o, a load of loadWith's with rrl's table size. Each load
 // is compiled anew, and the kernel puts each function of the image at a
-// random offset within a 64-byte block: two loads of one object ran up
-// to 8% apart, each steadily so, so a benchmark comparing programs gives
+// random offset within a 64-byte block, which moves a load's speed as
+// much as a small change would, so a benchmark comparing programs gives
 // every round loads of its own.
 func loadAgain(t testing.TB, o *loader.Objects, rrl loader.RRL) *ebpf.Program {
 	t.Helper()

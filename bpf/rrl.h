@@ -147,9 +147,9 @@ static __always_inline struct rrl_set *rrl_set_of(__u64 h)
  * name's hash is known, before the record lookup: the CPU then fetches
  * the set's line (often on a page of its own, so a TLB miss too) while
  * the miss on the record slot is outstanding, instead of after the
- * answers are picked. Over 1,000 names in turn it took RRL's rise from
- * 28% to 15% (medians of four runs of BenchmarkRRLRotatingCost each; one
- * name, always cached, gains nothing). The hash is kept for rrl_check,
+ * answers are picked (BenchmarkRRLRotatingCost measures it over names in
+ * turn; one name, always cached, gains nothing). The hash is kept for
+ * rrl_check,
  * which charges that same key for every reply but SERVFAIL. */
 static __always_inline __u64 rrl_touch(const __u8 *src, int v6, __u64 resp)
 {
@@ -168,8 +168,8 @@ static __always_inline __u64 rrl_touch(const __u8 *src, int v6, __u64 resp)
 
 /* rrl_check accounts one reply to the client src: of the key hashed h
  * (rrl_touch's), or, with servfail set, of SERVFAIL's key. The clock is
- * the timer's (struct rrl_clock): the helper cost about 65 ns a query
- * here (BenchmarkRRLCost), a map read nothing measurable. The exempt
+ * the timer's (struct rrl_clock): a helper call per query costs far more
+ * than a map read (BenchmarkRRLCost). The exempt
  * prefixes are read only for a reply over the limit. */
 static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 h, int servfail)
 {

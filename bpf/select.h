@@ -17,8 +17,8 @@
 /* What the decision reads of health is computed without a branch: BPF has
  * no conditional move, so clang turns a comparison it recognises into a
  * jump, and a jump on health mispredicts as often as health differs from
- * one query to the next. At 50% down, set by set, that cost a set of one
- * candidate 6% more than at 0% or 100% (BENCHMARKS.md). These helpers take
+ * one query to the next, so a half-failed table would cost more than a
+ * healthy one. These helpers take
  * their operands through an empty asm, which hides the comparison from
  * clang, so the arithmetic stays arithmetic. Every operand is below 2^32. */
 static __always_inline __u64 opaque(__u64 x)

@@ -93,7 +93,7 @@ static __always_inline int count_aborted(void)
 
 /* Every step is inlined into one function: a call costs its return, and
  * under the kernel's return thunk (the SRSO mitigation of AMD CPUs) every
- * return mispredicts, about 7 ns a call here. forget() stands
+ * return mispredicts. reread_scratch() stands
  * where a call boundary stood: what the step before it wrote to the
  * scratch is read back from map memory, which the verifier knows nothing
  * of, instead of reused from the registers clang would keep it in. Each
@@ -101,7 +101,7 @@ static __always_inline int count_aborted(void)
  * checks what follows once, not once per path (the label walk, the
  * options and the selection's cases would otherwise multiply past its
  * limit). */
-static __always_inline void forget(void)
+static __always_inline void reread_scratch(void)
 {
 	asm volatile("" ::: "memory");
 }
@@ -602,7 +602,7 @@ static __always_inline int send_built(struct xdp_md *ctx, const struct frame *f,
 		if (v == RRL_DROP)
 			return count(OUT_RRL_DROPPED);
 		if (v == RRL_SLIP) {
-			forget();
+			reread_scratch();
 			return slip_built(ctx, f, s, rlen);
 		}
 	}
@@ -672,14 +672,14 @@ static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struc
 	if (sum < 0)
 		return count(OUT_NO_ROOM);
 	/* The rest reads the reply's length and sum back from the scratch,
-	 * as forget() describes: each way the reply was built then reaches
-	 * the resize, and the charge, in one state. */
+	 * as reread_scratch() describes: each way the reply was built then
+	 * reaches the resize, and the charge, in one state. */
 	struct reply *rp = &s->reply;
 	rp->rlen = rlen;
 	rp->tail = (__u32)sum;
 	rp->dns_off = f->dns_off;
 	rp->dns_len = f->dns_len;
-	forget();
+	reread_scratch();
 	return send_built(ctx, f, s, h, action == ACT_SERVFAIL, o);
 }
 
@@ -703,7 +703,7 @@ int steadydns(struct xdp_md *ctx)
 	o = parse_query(ctx, s, f.dns_off, f.dns_len);
 	if (o != OUT_ANSWERED)
 		return count(o);
-	forget();
+	reread_scratch();
 	struct query q = s->q;
 	STAGE_END(STAGE_PARSE, q.q_end + q.qtype);
 
@@ -746,7 +746,7 @@ int steadydns(struct xdp_md *ctx)
 	__u32 stride = q.qtype == TYPE_A ? STATIC_STRIDE_A : STATIC_STRIDE_AAAA;
 	if (select_answers(s, rr, order, stride))
 		return count(OUT_MALFORMED);
-	forget();
+	reread_scratch();
 	/* The pick's fields read one by one, each as wide as select_answers
 	 * stored it: a wider load over the order's byte stores would wait
 	 * for them to reach the cache (no store-to-load forwarding). */
@@ -798,7 +798,7 @@ int steadydns(struct xdp_md *ctx)
 	rp->dns_off = f.dns_off;
 	rp->dns_len = f.dns_len;
 	rp->v6 = f.v6;
-	forget();
+	reread_scratch();
 	int r = size_reply(ctx, s);
 	STAGE_END(STAGE_GROW, r);
 	if (r == -1)
@@ -823,7 +823,7 @@ int steadydns(struct xdp_md *ctx)
 			o = OUT_RRL_SLIPPED;
 		}
 	}
-	forget();
+	reread_scratch();
 	if (write_reply(ctx, s))
 		return count_aborted();
 	return count(o);
