@@ -233,8 +233,7 @@ func TestUDPReceiveBuffer(t *testing.T) {
 func TestUDPWaitLetsGCStop(t *testing.T) {
 	v, _ := exampleView(t)
 	ts := start(t, v)
-	// Let the loops reach their wait.
-	time.Sleep(50 * time.Millisecond)
+	lengthenWaits(t, ts.s)
 	var worst, total time.Duration
 	const n = 50
 	for range n {
@@ -243,15 +242,42 @@ func TestUDPWaitLetsGCStop(t *testing.T) {
 		d := time.Since(t0)
 		total += d
 		worst = max(worst, d)
+		if d > longWait/10 {
+			break // each collection would wait as long
+		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Logf("%d collections with %d UDP loops waiting: mean %v, worst %v", n, len(ts.s.udp), total/n, worst)
-	// A collection that waited for the loops' timeout would take half of
-	// udpWait on average; the mean, not the worst, so that a loaded
-	// machine's stray delay does not decide.
-	if mean := total / n; mean > udpWait/5 {
-		t.Errorf("collections took %v on average (worst %v) with the loops waiting, want well under the wait's timeout (%v)", mean, worst, udpWait)
+	if worst > longWait/10 {
+		t.Errorf("a collection took %v with the loops waiting, want well under the wait's timeout (%v)", worst, longWait)
 	}
+}
+
+// longWait is a receive timeout no test waits out: a stop that waited
+// for the loops' wait to end would take it, and a loaded machine's delay
+// does not come near it.
+const longWait = time.Minute
+
+// lengthenWaits gives s's UDP sockets longWait as their receive timeout
+// and waits for each loop's current wait, of udpWait, to end, so that the
+// loops wait longWait from then on. A timeout of its own is what makes a
+// signal end the wait, so each socket must have had one.
+func lengthenWaits(t *testing.T, s *Server) {
+	t.Helper()
+	tv := unix.NsecToTimeval(longWait.Nanoseconds())
+	for _, u := range s.udp {
+		had, err := unix.GetsockoptTimeval(u.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if had.Nano() == 0 {
+			t.Fatalf("udp %s: no receive timeout, want %v", u.local, udpWait)
+		}
+		if err := unix.SetsockoptTimeval(u.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * udpWait)
 }
 
 // TestUDPCloseWakesLoop: Shutdown stops loops that wait for a datagram at
@@ -264,13 +290,13 @@ func TestUDPCloseWakesLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := s.Addrs()[0].String()
-	time.Sleep(50 * time.Millisecond)
+	lengthenWaits(t, s)
 	t0 := time.Now()
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(t0); took > udpWait/5 {
-		t.Errorf("Shutdown took %v with the loops waiting, want well under the wait's timeout (%v)", took, udpWait)
+	if took := time.Since(t0); took > longWait/10 {
+		t.Errorf("Shutdown took %v with the loops waiting, want well under the wait's timeout (%v)", took, longWait)
 	}
 	c := &dns.Client{Timeout: 200 * time.Millisecond}
 	if r, _, err := c.Exchange(query("static.example.test.", dns.TypeA), addr); err == nil {
