@@ -188,7 +188,7 @@ func (o *Objects) LoadProgramFrom(opts Options, path string) (*ebpf.Program, err
 
 // LoadProgramSpec is LoadProgramFrom for an object already read: one
 // built from the program's source with other flags, such as the
-// benchmark's stage builds (bpf/gen.go), whose maps are the program's.
+// benchmark's stage builds (bench/xdpprog), whose maps are the program's.
 func (o *Objects) LoadProgramSpec(opts Options, spec *ebpf.CollectionSpec) (*ebpf.Program, error) {
 	spec, _, err := prepareSpec(spec, &opts)
 	if err != nil {

@@ -21,7 +21,7 @@ type Effect struct {
 
 // effects reads each factor's levels against its first, run by run. ms
 // holds every run's CPU per push, cell by cell in the constancy's order:
-// checks outer, unhealthy inner, and the first cell's twin last, which the
+// checks outer, unhealthy inner, and the first cell's repeat last, which the
 // first cell is averaged with. Each level is read against the first with
 // the other factor held, so a share failing is judged at every number of
 // checks and the other way round, and the seven cells' noise averages
@@ -31,7 +31,7 @@ func effects(checks, unhealthy []int, ms [][]float64) ([]Effect, error) {
 	var out []Effect
 	for _, run := range ms {
 		if len(run) != nc*nu+1 {
-			return nil, fmt.Errorf("reading effects: a run of %d cells, want %d and a twin", len(run), nc*nu)
+			return nil, fmt.Errorf("reading effects: a run of %d cells, want %d and a repeat", len(run), nc*nu)
 		}
 	}
 	cell := func(run []float64, c, u int) float64 {

@@ -6,12 +6,12 @@ import (
 )
 
 // TestEffects: each level is read against its factor's first with the
-// other factor held, the first cell averaged with its twin, and the
+// other factor held, the first cell averaged with its repeat, and the
 // median over runs taken.
 func TestEffects(t *testing.T) {
-	// 2 checks levels × 3 shares, and the twin. Runs scale the whole
+	// 2 checks levels × 3 shares, and the repeat. Runs scale the whole
 	// machine up and down; the cells of 65,535 checks cost 4% more, 100%
-	// unhealthy 2% more at 10 checks only, and the twin 10% more than
+	// unhealthy 2% more at 10 checks only, and the repeat 10% more than
 	// the first, which the average with it halves.
 	base := []float64{10, 10, 10.2, 10.4, 10.4, 10.4, 11}
 	var ms [][]float64
@@ -26,7 +26,7 @@ func TestEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := 10.5 // the first cell and its twin
+	ref := 10.5 // the first cell and its repeat
 	want := []struct {
 		factor string
 		level  int
@@ -50,6 +50,6 @@ func TestEffects(t *testing.T) {
 		t.Errorf("first levels %d and %d, want 10 checks and 0%%", g.First, got[1].First)
 	}
 	if _, err := effects([]int{10, 65535}, []int{0, 50, 100}, [][]float64{{1, 2, 3}}); err == nil {
-		t.Error("a run of 3 cells read as 6 and a twin")
+		t.Error("a run of 3 cells read as 6 and a repeat")
 	}
 }

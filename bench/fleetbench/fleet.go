@@ -91,14 +91,14 @@ type FleetResults struct {
 // FleetCell is one constancy cell: configured checks, share failing.
 type FleetCell struct {
 	Checks, Unhealthy int
-	// Again marks the reference cell's twin: the same checks and failures
+	// Again marks the reference cell's repeat: the same checks and failures
 	// in processes of its own, whose ratio to the reference is what the
 	// method gives two cells of the same work.
 	Again bool
 	CPUMs stats.Summary // the aggregator process's CPU per push, ms
 	// Ratio is, per run, the cell's CPU per push over the reference's in
-	// the same window: the mean of the first cell and its twin; the
-	// twin's, over the first cell's. RatioCI is a 95% confidence interval
+	// the same window: the mean of the first cell and its repeat; the
+	// repeat's, over the first cell's. RatioCI is a 95% confidence interval
 	// of its median (medianCI).
 	Ratio      stats.Summary
 	RatioCI    [2]float64
@@ -218,7 +218,7 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 // aggregator processes (cell.restart).
 //
 // Each cell is read against the reference (the fewest checks, the
-// smallest share failing: the first cell and a twin of it, the same work
+// smallest share failing: the first cell and a repeat of it, the same work
 // in processes of its own, averaged) in the same window, run by run, and
 // the check reads each factor apart (effects): every number of checks
 // against the fewest, every share failing against the smallest, the
@@ -226,7 +226,7 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 // the same work differ by a few percent a push (where their memory
 // landed), and a new process each run turns that into noise the median
 // averages; the extremes of every cell's median, the spread the report
-// also gives, grow with the number of cells and do not. The twin read
+// also gives, grow with the number of cells and do not. The repeat read
 // against the first shows the method's own noise.
 func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *fleetKeys, dir string) error {
 	var cells []*cell
@@ -242,9 +242,9 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 				checkers: o.Checkers, edges: 1})
 		}
 	}
-	twin := specs[0]
-	twin.name += "-again"
-	specs = append(specs, twin)
+	repeat := specs[0]
+	repeat.name += "-again"
+	specs = append(specs, repeat)
 	n := len(specs)
 	slot := o.Push / time.Duration(2*n)
 	for i, spec := range specs {
@@ -330,14 +330,14 @@ func (res *FleetResults) constancy(ctx context.Context, o *FleetOptions, keys *f
 	for i := range cells {
 		// The reference's two processes, averaged, are what every cell
 		// is read against, so one process's luck moves no comparison by
-		// all of itself; the twin is read against the first, the
+		// all of itself; the repeat is read against the first, the
 		// difference between two processes of the same work.
 		cpu, ratio := make([]float64, len(runs)), make([]float64, len(runs))
 		for r, ms := range runs {
-			twin := len(ms) - 1
-			cpu[r], ratio[r] = ms[i], ms[i]/((ms[0]+ms[twin])/2)
-			if i == twin {
-				ratio[r] = ms[twin] / ms[0]
+			repeat := len(ms) - 1
+			cpu[r], ratio[r] = ms[i], ms[i]/((ms[0]+ms[repeat])/2)
+			if i == repeat {
+				ratio[r] = ms[repeat] / ms[0]
 			}
 		}
 		c := &res.Cells[i]
@@ -367,9 +367,9 @@ func (res *FleetResults) cpuCheck() Check {
 		chk.Pass = chk.Pass && math.Abs(e.Ratio.Median-1) <= 0.05
 		parts = append(parts, fmt.Sprintf("%s over %s %s", e.level(), e.first(), rise(e.Ratio.Median, e.CI)))
 	}
-	twin := res.Cells[len(res.Cells)-1]
-	parts = append(parts, fmt.Sprintf("the first cell's twin over it %s; the cells' medians within %.1f%% (per run: median %.1f%%, %.1f–%.1f%%)",
-		rise(twin.Ratio.Median, twin.RatioCI), res.Spread, res.CPU.Median, res.CPU.Min, res.CPU.Max))
+	repeat := res.Cells[len(res.Cells)-1]
+	parts = append(parts, fmt.Sprintf("the first cell's repeat over it %s; the cells' medians within %.1f%% (per run: median %.1f%%, %.1f–%.1f%%)",
+		rise(repeat.Ratio.Median, repeat.RatioCI), res.Spread, res.CPU.Median, res.CPU.Min, res.CPU.Max))
 	chk.Detail = strings.Join(parts, "; ")
 	return chk
 }

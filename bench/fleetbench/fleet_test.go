@@ -82,15 +82,15 @@ func TestFleetQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(res.Cells) != 5 {
-		t.Fatalf("%d cells, want 10 and 5,000 checks each 0%% and 100%% unhealthy, and the first's twin", len(res.Cells))
+		t.Fatalf("%d cells, want 10 and 5,000 checks each 0%% and 100%% unhealthy, and the first's repeat", len(res.Cells))
 	}
-	if twin := res.Cells[4]; !twin.Again || twin.Checks != 10 || twin.Unhealthy != 0 {
-		t.Errorf("the last cell is %+v, want the twin of 10 checks at 0%%", twin)
+	if repeat := res.Cells[4]; !repeat.Again || repeat.Checks != 10 || repeat.Unhealthy != 0 {
+		t.Errorf("the last cell is %+v, want the repeat of 10 checks at 0%%", repeat)
 	}
-	// The first cell over the mean of itself and its twin is 2/(1+t) in a
-	// run where the twin over the first is t.
+	// The first cell over the mean of itself and its repeat is 2/(1+t) in a
+	// run where the repeat over the first is t.
 	if r, tw := res.Cells[0].Ratio, res.Cells[4].Ratio; math.Abs(r.Max-2/(1+tw.Min)) > 1e-9 || math.Abs(r.Min-2/(1+tw.Max)) > 1e-9 {
-		t.Errorf("the first cell over the reference %+v, its twin over it %+v: not read against the two's mean", r, tw)
+		t.Errorf("the first cell over the reference %+v, its repeat over it %+v: not read against the two's mean", r, tw)
 	}
 	// 5,000 checks over 10, and 100% unhealthy over 0%, one ratio per run.
 	if len(res.Effects) != 2 || res.Effects[0].Level != 5000 || res.Effects[1].Level != 100 ||

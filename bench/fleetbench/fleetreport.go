@@ -53,9 +53,9 @@ func FleetMarkdown(w io.Writer, res *FleetResults) {
 	fmt.Fprintf(w, "## Per push, over NATS (%d probers, 1 edge, %d runs of %d pushes)\n\n", o.Checkers, o.Runs, o.Pushes)
 	fmt.Fprintf(w, "The cells run at once, their probers publishing in turns: each cell's frames in its own slot of the first half of every period, "+
 		"the slots rotating by one cell every run. Every run after the first starts new aggregator processes and waits %d pushes before its window.\n\n", settlePushes)
-	fmt.Fprintf(w, "Each cell is read against the reference, the mean of the first cell and its twin (the last: the same work in processes of its own), "+
+	fmt.Fprintf(w, "Each cell is read against the reference, the mean of the first cell and its repeat (the last: the same work in processes of its own), "+
 		"in the same window, run by run; *over the reference* is the median of those ratios with a 95%% confidence interval, "+
-		"and for the twin, the median of its ratios to the first: the method's own noise.\n\n")
+		"and for the repeat, the median of its ratios to the first: the method's own noise.\n\n")
 	fmt.Fprintf(w, "| checks | unhealthy | aggregator CPU ms/push | over the reference (95%% CI) | %s | entries down at the edge |\n|---|---|---|---|---|---|---|---|---|\n",
 		strings.Join(links, " B | ")+" B")
 	for _, c := range res.Cells {
