@@ -56,7 +56,7 @@ func TestBundleRoundTrip(t *testing.T) {
 	// A host's own file: its server and cluster sections only.
 	hostDir := t.TempDir()
 	local := filepath.Join(hostDir, "host.yaml")
-	if err := os.WriteFile(local, []byte("server:\n  listen: [\"198.18.64.31:53\"]\ncluster:\n  config: nats\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    hosts: {a1: {roles: [aggregator], key: " + testKey + "}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(local, []byte("server:\n  listen: [\"198.18.64.31:53\"]\ncluster:\n  config: nats\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    hosts: {a1: {roles: [aggregator], key: "+testKey+"}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := LoadFleet(local, got, filepath.Join(hostDir, "rev-3"))
@@ -84,7 +84,7 @@ func TestBundleRoundTrip(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("bad revision: got %v\nwant %s", err, want)
 	}
-	if err := os.WriteFile(local, []byte("server:\n  listen: [\"198.18.64.31:53\"]\n  api: nope\ncluster:\n  config: nats\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    hosts: {a1: {roles: [aggregator], key: " + testKey + "}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(local, []byte("server:\n  listen: [\"198.18.64.31:53\"]\n  api: nope\ncluster:\n  config: nats\n  nats:\n    urls: [\"nats://198.18.64.21:4222\"]\n    hosts: {a1: {roles: [aggregator], key: "+testKey+"}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = LoadFleet(local, got, filepath.Join(hostDir, "rev-5"))
