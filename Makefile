@@ -1,12 +1,13 @@
 # steadydns: `make demo` and `make test` are the two commands (README).
-# Both run as root on Linux and install what they need from Debian.
+# Both run as root on Linux and install what they need from Debian;
+# `make check` runs the tests that need no root (CONTRIBUTING.md).
 
 GO      ?= go
 BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test fuzz demo demo-fleet bench bench-fleet deps clean install
+.PHONY: all build generate test check fuzz demo demo-fleet bench bench-fleet deps clean install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
 # and user, the docs and the examples. The config itself is the operator's:
@@ -42,6 +43,12 @@ deps:
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -p 1 -count=1 -timeout 12m $(PKGS)
+
+# The tier that needs neither root nor apt-get: every test in -short mode.
+# Tests that need root (XDP, network namespaces, bpffs) skip and say why.
+check:
+	$(GO) vet $(PKGS)
+	$(GO) test -short -count=1 -timeout 5m $(PKGS)
 
 # make fuzz [FUZZTIME=30s] [FUZZFLAGS=-parallel=1]: every fuzz target, one
 # after another, each for FUZZTIME (docs/fuzzing.md). A failing input is
