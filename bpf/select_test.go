@@ -102,9 +102,14 @@ func TestColdAndStale(t *testing.T) {
 	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs[1:2]) && time.Since(pushed) < after {
 		t.Errorf("table pushed %v ago with stale_after %v, answer_all: %v, want %v", time.Since(pushed), after, got, addrs[1:2])
 	}
-	time.Sleep(after + 100*time.Millisecond)
-	if got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs) {
-		t.Errorf("%v after the push, answer_all: %v, want all %v: the timer did not mark the table stale", time.Since(pushed), got, addrs)
+	// The timer fires at stale_after; the deadline is for one that never
+	// does, not for a loaded machine's late wakeup.
+	time.Sleep(after)
+	for got := answers(t, o, "open.example.test."); !slices.Equal(got, addrs); got = answers(t, o, "open.example.test.") {
+		if time.Since(pushed) > after+5*time.Second {
+			t.Fatalf("%v after the push, answer_all: %v, want all %v: the timer did not mark the table stale", time.Since(pushed), got, addrs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	var meta bpf.SteadydnsTableMeta
 	if err := o.HealthMeta.Lookup(uint32(0), &meta); err != nil {
