@@ -333,15 +333,13 @@ func TestFleet(t *testing.T) {
 
 	t.Run("an aggregator dies", func(t *testing.T) {
 		r.kill("a1")
-		time.Sleep(4 * fleetPush)
+		// An edge switches after three silent push periods; then a2's
+		// tables keep its table young. A busy machine may delay a push,
+		// so the age is watched for a while rather than read once.
 		for _, e := range []string{"e1", "e2"} {
-			v := r.fleetView(r.host(e), e)
-			if v.Following != "a2" {
-				t.Errorf("%s follows %q with a1 dead, want a2", e, v.Following)
-			}
-			if age := r.tableAge(r.host(e)); age > 2*fleetPush.Seconds() {
-				t.Errorf("%s's table is %.1fs old with a2 alive", e, age)
-			}
+			h := r.host(e)
+			r.waitFor(e+" following a2", 10*fleetPush, func() bool { return r.fleetView(h, e).Following == "a2" })
+			r.waitFor(e+"'s table fresh from a2", 10*fleetPush, func() bool { return r.tableAge(h) <= 2*fleetPush.Seconds() })
 		}
 		r.stopBackend(1)
 		r.waitAnswers(www, []string{"198.18.67.1"}, 4*fleetBound)

@@ -203,9 +203,9 @@ func TestCellsMerge(t *testing.T) {
 	if s := status("web2"); s.Reason != "from the table of b1" {
 		t.Errorf("web2: %+v, want it from b1's table", s)
 	}
-	if age := e.d.Table().Meta().Age; age > time.Second {
-		t.Fatalf("table age %v with both cells sending", age)
-	}
+	// Both cells send every 100 ms; a busy machine may hold one back for
+	// a moment, so the age must come under a second, not stay there.
+	eventually("a young table with both cells sending", func() bool { return e.d.Table().Meta().Age < time.Second })
 
 	// Cell b goes silent: a1's tables keep coming, but the merged table is
 	// as old as cell b's last, and web2 keeps b1's last state.
