@@ -110,8 +110,8 @@ func TestQuick(t *testing.T) {
 	if res.Servers[0].Ratio != 1 || res.Servers[1].Ratio <= 0 {
 		t.Errorf("ratios to the ceiling %v and %v", res.Servers[0].Ratio, res.Servers[1].Ratio)
 	}
-	checkWork(t, res.Work, o.RRLRounds)
-	checkCompare(t, res.Work, o.RRLRounds)
+	checkConstantWork(t, res.ConstantWork, o.RRLRounds)
+	checkCompare(t, res.ConstantWork, o.RRLRounds)
 	checkAggregator(t, res.Agg)
 
 	dir := t.TempDir()
@@ -132,7 +132,7 @@ func TestQuick(t *testing.T) {
 
 // checkCompare checks that the comparison measured both builds for A and
 // AAAA at both K, a slice of each per round and a ratio per pair.
-func checkCompare(t *testing.T, w *dnsbench.Work, rounds int) {
+func checkCompare(t *testing.T, w *dnsbench.ConstantWork, rounds int) {
 	t.Helper()
 	if w == nil || len(w.Compare) != 4 {
 		t.Fatalf("comparison of builds: %+v, want 4 cells (K=1 and K=8, A and AAAA)", w)
@@ -145,8 +145,8 @@ func checkCompare(t *testing.T, w *dnsbench.Work, rounds int) {
 	}
 }
 
-// checkWork wants every constant-work cell measured both ways.
-func checkWork(t *testing.T, w *dnsbench.Work, rrlRounds int) {
+// checkConstantWork wants every constant-work cell measured both ways.
+func checkConstantWork(t *testing.T, w *dnsbench.ConstantWork, rrlRounds int) {
 	t.Helper()
 	if w == nil || len(w.Cells) != 6 {
 		t.Fatalf("constant work: %+v, want 6 cells (K=1 and K=8, three health levels)", w)

@@ -95,21 +95,21 @@ func serversChart(res *Results, path string) error {
 	return savePanels(path, rate, cost)
 }
 
-func workChart(wk *Work, path string) error {
+func constantWorkChart(wk *ConstantWork, path string) error {
 	run, load := plot.New(), plot.New()
 	run.Title.Text, run.Y.Label.Text = "BPF_PROG_RUN", "ns/query"
 	load.Title.Text, load.Y.Label.Text = "in the kernel under kxdpgun", "ns/packet"
-	groups := workGroups(wk.Cells)
+	groups := groupCells(wk.Cells)
 	var labels []string
 	for _, g := range groups {
 		labels = append(labels, fmt.Sprintf("%s names, K=%d", short(g[0].Names), g[0].K))
 	}
 	// Groups of one bar per health level, a gap between groups.
-	step := float64(len(workDown) + 1)
-	for level, down := range workDown {
+	step := float64(len(healthLevels) + 1)
+	for level, down := range healthLevels {
 		var r, l points
 		for _, g := range groups {
-			var c WorkResult
+			var c ConstantWorkResult
 			if level < len(g) {
 				c = g[level]
 			}
@@ -124,7 +124,7 @@ func workChart(wk *Work, path string) error {
 		}
 	}
 	for _, p := range []*plot.Plot{run, load} {
-		categories(p, step, float64(len(workDown)-1)/2, labels)
+		categories(p, step, float64(len(healthLevels)-1)/2, labels)
 		p.Legend.Top = true
 		p.Y.Max *= 1.3 // room for the legend above the bars
 	}

@@ -36,34 +36,36 @@ type Options struct {
 	// reverse order of the first, and each pair, with loads of its own
 	// of every cell's program, gives one ratio per cell: RRL's cost is a
 	// few percent, so it is read from many short paired slices and many
-	// loads, not from a few long runs of one load each (see workRRL).
+	// loads, not from a few long runs of one load each (see measureRRL).
 	RRLRounds int
 	RRLSlice  time.Duration
 	Servers   []string // servers to measure, from ServerNames, in this order
-	WorkNames []int    // zone sizes of the constant-work runs; none skips them
-	WorkK     []int    // candidates per set in the constant-work runs, each 1 … loader.MaxCandidates
-	// WorkStatic makes the constant-work sets a zone file's: flagged
+	// The constant-work fields keep results.json's keys, which match the
+	// --work-* flags that set them.
+	ConstantWorkSizes []int `json:"WorkNames"` // zone sizes of the constant-work runs; none skips them
+	ConstantWorkK     []int `json:"WorkK"`     // candidates per set in the constant-work runs, each 1 … loader.MaxCandidates
+	// ConstantWorkStatic makes the constant-work sets a zone file's: flagged
 	// RR_STATIC, with no health check, so that every query takes the
 	// static path and answers all K at every share down.
-	WorkStatic bool
-	// WorkPolicy is the constant-work sets' policy, by its config name.
+	ConstantWorkStatic bool `json:"WorkStatic"`
+	// ConstantWorkPolicy is the constant-work sets' policy, by its config name.
 	// Failover sets rank their candidates in order (priority j) and
 	// weighted ones weigh them alike, so both answer one.
-	WorkPolicy config.Policy
-	Iterations int           // BPF_PROG_RUN calls per constant-work run
-	PushRounds int           // aggregator pushes per cell per run; 0 skips the aggregator
-	Binary     string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
-	Prefix     string        // testenv prefix; short, since NAPI thread names hold 15 bytes
-	GenCPU     int           // the CPU of the load generators
-	ServerCPU  int           // the CPU of the servers and of the server veth's NAPI thread
-	Settle     time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
-	Log        io.Writer     `json:"-"` // progress; nil is quiet
+	ConstantWorkPolicy config.Policy `json:"WorkPolicy"`
+	Iterations         int           // BPF_PROG_RUN calls per constant-work run
+	PushRounds         int           // aggregator pushes per cell per run; 0 skips the aggregator
+	Binary             string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
+	Prefix             string        // testenv prefix; short, since NAPI thread names hold 15 bytes
+	GenCPU             int           // the CPU of the load generators
+	ServerCPU          int           // the CPU of the servers and of the server veth's NAPI thread
+	Settle             time.Duration // how long to wait for other processes to leave the CPUs quiet before each measurement
+	Log                io.Writer     `json:"-"` // progress; nil is quiet
 
 	// CompareObject is the XDP object of another build of steadydns
 	// (its bpf/steadydns_bpfel.o), measured against this build's program
 	// in the constant-work runs: the two take turns on one link under
 	// one load, in RRLRounds rounds of RRLSlice each, like the
-	// rate-limiting cells (workCompare). Empty: no comparison.
+	// rate-limiting cells (measureCompare). Empty: no comparison.
 	CompareObject string
 	// CompareDown is the share of candidates down, 0, 50 or 100, while
 	// the two builds are compared.
@@ -73,24 +75,24 @@ type Options struct {
 // Defaults are the options of `steadydns-bench`: the full comparison.
 func Defaults() Options {
 	return Options{
-		Names:       1000,
-		Rate:        2_000_000,
-		SocketRate:  200_000,
-		LatencyRate: 20_000,
-		Duration:    5 * time.Second,
-		Runs:        3,
-		RRLRounds:   40,
-		RRLSlice:    200 * time.Millisecond,
-		Servers:     ServerNames(),
-		WorkNames:   []int{1000, 1_000_000},
-		WorkK:       []int{1, loader.MaxCandidates},
-		WorkPolicy:  config.PolicyMultivalue,
-		Iterations:  100_000,
-		PushRounds:  300,
-		Prefix:      "sdb",
-		GenCPU:      0,
-		ServerCPU:   1,
-		Settle:      2 * time.Minute,
+		Names:              1000,
+		Rate:               2_000_000,
+		SocketRate:         200_000,
+		LatencyRate:        20_000,
+		Duration:           5 * time.Second,
+		Runs:               3,
+		RRLRounds:          40,
+		RRLSlice:           200 * time.Millisecond,
+		Servers:            ServerNames(),
+		ConstantWorkSizes:  []int{1000, 1_000_000},
+		ConstantWorkK:      []int{1, loader.MaxCandidates},
+		ConstantWorkPolicy: config.PolicyMultivalue,
+		Iterations:         100_000,
+		PushRounds:         300,
+		Prefix:             "sdb",
+		GenCPU:             0,
+		ServerCPU:          1,
+		Settle:             2 * time.Minute,
 	}
 }
 
@@ -103,7 +105,7 @@ func Quick() Options {
 	o.RRLRounds = 2
 	o.LatencyRate = 5_000
 	o.Servers = []string{"reflector", "steadydns"}
-	o.WorkNames = []int{1000}
+	o.ConstantWorkSizes = []int{1000}
 	o.Iterations = 5_000
 	o.PushRounds = 10
 	o.Settle = 0 // a test does not wait for other tests
@@ -132,40 +134,40 @@ func (o *Options) check() error {
 			return fmt.Errorf("unknown server %q: want some of %v", s, ServerNames())
 		}
 	}
-	for _, n := range o.WorkNames {
+	for _, n := range o.ConstantWorkSizes {
 		if n < 1 {
 			return fmt.Errorf("constant-work size %d: must be positive", n)
 		}
 	}
-	if len(o.WorkNames) > 0 && len(o.WorkK) == 0 {
+	if len(o.ConstantWorkSizes) > 0 && len(o.ConstantWorkK) == 0 {
 		return errors.New("constant-work K: none given, so the constant-work sizes would measure nothing")
 	}
 	// At 50% down a set holds K/2 whole pairs of the table's entries
-	// (workHealth), one of each up: an odd K > 1 would have a count up
+	// (levelTable), one of each up: an odd K > 1 would have a count up
 	// that varies from set to set, where the reply check wants one count.
 	// A set answering one, or a static set, answers the same at any K.
-	oneAnswer := o.WorkPolicy == config.PolicyFailover || o.WorkPolicy == config.PolicyWeighted
-	for _, k := range o.WorkK {
+	oneAnswer := o.ConstantWorkPolicy == config.PolicyFailover || o.ConstantWorkPolicy == config.PolicyWeighted
+	for _, k := range o.ConstantWorkK {
 		if k < 1 || k > loader.MaxCandidates {
 			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxCandidates)
 		}
-		if k > 1 && k%2 == 1 && !o.WorkStatic && !oneAnswer {
-			return fmt.Errorf("constant-work K %d: want 1 or an even K for %s sets, whose count up at 50%% down must be the same in every set", k, o.WorkPolicy)
+		if k > 1 && k%2 == 1 && !o.ConstantWorkStatic && !oneAnswer {
+			return fmt.Errorf("constant-work K %d: want 1 or an even K for %s sets, whose count up at 50%% down must be the same in every set", k, o.ConstantWorkPolicy)
 		}
 	}
-	if _, ok := records.DataPlanePolicy(o.WorkPolicy); !ok {
-		return fmt.Errorf("constant-work policy %q: not a policy", o.WorkPolicy)
+	if _, ok := records.DataPlanePolicy(o.ConstantWorkPolicy); !ok {
+		return fmt.Errorf("constant-work policy %q: not a policy", o.ConstantWorkPolicy)
 	}
-	if o.WorkStatic && o.WorkPolicy != config.PolicyMultivalue {
-		return fmt.Errorf("constant-work policy %q: a zone file's sets are multivalue", o.WorkPolicy)
+	if o.ConstantWorkStatic && o.ConstantWorkPolicy != config.PolicyMultivalue {
+		return fmt.Errorf("constant-work policy %q: a zone file's sets are multivalue", o.ConstantWorkPolicy)
 	}
 	// The report groups cells by size and K: each K once, ascending.
-	o.WorkK = slices.Compact(slices.Sorted(slices.Values(o.WorkK)))
-	if !slices.Contains(workDown, o.CompareDown) {
-		return fmt.Errorf("compare down %d%%: want one of %v", o.CompareDown, workDown)
+	o.ConstantWorkK = slices.Compact(slices.Sorted(slices.Values(o.ConstantWorkK)))
+	if !slices.Contains(healthLevels, o.CompareDown) {
+		return fmt.Errorf("compare down %d%%: want one of %v", o.CompareDown, healthLevels)
 	}
 	if o.CompareObject != "" {
-		if len(o.WorkNames) == 0 {
+		if len(o.ConstantWorkSizes) == 0 {
 			return errors.New("compare object: the comparison runs with the constant work, which no size turns on")
 		}
 		if _, err := os.Stat(o.CompareObject); err != nil {

@@ -36,8 +36,8 @@ func Write(res *Results, dir string) error {
 	if err := serversChart(res, filepath.Join(dir, "servers.png")); err != nil {
 		return err
 	}
-	if res.Work != nil && len(res.Work.Cells) > 0 {
-		return workChart(res.Work, filepath.Join(dir, "constant-work.png"))
+	if res.ConstantWork != nil && len(res.ConstantWork.Cells) > 0 {
+		return constantWorkChart(res.ConstantWork, filepath.Join(dir, "constant-work.png"))
 	}
 	return nil
 }
@@ -85,8 +85,8 @@ func Markdown(w io.Writer, res *Results) {
 		fmt.Fprintln(w)
 	}
 	complianceMarkdown(w, res.Servers)
-	if res.Work != nil {
-		workMarkdown(w, res.Work, o)
+	if res.ConstantWork != nil {
+		constantWorkMarkdown(w, res.ConstantWork, o)
 	}
 	if res.Agg != nil {
 		aggMarkdown(w, res.Agg)
@@ -96,10 +96,10 @@ func Markdown(w io.Writer, res *Results) {
 	}
 }
 
-func workMarkdown(w io.Writer, wk *Work, o Options) {
+func constantWorkMarkdown(w io.Writer, wk *ConstantWork, o Options) {
 	fmt.Fprintf(w, "\n## Constant work\n\n")
-	sets := fmt.Sprintf("synthetic %s A sets of K health-checked candidates", o.WorkPolicy)
-	if o.WorkStatic {
+	sets := fmt.Sprintf("synthetic %s A sets of K health-checked candidates", o.ConstantWorkPolicy)
+	if o.ConstantWorkStatic {
 		sets = "synthetic sets of K records as a zone file's: flagged static, with no health check, so that every share down answers all K"
 	}
 	fmt.Fprintf(w, "The steadydns XDP program with %s. "+
@@ -120,10 +120,10 @@ func workMarkdown(w io.Writer, wk *Work, o Options) {
 	}
 	fmt.Fprintf(w, "\nSpread across the health levels (largest median over smallest, minus one):\n\n")
 	fmt.Fprintf(w, "| names | K | BPF_PROG_RUN | under load | under load, paired slices |\n|---|---|---|---|---|\n")
-	for _, g := range workGroups(wk.Cells) {
+	for _, g := range groupCells(wk.Cells) {
 		fmt.Fprintf(w, "| %d | %d | %.1f%% | %.1f%% | %s |\n", g[0].Names, g[0].K,
-			100*levelSpread(g, func(c WorkResult) float64 { return c.RunNs.Median }),
-			100*levelSpread(g, func(c WorkResult) float64 { return c.LoadNs.Median }),
+			100*levelSpread(g, func(c ConstantWorkResult) float64 { return c.RunNs.Median }),
+			100*levelSpread(g, func(c ConstantWorkResult) float64 { return c.LoadNs.Median }),
 			slicedSpread(wk.Levels, g[0].Names, g[0].K))
 	}
 	if len(wk.Levels) > 0 {
@@ -274,21 +274,21 @@ func aggMarkdown(w io.Writer, a *Aggregator) {
 	fmt.Fprintf(w, "\nSpread per run (the dearest cell over the cheapest, minus one): %s%%.\n", a.Spread.Format(1, 1))
 }
 
-// workGroups splits the cells by zone size and K, keeping their order.
-func workGroups(cells []WorkResult) [][]WorkResult {
-	var gs [][]WorkResult
+// groupCells splits the cells by zone size and K, keeping their order.
+func groupCells(cells []ConstantWorkResult) [][]ConstantWorkResult {
+	var gs [][]ConstantWorkResult
 	for _, c := range cells {
 		if n := len(gs); n > 0 && gs[n-1][0].Names == c.Names && gs[n-1][0].K == c.K {
 			gs[n-1] = append(gs[n-1], c)
 		} else {
-			gs = append(gs, []WorkResult{c})
+			gs = append(gs, []ConstantWorkResult{c})
 		}
 	}
 	return gs
 }
 
 // levelSpread is how far apart the health levels of one group are.
-func levelSpread(g []WorkResult, v func(WorkResult) float64) float64 {
+func levelSpread(g []ConstantWorkResult, v func(ConstantWorkResult) float64) float64 {
 	lo, hi := v(g[0]), v(g[0])
 	for _, c := range g {
 		lo, hi = min(lo, v(c)), max(hi, v(c))

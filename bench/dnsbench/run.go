@@ -15,13 +15,13 @@ import (
 
 // Results are everything one run measured.
 type Results struct {
-	Machine  stats.Machine
-	Options  Options
-	Started  time.Time
-	Servers  []ServerResult
-	Work     *Work       // nil when no constant-work size was asked for
-	Agg      *Aggregator // nil when no push rounds were asked for
-	Commands []string    // the load generators' command lines, as run
+	Machine      stats.Machine
+	Options      Options
+	Started      time.Time
+	Servers      []ServerResult
+	ConstantWork *ConstantWork `json:"Work"` // nil when no constant-work size was asked for
+	Agg          *Aggregator   // nil when no push rounds were asked for
+	Commands     []string      // the load generators' command lines, as run
 }
 
 // Run builds the test hosts, measures every server with the same zone and
@@ -75,8 +75,8 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 		res.Servers = append(res.Servers, m.result())
 	}
 	res.setRatios()
-	if len(o.WorkNames) > 0 {
-		if res.Work, err = r.constantWork(ctx); err != nil {
+	if len(o.ConstantWorkSizes) > 0 {
+		if res.ConstantWork, err = r.constantWork(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -66,9 +66,9 @@ func run(args []string) error {
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
-	workK := fs.String("work-k", join(d.WorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
+	workK := fs.String("work-k", join(d.ConstantWorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
 	workStatic := fs.Bool("work-static", false, "make the constant-work sets a zone file's (static, no health check) instead of health-checked")
-	workPolicy := fs.String("work-policy", string(d.WorkPolicy), "the constant-work sets' policy: multivalue, failover, weighted or round_robin")
+	workPolicy := fs.String("work-policy", string(d.ConstantWorkPolicy), "the constant-work sets' policy: multivalue, failover, weighted or round_robin")
 	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")
 	compareDown := fs.Int("compare-down", d.CompareDown, "percent of candidates down while the builds are compared: 0, 50 or 100")
 	binary := fs.String("binary", "", "the steadydns binary the steadydns servers run (default: steadydns beside this binary, else on PATH)")
@@ -115,17 +115,17 @@ func run(args []string) error {
 		case "servers":
 			o.Servers = split(*servers)
 		case "work-names":
-			if o.WorkNames, err = sizes(*work); err != nil {
+			if o.ConstantWorkSizes, err = sizes(*work); err != nil {
 				err = fmt.Errorf("--work-names: %w", err)
 			}
 		case "work-k":
-			if o.WorkK, err = sizes(*workK); err != nil {
+			if o.ConstantWorkK, err = sizes(*workK); err != nil {
 				err = fmt.Errorf("--work-k: %w", err)
 			}
 		case "work-static":
-			o.WorkStatic = *workStatic
+			o.ConstantWorkStatic = *workStatic
 		case "work-policy":
-			o.WorkPolicy = config.Policy(*workPolicy)
+			o.ConstantWorkPolicy = config.Policy(*workPolicy)
 		}
 	})
 	if err != nil {

@@ -54,17 +54,17 @@ func comparePrograms(o *loader.Objects, opts loader.Options, other string, pairs
 	return progs, nil
 }
 
-// workCompare measures this build's program against the other build's
+// measureCompare measures this build's program against the other build's
 // under load, for A and AAAA queries over every name: the two take turns
 // on the link within one generator run, in slices, as rate limiting's
 // cells do (rrlRun), and the cost is read as a ratio within each pair of
 // rounds. A change of a few percent is smaller than what separate runs of
 // the generator differ by on a shared machine; paired slices see it.
-func (r *rig) workCompare(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, order []int, n, k int) (err error) {
-	if err := writeWorkHealth(o, r.o.CompareDown); err != nil {
+func (r *rig) measureCompare(ctx context.Context, w *ConstantWork, o *loader.Objects, progs [][]*ebpf.Program, order []int, n, k int) (err error) {
+	if err := writeLevel(o, r.o.CompareDown); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.attachWork(o), writeWorkHealth(o, 0)) }()
+	defer func() { err = errors.Join(err, r.reattach(o), writeLevel(o, 0)) }()
 	for _, qtype := range []string{"A", "AAAA"} {
 		file := filepath.Join(r.dir, fmt.Sprintf("work-%d-compare-%s.txt", n, qtype))
 		err := writeLines(file, func(b *bufio.Writer) {

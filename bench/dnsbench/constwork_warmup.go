@@ -25,17 +25,17 @@ const (
 	warmMaxRuns   = 6
 )
 
-// workWarmUp runs the A queries under load with every candidate up until
+// warmUp runs the A queries under load with every candidate up until
 // the cost per packet stops falling, and records the runs. A run that
 // did not settle within warmMaxRuns is reported, not fatal: the cells
 // still measure, and the report says the table had not settled.
-func (r *rig) workWarmUp(ctx context.Context, w *Work, o *loader.Objects, queries string, n, k int) error {
-	if err := writeWorkHealth(o, 0); err != nil {
+func (r *rig) warmUp(ctx context.Context, w *ConstantWork, o *loader.Objects, queries string, n, k int) error {
+	if err := writeLevel(o, 0); err != nil {
 		return err
 	}
 	res := WarmupResult{Names: n, K: k}
 	for len(res.LoadNs) < warmMaxRuns && !res.Settled {
-		cost, _, other, err := r.workRun(ctx, o.Steadydns, queries)
+		cost, _, other, err := r.quietLoadRun(ctx, o.Steadydns, queries)
 		if err != nil {
 			return fmt.Errorf("warming up %d names, K=%d: %w", n, k, err)
 		}

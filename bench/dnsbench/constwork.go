@@ -19,10 +19,10 @@ import (
 	"github.com/steadydns/steadydns/loader"
 )
 
-// Work is the constant-work measurement: what a query costs the XDP
-// program with 0%, 50% and 100% of its candidates down.
-type Work struct {
-	Cells       []WorkResult
+// ConstantWork is the constant-work measurement: what a query costs the
+// XDP program with 0%, 50% and 100% of its candidates down.
+type ConstantWork struct {
+	Cells       []ConstantWorkResult
 	Warmup      []WarmupResult    // the runs before each size's and K's cells, until the cost per packet settled
 	PassNs      stats.Summary     // BPF_PROG_RUN of an XDP_PASS program: the harness's overhead, subtracted from RunNs
 	ReflectorNs stats.Summary     // BPF_PROG_RUN of the reflector, overhead subtracted, for scale
@@ -35,8 +35,9 @@ type Work struct {
 	OtherLoad   float64           // the largest share of the CPUs other processes took during a round that was kept
 }
 
-// WorkResult is one cell: a zone size, K candidates per name, a share down.
-type WorkResult struct {
+// ConstantWorkResult is one cell: a zone size, K candidates per name, a
+// share down.
+type ConstantWorkResult struct {
 	Names, K, DownPct int
 	Answers           int           // answers per reply, checked on every sampled frame
 	RunNs             stats.Summary // BPF_PROG_RUN ns per query, overhead subtracted
@@ -61,35 +62,36 @@ var variants = []struct {
 	edns  bool
 }{{"A", true}, {"AAAA", false}, {"AAAA", true}}
 
-// Constant-work shape: the health table's and the record maps' default
-// sizes, the frames the microbenchmark cycles through, and the shares of
-// candidates down.
+// The measurement's shape: the health table's and the record maps'
+// default sizes, and the frames BPF_PROG_RUN cycles through.
 const (
-	workTable   = 65536
-	workRecords = 65536
-	workFrames  = 4096
+	healthTableSize = 65536
+	recordTableSize = 65536
+	progRunFrames   = 4096
 )
 
-var workDown = []int{0, 50, 100}
+// healthLevels are the shares of candidates down, in percent, that every
+// size and K is measured at.
+var healthLevels = []int{0, 50, 100}
 
 // constantWork loads the steadydns program with synthetic record sets
 // whose candidates are health-checked, attaches it to the server's veth,
 // and measures every cell through BPF_PROG_RUN and under load.
-func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
-	w = &Work{}
+func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
+	w = &ConstantWork{}
 	fmt.Fprintf(r.o.Log, "bench: constant work\n")
 	// Ascending, so each size adds names to the maps rather than leaving
 	// stale ones from a bigger size behind.
-	sizes := slices.Clone(r.o.WorkNames)
+	sizes := slices.Clone(r.o.ConstantWorkSizes)
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
 	opts := loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
-		HealthCapacity: workTable,
+		HealthCapacity: healthTableSize,
 		// An A and an AAAA set per name of the largest size; never
 		// less than a server's default, so that a quick run measures a
 		// table of the size a server has.
-		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], workRecords)),
+		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], recordTableSize)),
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
 	}
 	o, err := loader.Load(opts)
@@ -118,7 +120,7 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 			return nil, err
 		}
 	}
-	if err := r.workBaseline(w, o); err != nil {
+	if err := r.measureBaseline(w, o); err != nil {
 		return nil, err
 	}
 	if err := r.env.Edge.Do(func() error { _, err := o.Attach(r.env.Edge.Link, loader.ModeNative); return err }); err != nil {
@@ -134,16 +136,16 @@ func (r *rig) constantWork(ctx context.Context) (w *Work, err error) {
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
 		}
-		if err := r.workSize(ctx, w, o, progs, breakdowns, cmp, n); err != nil {
+		if err := r.measureSize(ctx, w, o, progs, breakdowns, cmp, n); err != nil {
 			return nil, err
 		}
 	}
 	return w, nil
 }
 
-// workBaseline measures the fixed cost of the BPF_PROG_RUN loop with an
+// measureBaseline measures the fixed cost of the BPF_PROG_RUN loop with an
 // XDP_PASS program, and the reflector for scale.
-func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
+func (r *rig) measureBaseline(w *ConstantWork, o *loader.Objects) error {
 	frames := [][]byte{r.queryFrame(0)}
 	var pass, refl []float64
 	for range r.o.Runs {
@@ -170,14 +172,14 @@ func (r *rig) workBaseline(w *Work, o *loader.Objects) error {
 	return nil
 }
 
-// workSize fills the maps with n names and, once their cost has settled,
-// measures each K of Options.WorkK at every share down, the other query
-// shapes, rate limiting's cells, the table read's, and this build's
-// program against another build's where cmp holds them.
-func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, breakdowns, cmp [][]*ebpf.Program, n int) error {
+// measureSize fills the maps with n names and, once their cost has
+// settled, measures each K of Options.ConstantWorkK at every share down,
+// the other query shapes, rate limiting's cells, the table read's, and
+// this build's program against another build's where cmp holds them.
+func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Objects, progs, breakdowns, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
 	var frames [][]byte
-	for range min(n, workFrames) {
+	for range min(n, progRunFrames) {
 		frames = append(frames, r.queryFrame(rng.IntN(n)))
 	}
 	queries := filepath.Join(r.dir, fmt.Sprintf("work-%d.txt", n))
@@ -190,33 +192,33 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, b
 	if err != nil {
 		return err
 	}
-	for _, k := range r.o.WorkK {
+	for _, k := range r.o.ConstantWorkK {
 		fmt.Fprintf(r.o.Log, "bench: constant work, %d names, K=%d\n", n, k)
 		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			if err := putWorkRecords(o, n, k, qtype, r.o); err != nil {
+			if err := putRecordSets(o, n, k, qtype, r.o); err != nil {
 				return err
 			}
 		}
-		if err := r.workWarmUp(ctx, w, o, queries, n, k); err != nil {
+		if err := r.warmUp(ctx, w, o, queries, n, k); err != nil {
 			return err
 		}
-		if err := r.workLevels(ctx, w, o, frames, queries, n, k); err != nil {
+		if err := r.measureLevels(ctx, w, o, frames, queries, n, k); err != nil {
 			return err
 		}
-		if err := r.workLevelSlices(ctx, w, o, queries, n, k); err != nil {
+		if err := r.measureLevelSlices(ctx, w, o, queries, n, k); err != nil {
 			return err
 		}
-		if err := r.workVariants(ctx, w, o, order, n, k); err != nil {
+		if err := r.measureVariants(ctx, w, o, order, n, k); err != nil {
 			return err
 		}
-		if err := r.workRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
+		if err := r.measureRRL(ctx, w, o, progs, queries, order[0], n, k); err != nil {
 			return err
 		}
-		if err := r.workBreakdown(ctx, w, o, breakdowns, queries, n, k); err != nil {
+		if err := r.measureBreakdown(ctx, w, o, breakdowns, queries, n, k); err != nil {
 			return err
 		}
 		if cmp != nil {
-			if err := r.workCompare(ctx, w, o, cmp, order, n, k); err != nil {
+			if err := r.measureCompare(ctx, w, o, cmp, order, n, k); err != nil {
 				return err
 			}
 		}
@@ -224,10 +226,10 @@ func (r *rig) workSize(ctx context.Context, w *Work, o *loader.Objects, progs, b
 	return nil
 }
 
-// workVariants measures AAAA and EDNS queries under load with every
+// measureVariants measures AAAA and EDNS queries under load with every
 // candidate up, in rounds like the levels.
-func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, order []int, n, k int) error {
-	if err := writeWorkHealth(o, 0); err != nil {
+func (r *rig) measureVariants(ctx context.Context, w *ConstantWork, o *loader.Objects, order []int, n, k int) error {
+	if err := writeLevel(o, 0); err != nil {
 		return err
 	}
 	files := make([]string, len(variants))
@@ -249,7 +251,7 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 	samples := make([]sample, len(variants))
 	for range r.o.Runs {
 		for i := range variants {
-			cost, answered, other, err := r.workRun(ctx, o.Steadydns, files[i])
+			cost, answered, other, err := r.quietLoadRun(ctx, o.Steadydns, files[i])
 			if err != nil {
 				return err
 			}
@@ -267,18 +269,18 @@ func (r *rig) workVariants(ctx context.Context, w *Work, o *loader.Objects, orde
 // sample is one round's figures for one cell.
 type sample struct{ run, load, answered []float64 }
 
-// workChunks is how many slices each level's BPF_PROG_RUN calls are cut
-// into, taking turns with the other levels.
-const workChunks = 20
+// interleaveChunks is how many slices each level's BPF_PROG_RUN calls
+// are cut into, taking turns with the other levels.
+const interleaveChunks = 20
 
-// workLevels measures the health levels of one size and K in rounds. In
+// measureLevels measures the health levels of one size and K in rounds. In
 // BPF_PROG_RUN the levels take turns in short slices, and under load each
 // round runs every level once, so that a disturbance from outside falls on
 // all levels alike rather than on whichever level ran at the time: this
 // VM has slow spells of a second and more.
-func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
-	for _, down := range workDown {
-		if err := writeWorkHealth(o, down); err != nil {
+func (r *rig) measureLevels(ctx context.Context, w *ConstantWork, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
+	for _, down := range healthLevels {
+		if err := writeLevel(o, down); err != nil {
 			return err
 		}
 		for j, f := range frames {
@@ -287,7 +289,7 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			}
 		}
 	}
-	samples := make([]sample, len(workDown))
+	samples := make([]sample, len(healthLevels))
 	for range r.o.Runs {
 		var runs []float64
 		other, err := r.quietly(func() (err error) {
@@ -298,11 +300,11 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			return err
 		}
 		w.OtherLoad = max(w.OtherLoad, other)
-		for i, down := range workDown {
-			if err := writeWorkHealth(o, down); err != nil {
+		for i, down := range healthLevels {
+			if err := writeLevel(o, down); err != nil {
 				return err
 			}
-			cost, answered, other, err := r.workRun(ctx, o.Steadydns, queries)
+			cost, answered, other, err := r.quietLoadRun(ctx, o.Steadydns, queries)
 			if err != nil {
 				return err
 			}
@@ -311,8 +313,8 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 			s.run, s.load, s.answered = append(s.run, runs[i]-w.PassNs.Median), append(s.load, cost), append(s.answered, answered)
 		}
 	}
-	for i, down := range workDown {
-		w.Cells = append(w.Cells, WorkResult{
+	for i, down := range healthLevels {
+		w.Cells = append(w.Cells, ConstantWorkResult{
 			Names: n, K: k, DownPct: down, Answers: expectedAnswers(k, down, r.o),
 			RunNs: stats.Summarize(samples[i].run), LoadNs: stats.Summarize(samples[i].load), Answered: stats.Summarize(samples[i].answered),
 		})
@@ -321,21 +323,21 @@ func (r *rig) workLevels(ctx context.Context, w *Work, o *loader.Objects, frames
 }
 
 // interleavedRun times the program through BPF_PROG_RUN at every health
-// level, the levels taking turns in workChunks slices of the iterations,
-// and returns the ns per query of each level.
+// level, the levels taking turns in interleaveChunks slices of the
+// iterations, and returns the ns per query of each level.
 func (r *rig) interleavedRun(o *loader.Objects, frames [][]byte) ([]float64, error) {
-	ns := make([]float64, len(workDown))
-	per := max(1, r.o.Iterations/workChunks)
-	for range workChunks {
-		for i, down := range workDown {
-			if err := writeWorkHealth(o, down); err != nil {
+	ns := make([]float64, len(healthLevels))
+	per := max(1, r.o.Iterations/interleaveChunks)
+	for range interleaveChunks {
+		for i, down := range healthLevels {
+			if err := writeLevel(o, down); err != nil {
 				return nil, err
 			}
 			x, err := progRunNs(o.Steadydns, frames, per, r.o.ServerCPU, xdpTX)
 			if err != nil {
 				return nil, err
 			}
-			ns[i] += x / workChunks
+			ns[i] += x / interleaveChunks
 		}
 	}
 	return ns, nil
@@ -350,11 +352,11 @@ func loadReflector() (*ebpf.Program, func(), error) {
 	return objs.Reflector, func() { objs.Close() }, nil
 }
 
-// workRun is one constant-work run of prog under kxdpgun asking file's
-// queries, while the CPUs are quiet: the program's ns per packet, the
-// replies a second, and the largest share of the CPUs other processes
-// took. The client's pass afterwards checks the link still answers.
-func (r *rig) workRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
+// quietLoadRun is one run of prog under kxdpgun asking file's queries,
+// while the CPUs are quiet: the program's ns per packet, the replies a
+// second, and the largest share of the CPUs other processes took. The
+// client's pass afterwards checks the link still answers.
+func (r *rig) quietLoadRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
 	other, err = r.quietly(func() error {
 		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate)
 		if err != nil {

@@ -139,16 +139,16 @@ func loadStage(o *loader.Objects, opts loader.Options, i int) (*ebpf.Program, er
 	return p, nil
 }
 
-// workBreakdown measures the program, the table read, the stage builds and
-// the reflector under load with every candidate up, asking every name's
+// measureBreakdown measures the program, the table read, the stage builds
+// and the reflector under load with every candidate up, asking every name's
 // A: they take turns on the link within one generator run, in slices, as
 // rate limiting's cells do (rrlRun), and each ratio and each stage's cost
 // is read within a pair of rounds.
-func (r *rig) workBreakdown(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, queries string, n, k int) (err error) {
-	if err := writeWorkHealth(o, 0); err != nil {
+func (r *rig) measureBreakdown(ctx context.Context, w *ConstantWork, o *loader.Objects, progs [][]*ebpf.Program, queries string, n, k int) (err error) {
+	if err := writeLevel(o, 0); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.attachWork(o)) }()
+	defer func() { err = errors.Join(err, r.reattach(o)) }()
 	fmt.Fprintf(r.o.Log, "bench: the table read, %d names, K=%d: %d rounds of %v slices\n", n, k, r.o.RRLRounds, r.o.RRLSlice)
 	var got []rrlSlices
 	other, err := r.quietly(func() (err error) {

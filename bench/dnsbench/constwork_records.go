@@ -16,22 +16,23 @@ import (
 	"github.com/steadydns/steadydns/loader"
 )
 
-// checkOf is the health-table entry of candidate j of name i. Entries run
-// 1 … workTable-2 (0 is the always-up entry); the count is even, so a set
-// of an even K > 1 candidates holds K/2 whole pairs of entries (2m+1,
-// 2m+2), whatever the wrap, and with K = 1 two names in a row share a pair.
-func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(workTable-2)) }
+// checkOf is the health-table entry of candidate j of name i. Entries
+// run 1 … healthTableSize-2 (0 is the always-up entry); the count is
+// even, so a set of an even K > 1 candidates holds K/2 whole pairs of
+// entries (2m+1, 2m+2), whatever the wrap, and with K = 1 two names in
+// a row share a pair.
+func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(healthTableSize-2)) }
 
-// putWorkRecords writes a set of qtype (A or AAAA) with k health-checked
-// candidates for each of n names, of Options.WorkPolicy, answering up to k;
-// a failover set's candidates rank in order, a weighted set's weigh alike.
-// With Options.WorkStatic a set is a zone file's instead: no check,
-// flagged RR_STATIC, which the loader packs and the program answers
-// without a selection.
-func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
-	policy, ok := records.DataPlanePolicy(opt.WorkPolicy)
+// putRecordSets writes a set of qtype (A or AAAA) with k health-checked
+// candidates for each of n names, of Options.ConstantWorkPolicy,
+// answering up to k; a failover set's candidates rank in order, a
+// weighted set's weigh alike. With Options.ConstantWorkStatic a set is a
+// zone file's instead: no check, flagged RR_STATIC, which the loader
+// packs and the program answers without a selection.
+func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
+	policy, ok := records.DataPlanePolicy(opt.ConstantWorkPolicy)
 	if !ok {
-		return fmt.Errorf("constant-work policy %q: not a policy", opt.WorkPolicy)
+		return fmt.Errorf("constant-work policy %q: not a policy", opt.ConstantWorkPolicy)
 	}
 	buf := make([]byte, 256)
 	for i := range n {
@@ -40,7 +41,7 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) erro
 			return fmt.Errorf("packing %s: %w", nameOf(i), err)
 		}
 		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k), Policy: uint8(policy)}
-		if opt.WorkStatic {
+		if opt.ConstantWorkStatic {
 			v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
 		}
 		for j := range k {
@@ -51,7 +52,7 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) erro
 				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
 			}
 			v.Cand[j].Priority, v.Cand[j].Weight = uint8(j), 1
-			if !opt.WorkStatic {
+			if !opt.ConstantWorkStatic {
 				v.Cand[j].Check = checkOf(i, j, k)
 			}
 		}
@@ -62,14 +63,14 @@ func putWorkRecords(o *loader.Objects, n, k int, qtype uint16, opt Options) erro
 	return nil
 }
 
-// writeWorkHealth writes a table with down% of the candidates' entries
-// down (workHealth).
-func writeWorkHealth(o *loader.Objects, down int) error {
-	return pushWorkHealth(o, workHealth(o, down))
+// writeLevel pushes a health table with down% of the candidates' entries
+// down (levelTable).
+func writeLevel(o *loader.Objects, down int) error {
+	return pushTable(o, levelTable(o, down))
 }
 
-// pushWorkHealth pushes a table of workHealth's.
-func pushWorkHealth(o *loader.Objects, table []byte) error {
+// pushTable pushes a health table of levelTable's.
+func pushTable(o *loader.Objects, table []byte) error {
 	// Version 0 would mean no table yet, and every set would fail open.
 	_, err := o.PushHealth(table, 1, 0, 0)
 	return err
@@ -80,10 +81,10 @@ func pushWorkHealth(o *loader.Objects, table []byte) error {
 // every record, whatever the table says; one for failover (the healthy
 // candidate ranked first, or the first when none is) and weighted.
 func expectedAnswers(k, down int, opt Options) int {
-	if opt.WorkPolicy == config.PolicyFailover || opt.WorkPolicy == config.PolicyWeighted {
+	if opt.ConstantWorkPolicy == config.PolicyFailover || opt.ConstantWorkPolicy == config.PolicyWeighted {
 		return 1
 	}
-	if down == 50 && k > 1 && !opt.WorkStatic {
+	if down == 50 && k > 1 && !opt.ConstantWorkStatic {
 		return k / 2
 	}
 	return k

@@ -111,7 +111,7 @@ func closePrograms(progs [][]*ebpf.Program) error {
 	return err
 }
 
-// workRRL measures the rate-limiting cells of one size and K under load,
+// measureRRL measures the rate-limiting cells of one size and K under load,
 // every candidate up; o's program is back on the link after. RRL adds a
 // few percent, less than a whole run moves by on a shared machine, so the cells do not each get a run of the generator: the cells
 // that ask the same queries share one run, and take turns on the link in
@@ -122,15 +122,15 @@ func closePrograms(progs [][]*ebpf.Program) error {
 // from outside that lasts a second or more falls on every cell of a round
 // alike. The cost is read as a ratio within each pair of rounds and summed
 // up by the median of the pairs.
-func (r *rig) workRRL(ctx context.Context, w *Work, o *loader.Objects, progs [][]*ebpf.Program, queries string, first, n, k int) (err error) {
-	if err := writeWorkHealth(o, 0); err != nil {
+func (r *rig) measureRRL(ctx context.Context, w *ConstantWork, o *loader.Objects, progs [][]*ebpf.Program, queries string, first, n, k int) (err error) {
+	if err := writeLevel(o, 0); err != nil {
 		return err
 	}
 	one := filepath.Join(r.dir, fmt.Sprintf("work-%d-one.txt", n))
 	if err := writeLines(one, func(b *bufio.Writer) { fmt.Fprintf(b, "%s A\n", nameOf(first)) }); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.attachWork(o)) }()
+	defer func() { err = errors.Join(err, r.reattach(o)) }()
 	meas := make([]rrlSlices, len(rrlCells))
 	for _, oneName := range []bool{false, true} {
 		var cells []int
@@ -195,9 +195,9 @@ type rrlSlices struct {
 
 // rrlRun runs the generator once asking file's queries and, while it
 // runs, gives the link to the programs of cells in turn, a slice each per
-// round; see workRRL.
+// round; see measureRRL.
 func (r *rig) rrlRun(ctx context.Context, o *loader.Objects, progs [][]*ebpf.Program, cells []int, file string) ([]rrlSlices, error) {
-	if err := r.swapWork(o, progs[cells[0]][0]); err != nil {
+	if err := r.swapProgram(o, progs[cells[0]][0]); err != nil {
 		return nil, err
 	}
 	return r.slicedRun(ctx, o, len(cells), file, func(j, round int) (rrlSliceResult, error) {
@@ -322,12 +322,12 @@ type rrlSliceResult struct {
 // program: a program charging a key while the table is cleared can read
 // the flood's account before the clearing and write it back after.
 func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, error) {
-	if err := r.attachWork(o); err != nil {
+	if err := r.reattach(o); err != nil {
 		return rrlSliceResult{}, err
 	}
 	time.Sleep(rrlHandover)
 	o.ClearRRL()
-	if err := r.swapWork(o, prog); err != nil {
+	if err := r.swapProgram(o, prog); err != nil {
 		return rrlSliceResult{}, err
 	}
 	return r.measureSlice(o, prog)
@@ -336,7 +336,7 @@ func (r *rig) rrlSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, e
 // measureSlice measures prog, on the link, for one slice: its run-time
 // statistics and the outcome counters of o's maps at either end. Its runs
 // are the statistics' count: the reflector and the table read, which
-// take slices too (workBreakdown), count no outcome.
+// take slices too (measureBreakdown), count no outcome.
 func (r *rig) measureSlice(o *loader.Objects, prog *ebpf.Program) (rrlSliceResult, error) {
 	before, out0, err := sliceCounts(o, prog)
 	if err != nil {
@@ -395,13 +395,13 @@ func pairDiffs(x, ref []float64) []float64 {
 	return out
 }
 
-// attachWork puts p's program on the server's veth: it updates the link
+// reattach puts p's own program back on the server's veth: it updates the link
 // o's attach pinned, so the veth and its NAPI thread stay as they are.
-func (r *rig) attachWork(p *loader.Objects) error {
+func (r *rig) reattach(p *loader.Objects) error {
 	return r.env.Edge.Do(func() error { _, err := p.Attach(r.env.Edge.Link, loader.ModeNative); return err })
 }
 
-// swapWork puts prog on the link o's attach pinned on the server's veth.
-func (r *rig) swapWork(o *loader.Objects, prog *ebpf.Program) error {
+// swapProgram puts prog on the link o's attach pinned on the server's veth.
+func (r *rig) swapProgram(o *loader.Objects, prog *ebpf.Program) error {
 	return r.env.Edge.Do(func() error { return o.SwapProgram(r.env.Edge.Link, prog) })
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // LevelResult is one health level of one size and K measured in paired
-// slices (workLevelSlices): its ns per packet against 0% down's in the
+// slices (measureLevelSlices): its ns per packet against 0% down's in the
 // same rounds.
 type LevelResult struct {
 	Names, K, DownPct int
@@ -26,30 +26,30 @@ type LevelResult struct {
 	RatioCI [2]float64
 }
 
-// workLevelSlices measures the health levels of one size and K under load
-// as the rate-limiting cells are measured: one generator run, the levels
-// taking turns within it in slices, each slice starting with its level's
+// measureLevelSlices measures the health levels of one size and K under
+// load as the rate-limiting cells are measured: one generator run, the
+// levels taking turns within it in slices, each slice starting with its level's
 // table pushed. Separate runs of the generator differ by more than the
 // levels could on a shared machine (a third, from one minute to the
-// next), so the spread across levels that workLevels reports reads the
+// next), so the spread across levels that measureLevels reports reads the
 // host as much as the program; within a pair of rounds, a drift falls on
 // every level alike. The program on the link stays o's own.
-func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, queries string, n, k int) (err error) {
-	tables := make([][]byte, len(workDown))
-	for i, down := range workDown {
-		tables[i] = workHealth(o, down)
+func (r *rig) measureLevelSlices(ctx context.Context, w *ConstantWork, o *loader.Objects, queries string, n, k int) (err error) {
+	tables := make([][]byte, len(healthLevels))
+	for i, down := range healthLevels {
+		tables[i] = levelTable(o, down)
 	}
-	if err := r.attachWork(o); err != nil {
+	if err := r.reattach(o); err != nil {
 		return err
 	}
 	// The levels after this leave the table at 0% down, as the other
 	// measurements of this size and K expect.
-	defer func() { err = errors.Join(err, writeWorkHealth(o, 0)) }()
+	defer func() { err = errors.Join(err, writeLevel(o, 0)) }()
 	fmt.Fprintf(r.o.Log, "bench: health levels, %d names, K=%d: %d rounds of %v slices\n", n, k, r.o.RRLRounds, r.o.RRLSlice)
 	var got []rrlSlices
 	other, err := r.quietly(func() (err error) {
-		got, err = r.slicedRun(ctx, o, len(workDown), queries, func(j, _ int) (rrlSliceResult, error) {
-			if err := pushWorkHealth(o, tables[j]); err != nil {
+		got, err = r.slicedRun(ctx, o, len(healthLevels), queries, func(j, _ int) (rrlSliceResult, error) {
+			if err := pushTable(o, tables[j]); err != nil {
 				return rrlSliceResult{}, err
 			}
 			// A poll that read the previous table may still be
@@ -63,7 +63,7 @@ func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, q
 		return fmt.Errorf("health levels in slices, %d names, K=%d: %w", n, k, err)
 	}
 	w.OtherLoad = max(w.OtherLoad, other)
-	for i, down := range workDown {
+	for i, down := range healthLevels {
 		s := got[i]
 		if s.runs == 0 || s.limited > 0 {
 			return fmt.Errorf("health levels in slices, %d names, K=%d, %d%% down: %d queries, %d over a rate limit", n, k, down, s.runs, s.limited)
@@ -77,14 +77,14 @@ func (r *rig) workLevelSlices(ctx context.Context, w *Work, o *loader.Objects, q
 	return nil
 }
 
-// workHealth is a table with down% of the candidates' entries down: none,
-// all, or one of each pair of entries (checkOf), which one drawn from the
-// pair's hash. A set of K > 1 candidates then has K/2 up, in one of
-// 2^(K/2) arrangements that varies from name to name as real failures
-// do, and with K = 1 half the names are up in no pattern: a program whose
+// levelTable is a health table with down% of the candidates' entries
+// down: none, all, or one of each pair of entries (checkOf), which one
+// drawn from the pair's hash. A set of K > 1 candidates then has K/2
+// up, in one of 2^(K/2) arrangements that varies from name to name as
+// real failures do, and with K = 1 half the names are up in no pattern: a program whose
 // branches followed health would mispredict them, where the same
 // candidates down in every set would let it learn the pattern.
-func workHealth(o *loader.Objects, down int) []byte {
+func levelTable(o *loader.Objects, down int) []byte {
 	table := make([]byte, healthtable.Bytes(o.HealthCapacity()))
 	healthtable.Put(table, 0, true, 0)
 	for i := 1; i < o.HealthCapacity(); i++ {
