@@ -276,8 +276,8 @@ const interleaveChunks = 20
 // measureLevels measures the health levels of one size and K in rounds. In
 // BPF_PROG_RUN the levels take turns in short slices, and under load each
 // round runs every level once, so that a disturbance from outside falls on
-// all levels alike rather than on whichever level ran at the time: this
-// VM has slow spells of a second and more.
+// all levels alike rather than on whichever level ran at the time: a
+// shared host has slow spells of a second and more.
 func (r *rig) measureLevels(ctx context.Context, w *ConstantWork, o *loader.Objects, frames [][]byte, queries string, n, k int) error {
 	for _, down := range healthLevels {
 		if err := writeLevel(o, down); err != nil {

@@ -30,8 +30,7 @@ type LevelResult struct {
 // load as the rate-limiting cells are measured: one generator run, the
 // levels taking turns within it in slices, each slice starting with its level's
 // table pushed. Separate runs of the generator differ by more than the
-// levels could on a shared machine (a third, from one minute to the
-// next), so the spread across levels that measureLevels reports reads the
+// levels could on a shared machine, so the spread across levels that measureLevels reports reads the
 // host as much as the program; within a pair of rounds, a drift falls on
 // every level alike. The program on the link stays o's own.
 func (r *rig) measureLevelSlices(ctx context.Context, w *ConstantWork, o *loader.Objects, queries string, n, k int) (err error) {

@@ -78,9 +78,10 @@ var rrlCells = []struct {
 // on o's link; o itself, the server's own load, is not measured. Every
 // load is compiled anew, and the kernel puts each function of the image
 // at a random offset within a 64-byte block, which moves a load's run
-// time steadily, by as much as the cells differ. A pair of rounds with loads of its own is one
-// draw of every cell's placement, so the median over the pairs reads
-// the cells' code, not where one load of each landed. progs[cell][pair].
+// time steadily, by as much as the cells differ. A pair of rounds with
+// loads of its own is one draw of every cell's placement, so the median
+// over the pairs reads the cells' code, not where one load of each
+// landed. progs[cell][pair].
 func rrlPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs [][]*ebpf.Program, err error) {
 	progs = make([][]*ebpf.Program, len(rrlCells))
 	for pair := range pairs {
@@ -113,9 +114,9 @@ func closePrograms(progs [][]*ebpf.Program) error {
 
 // measureRRL measures the rate-limiting cells of one size and K under load,
 // every candidate up; o's program is back on the link after. RRL adds a
-// few percent, less than a whole run moves by on a shared machine, so the cells do not each get a run of the generator: the cells
-// that ask the same queries share one run, and take turns on the link in
-// slices of Options.RRLSlice, Options.RRLRounds rounds of one slice per
+// few percent, less than a whole run moves by on a shared machine, so
+// the cells do not each get a run of the generator: the cells that ask
+// the same queries share one run, and take turns on the link in slices of Options.RRLSlice, Options.RRLRounds rounds of one slice per
 // cell, every second round in reverse, each pair of rounds with loads of
 // its own (rrlPrograms). The kernel keeps each program's run time apart,
 // so each slice's ns per packet is its own program's, and a disturbance
@@ -276,8 +277,8 @@ func (r *rig) slicedRun(ctx context.Context, o *loader.Objects, n int, file stri
 const rrlHandover = 20 * time.Millisecond
 
 // rrlTries is how many times a slice without a query runs again: some
-// 10 s. On a loaded machine no query reached the program for 2.5 s once,
-// kxdpgun still running.
+// seconds of slices, for a loaded machine on which kxdpgun runs but its
+// queries stall.
 const rrlTries = 40
 
 // rrlStart is how many seconds the generator's run has beyond the slices:

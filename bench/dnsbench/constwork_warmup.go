@@ -10,8 +10,8 @@ import (
 
 // WarmupResult is the runs under load that came before one size's and
 // K's cells, every candidate up, right after their record sets were
-// written: a table's fresh memory can answer several times slower at
-// first, and the cells measure the steady state.
+// written: a table's fresh memory answers slower at first, and the
+// cells measure the steady state.
 type WarmupResult struct {
 	Names, K int
 	LoadNs   []float64 // ns per packet of each run, in order

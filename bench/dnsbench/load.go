@@ -44,9 +44,7 @@ func (r *rig) kxdpgun(ctx context.Context, queries string, rate, secs int) (gunR
 		var err error
 		out, err = c.CombinedOutput()
 		// Interrupted on a loaded machine, the previous run's socket can
-		// still be going away when the next starts (twice in a run of
-		// the rate-limiting cells at a load average of 4 to 5): it
-		// starts again.
+		// still be going away when the next starts: it starts again.
 		if bytes.Contains(out, []byte(gunBusy)) && try < gunTries && ctx.Err() == nil {
 			fmt.Fprintf(r.o.Log, "bench: kxdpgun: the client's veth is still busy; starting again in 1s\n")
 			time.Sleep(time.Second)

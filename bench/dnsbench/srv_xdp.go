@@ -40,7 +40,7 @@ func startReflector(_ context.Context, r *rig) (func() error, error) {
 // record table, and XDP on the server's veth or nowhere. Rate limiting,
 // on by default, is off: one client asking at full rate is what it
 // limits, and the peers run without it too (nsdConfig); its cost is
-// measured on its own (workrrl.go).
+// measured on its own (constwork_rrl.go).
 const steadydnsConfig = `server:
   interfaces: [%s]
   xdp_mode: native

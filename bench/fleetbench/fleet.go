@@ -210,9 +210,9 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 // publish in turns within every period, each cell in its own slot of the
 // period's first half: ingesting a period's frames is nearly all of an
 // aggregator's work, and with every cell's frames at the same instant the
-// aggregators time-sliced the one CPU, and which ran first (whose caches
-// were cold, who waited) moved their figures by as much as the 5% under
-// test. The slots rotate by one cell every run, and a run opens a period
+// aggregators would time-slice the one CPU, and which ran first (whose
+// caches were cold, who waited) would move their figures by as much as
+// the effect under test. The slots rotate by one cell every run, and a run opens a period
 // after its slots change, so no cell keeps the slot a neighbour's periodic
 // work or the others' pushes fall on. Every run after the first starts new
 // aggregator processes (cell.restart).

@@ -582,7 +582,7 @@ func (c *cell) metrics() (map[string]float64, float64, error) {
 
 // processCPU is the CPU time every thread of process pid has run, from
 // /proc/PID/task/*/schedstat: the scheduler's nanoseconds, where
-// /proc/PID/stat counts in ticks of 10 ms, too coarse for a few ms a push.
+// /proc/PID/stat counts in clock ticks, too coarse for one push's work.
 // A thread that has exited is no longer counted; Go keeps its threads.
 func processCPU(pid int) (time.Duration, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)

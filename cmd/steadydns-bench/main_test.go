@@ -41,10 +41,9 @@ func invoke(t *testing.T, bin string, args ...string) (int, string) {
 	return 0, out.String()
 }
 
-// TestFlags: the flags of the former `steadydns bench` are all here, and
-// bad input is refused before anything is built or installed. Every case
-// fails in the options' checks, which run before the harness touches the
-// machine.
+// TestFlags: -h lists every flag, and bad input is refused before
+// anything is built or installed. Every case fails in the options'
+// checks, which run before the harness touches the machine.
 func TestFlags(t *testing.T) {
 	bin := build(t)
 	code, out := invoke(t, bin, "-h")
