@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// BenchmarkDetection measures, over 20 trials, the time from a backend's
+// BenchmarkDetection measures, over trials, the time from a backend's
 // death (its HTTP server closed) to the XDP answer dropping it, and from
-// its restart to the answer taking it back. Checks every 250 ms, unhealthy
-// after 3 failures, healthy after 2 successes, a push every 250 ms.
+// its restart to the answer taking it back. Checks every interval,
+// unhealthy after 3 failures, healthy after 2 successes, a push every
+// push.
 //
 //	go test ./controlplane/daemon -run '^$' -bench Detection -benchtime 1x
 func BenchmarkDetection(b *testing.B) {

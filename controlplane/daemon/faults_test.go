@@ -35,8 +35,8 @@ var faults = []struct {
 		c.SetLinger(0)
 		c.Close()
 	}, "reset"},
-	// Reads the request, then sends a valid response a byte every 20ms:
-	// each read makes progress, so only the check's own deadline stops it.
+	// Reads the request, then sends a valid response a byte at a time,
+	// pausing between bytes: each read makes progress, so only the check's own deadline stops it.
 	{"trickle", func(c *net.TCPConn) {
 		c.Read(make([]byte, 512))
 		for _, b := range []byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n") {

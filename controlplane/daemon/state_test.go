@@ -18,9 +18,10 @@ import (
 	"github.com/steadydns/steadydns/controlplane/state"
 )
 
-// The state tests run real HTTP backends checked every 200 ms, down after
-// 3 failures and up after 2 successes, with a push every 100 ms: a check
-// that restarted healthy would be answered for at least 600 ms.
+// The state tests run real HTTP backends checked every stateInterval,
+// down after stateUnhealthy failures and up after stateHealthy successes,
+// with a push every statePush: a check that restarted healthy would be
+// answered for at least stateInterval × stateUnhealthy.
 const (
 	stateInterval  = 200 * time.Millisecond
 	statePush      = 100 * time.Millisecond
