@@ -149,8 +149,7 @@ static __always_inline struct rrl_set *rrl_set_of(__u64 h)
  * the miss on the record slot is outstanding, instead of after the
  * answers are picked (BenchmarkRRLRotatingCost measures it over names in
  * turn; one name, always cached, gains nothing). The hash is kept for
- * rrl_check,
- * which charges that same key for every reply but SERVFAIL. */
+ * rrl_check, which charges that same key for every reply but SERVFAIL. */
 static __always_inline __u64 rrl_touch(const __u8 *src, int v6, __u64 resp)
 {
 	__u32 zero = 0;
@@ -169,8 +168,8 @@ static __always_inline __u64 rrl_touch(const __u8 *src, int v6, __u64 resp)
 /* rrl_check accounts one reply to the client src: of the key hashed h
  * (rrl_touch's), or, with servfail set, of SERVFAIL's key. The clock is
  * the timer's (struct rrl_clock): a helper call per query costs far more
- * than a map read (BenchmarkRRLCost). The exempt
- * prefixes are read only for a reply over the limit. */
+ * than a map read (BenchmarkRRLCost). The exempt prefixes are read only
+ * for a reply over the limit. */
 static __always_inline enum rrl_verdict rrl_check(const __u8 *src, int v6, __u64 h, int servfail)
 {
 	/* The timer's clock; the helper's until the timer first fires. */

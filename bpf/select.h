@@ -18,9 +18,9 @@
  * no conditional move, so clang turns a comparison it recognises into a
  * jump, and a jump on health mispredicts as often as health differs from
  * one query to the next, so a half-failed table would cost more than a
- * healthy one. These helpers take
- * their operands through an empty asm, which hides the comparison from
- * clang, so the arithmetic stays arithmetic. Every operand is below 2^32. */
+ * healthy one. These helpers take their operands through an empty asm,
+ * which hides the comparison from clang, so the arithmetic stays
+ * arithmetic. Every operand is below 2^32. */
 static __always_inline __u64 opaque(__u64 x)
 {
 	asm volatile("" : "+r"(x));

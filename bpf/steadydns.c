@@ -23,12 +23,12 @@
 
 /* Stage builds: the benchmark's breakdown by stage measures the program
  * cut after each stage, compiled from this file with STAGE defined
- * (bench/xdpprog's Stage* objects). A cut program
- * returns the query to its client as the bare reflector does (reflect.h),
- * the reply waiting for a value the stage produced, and does nothing
- * after the stage. Each stage includes the ones before it, so what a
- * stage adds to the one before is what it costs under load. Without
- * STAGE, STAGE_END is nothing: the program built is the one served. */
+ * (bench/xdpprog's Stage* objects). A cut program returns the query to
+ * its client as the bare reflector does (reflect.h), the reply waiting
+ * for a value the stage produced, and does nothing after the stage. Each
+ * stage includes the ones before it, so what a stage adds to the one
+ * before is what it costs under load. Without STAGE, STAGE_END is
+ * nothing: the program built is the one served. */
 #define STAGE_PARSE 1  /* Ethernet, IP and UDP, then header, name, type, OPT */
 #define STAGE_HASH 2   /* the name lowercased, hashed and summed */
 #define STAGE_LOOKUP 3 /* the probe, and the set's slot */
@@ -93,14 +93,13 @@ static __always_inline int count_aborted(void)
 
 /* Every step is inlined into one function: a call costs its return, and
  * under the kernel's return thunk (the SRSO mitigation of AMD CPUs) every
- * return mispredicts. reread_scratch() stands
- * where a call boundary stood: what the step before it wrote to the
- * scratch is read back from map memory, which the verifier knows nothing
- * of, instead of reused from the registers clang would keep it in. Each
- * path through that step then ends in the same state, and the verifier
- * checks what follows once, not once per path (the label walk, the
- * options and the selection's cases would otherwise multiply past its
- * limit). */
+ * return mispredicts. reread_scratch() stands where a call boundary
+ * stood: what the step before it wrote to the scratch is read back from
+ * map memory, which the verifier knows nothing of, instead of reused from
+ * the registers clang would keep it in. Each path through that step then
+ * ends in the same state, and the verifier checks what follows once, not
+ * once per path (the label walk, the options and the selection's cases
+ * would otherwise multiply past its limit). */
 static __always_inline void reread_scratch(void)
 {
 	asm volatile("" ::: "memory");

@@ -67,10 +67,8 @@ static __always_inline int name_eq(const __u8 *key, const struct rec_slot *sl, _
  * fetches together, and all a set of one candidate, or a static set of
  * up to eight A or two AAAA, reads. A larger set's further lines are
  * loaded by the scan, whose branches on the set's size are predicted, so
- * it need not wait for them either: touching the third line here as well
- * measured slower for AAAA, with one candidate and with eight, and no
- * faster for A. The empty asm keeps the load, which clang would otherwise
- * drop as unused. */
+ * it need not wait for them either, and the touch stays one load. The
+ * empty asm keeps the load, which clang would otherwise drop as unused. */
 static __always_inline void touch_slot(const struct rec_slot *sl)
 {
 	__u64 a = *(const volatile __u64 *)&sl->rr;
