@@ -1,7 +1,7 @@
 package selection
 
 // The rules of Select, Open, Draw and Pick.TTL, each case with the one
-// outcome written down, in pure Go: these run without root. twin_test.go
+// outcome written down, in pure Go: these run without root. xdp_test.go
 // holds the same code to the XDP program's through BPF_PROG_RUN.
 
 import (

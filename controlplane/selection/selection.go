@@ -1,7 +1,9 @@
 // Package selection decides which candidates of a record set to answer.
 // It mirrors bpf/select.h step for step, so the fallback answers as the XDP
-// program does; its tests run the program's own code through xdprules and
-// require the same answers, in the same order, with the same TTL.
+// program does. rules_test.go holds each rule to written-down outcomes
+// without root; the other tests run the program's own code through
+// xdprules (root) and require the same answers, in the same order, with
+// the same TTL.
 package selection
 
 import (
