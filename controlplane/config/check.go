@@ -17,7 +17,9 @@ import (
 // checkKeys maps each check key to the types it applies to; nil means all.
 // A key that does not apply is an error, since it would be silently ignored.
 var checkKeys = map[string][]CheckType{
-	"type": nil, "invert": nil, "admin": nil, "cell": nil,
+	"type": nil, "admin": nil, "cell": nil,
+	// A calculated or external check has no probe result to invert.
+	"invert": probedTypes,
 	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
 	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
 	"port":               {CheckHTTP, CheckHTTPS, CheckTCP, CheckUDP, CheckDNS},

@@ -245,6 +245,9 @@ records:
 		{"table_size too small", base + "aggregation:\n  table_size: 8\n", `config.yaml:7: aggregation.table_size: 8 is not a power of two from 16 to 4194304`},
 		{"hysteresis order", base + "aggregation:\n  hysteresis:\n    down: 85%\n    up: 20%\n", `config.yaml:7: aggregation.hysteresis: want 0% <= down < up <= 100%, got down 85% and up 20%`},
 		{"hysteresis missing up", base + "aggregation:\n  hysteresis:\n    down: 20%\n", `config.yaml:7: aggregation.hysteresis.up: required`},
+		{"hysteresis and quorum", base + "aggregation:\n  quorum: 50%\n  hysteresis: { down: 20%, up: 85% }\n", `config.yaml:7: aggregation.quorum: hysteresis replaces the quorum: give one or the other, not both`},
+		{"invert on calculated", base + "health_checks:\n  a: { type: tcp, target: 198.18.1.1, port: 80 }\n  c: { type: calculated, children: [a], invert: true }\n", `config.yaml:8: health_checks.c.invert: does not apply to calculated checks`},
+		{"invert on external", base + "health_checks:\n  e: { type: external, invert: true }\n", `config.yaml:7: health_checks.e.invert: does not apply to external checks`},
 
 		// several errors come back together, in file order
 		{"joined", base + "health_checks:\n  web1:\n    type: http\n    admin: off\n    path: x\nrecords:\n  - name: www.other.test.\n    type: A\n    answers: [{value: 198.18.1.1, check: web1}]\n",
@@ -373,7 +376,7 @@ func TestFull(t *testing.T) {
 		},
 	}})
 	same(t, "Aggregation", c.Aggregation, Aggregation{
-		PushInterval: 500 * time.Millisecond, Quorum: 0.125, StaleAfter: 5 * time.Second, TableSize: 1024,
+		PushInterval: 500 * time.Millisecond, Quorum: 0.18, StaleAfter: 5 * time.Second, TableSize: 1024,
 		Hysteresis: &Hysteresis{Down: 0.20, Up: 0.85}, CheckerTimeout: 1500 * time.Millisecond,
 	})
 

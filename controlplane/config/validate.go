@@ -459,5 +459,10 @@ func (v *validator) aggregation() {
 		if !missing && (h.Down < 0 || h.Up > 1 || h.Down >= h.Up) {
 			v.errorf(key, "want 0%% <= down < up <= 100%%, got down %g%% and up %g%%", h.Down*100, h.Up*100)
 		}
+		// The hysteresis replaces the quorum: a quorum beside it would
+		// be read and then never used.
+		if v.c.Line("aggregation.quorum") != 0 {
+			v.errorf("aggregation.quorum", "hysteresis replaces the quorum: give one or the other, not both")
+		}
 	}
 }
