@@ -42,7 +42,7 @@ zones:
 health_checks:
   web1: { type: tcp, target: 198.18.1.1, port: 80, unhealthy_threshold: 1, healthy_threshold: 1 }
   web2: { type: tcp, target: 198.18.1.2, port: 80, unhealthy_threshold: 1, healthy_threshold: 1 }
-  ext: { type: external, ttl: 1m }
+  ext: { type: external, ttl: 1m, initial: unhealthy }
 records:
   - name: www.example.test.
     type: A

@@ -41,6 +41,7 @@ var checkKeys = map[string][]CheckType{
 	"children":           {CheckCalculated},
 	"min_healthy":        {CheckCalculated},
 	"ttl":                {CheckExternal},
+	"initial":            {CheckExternal},
 }
 
 var checkKeyNames = slices.Sorted(maps.Keys(checkKeys))
@@ -127,6 +128,10 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	c.MinHealthy = len(c.Children)
 	f.int("min_healthy", &c.MinHealthy)
 	f.duration("ttl", &c.TTL)
+	if t == CheckExternal {
+		c.Initial = "healthy"
+	}
+	f.str("initial", &c.Initial)
 	f.duration("interval", &c.Interval)
 	if slices.Contains(probedTypes, t) {
 		// A default timeout longer than a short interval would turn the

@@ -49,13 +49,13 @@ type checkHead struct {
 
 // checkBody is the rest of a Check, with its strings and lists as spans.
 type checkBody struct {
-	typ, path, method, host, sni, body, payload, reply, qname, answer, admin, cell span
-	status, children                                                               span
-	regexp                                                                         int32 // in regexps; -1 none
-	port, qtype                                                                    uint16
-	tlsVerify, keepAlive, invert                                                   bool
-	expectRcode, minHealthy, unhealthy, healthy                                    int
-	ttl, interval, timeout                                                         time.Duration
+	typ, path, method, host, sni, body, payload, reply, qname, answer, admin, cell, initial span
+	status, children                                                                        span
+	regexp                                                                                  int32 // in regexps; -1 none
+	port, qtype                                                                             uint16
+	tlsVerify, keepAlive, invert                                                            bool
+	expectRcode, minHealthy, unhealthy, healthy                                             int
+	ttl, interval, timeout                                                                  time.Duration
 }
 
 // NewChecks packs checks, which keep their order. Ids are expected
@@ -67,7 +67,7 @@ func NewChecks(checks []*Check) Checks {
 		body := checkBody{
 			typ: b.str(string(c.Type)), path: b.str(c.Path), method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI),
 			body: b.str(c.ExpectBody), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
-			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell),
+			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell), initial: b.str(c.Initial),
 			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children),
 			regexp: -1, port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
 			expectRcode: c.ExpectRcode, minHealthy: c.MinHealthy, unhealthy: c.UnhealthyThreshold, healthy: c.HealthyThreshold,
@@ -193,6 +193,7 @@ func (s *Checks) Check(i int) Check {
 		QName: s.str(p.qname), QType: p.qtype, ExpectRcode: p.expectRcode, ExpectAnswer: s.str(p.answer),
 		MinHealthy: p.minHealthy, TTL: p.ttl, Interval: p.interval, Timeout: p.timeout,
 		UnhealthyThreshold: p.unhealthy, HealthyThreshold: p.healthy, Invert: p.invert, Admin: s.str(p.admin), Cell: s.str(p.cell),
+		Initial: s.str(p.initial),
 	}
 	if p.status.n > 0 {
 		c.ExpectStatus = s.status[p.status.off : p.status.off+p.status.n : p.status.off+p.status.n]

@@ -20,7 +20,7 @@ func TestChecksRoundTrip(t *testing.T) {
 		ExpectBodyRegexp: regexp.MustCompile(`"up":\s*true`), KeepAlive: true, Payload: "ping", ExpectReply: "pong",
 		QName: "www.example.test.", QType: 28, ExpectRcode: 3, ExpectAnswer: "fd53::10",
 		Children: []string{"db", "web"}, MinHealthy: 1, TTL: time.Minute, Interval: 5 * time.Second, Timeout: time.Second,
-		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue"}
+		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue", Initial: "unhealthy"}
 	// A field added to Check and not to the store would come back zero.
 	v := reflect.ValueOf(*full)
 	for i := range v.NumField() {

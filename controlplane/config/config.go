@@ -161,6 +161,9 @@ type Check struct {
 
 	// external: pushed through the API; forgotten TTL after the last push
 	TTL time.Duration // default 30s
+	// Initial is an external check's state until its first report:
+	// healthy (the default, as every new check starts) or unhealthy.
+	Initial string
 
 	// Probed types (all but calculated and external) run every Interval and
 	// change state after that many consecutive results.

@@ -188,6 +188,8 @@ func TestErrors(t *testing.T) {
 		{"dns qname", base + "health_checks:\n  ns:\n    type: dns\n", `config.yaml:7: health_checks.ns.qname: a domain name is required for dns checks, got ""`},
 		{"dns qtype", base + "health_checks:\n  ns:\n    type: dns\n    qname: example.test\n    qtype: BOGUS\n", `config.yaml:10: health_checks.ns.qtype: unknown query type "BOGUS"`},
 		{"dns rcode", base + "health_checks:\n  ns:\n    type: dns\n    qname: example.test\n    expect_rcode: NOPE\n", `config.yaml:10: health_checks.ns.expect_rcode: unknown rcode "NOPE", want a name such as NXDOMAIN or a number from 0 to 4095`},
+		{"external initial", base + "health_checks:\n  deploy: { type: external, initial: maybe }\n", `config.yaml:7: health_checks.deploy.initial: unknown value "maybe", want one of healthy, unhealthy`},
+		{"initial on a probe", base + "health_checks:\n  web: { type: tcp, target: 198.18.1.1, port: 80, initial: unhealthy }\n", `config.yaml:7: health_checks.web.initial: does not apply to tcp checks`},
 		{"external ttl", base + "health_checks:\n  deploy:\n    type: external\n    ttl: 0s\n", `config.yaml:9: health_checks.deploy.ttl: must be positive, got 0s`},
 		{"admin", base + "health_checks:\n  web1:\n    type: http\n    admin: off\n", `config.yaml:9: health_checks.web1.admin: unknown value "off", want one of auto, up, down`},
 
@@ -309,7 +311,7 @@ func TestFull(t *testing.T) {
 	ns.Target, ns.Port, ns.QName, ns.QType, ns.ExpectRcode, ns.ExpectAnswer = "198.18.0.2", 53, "www.example.test.", dns.TypeAAAA, dns.RcodeNameError, "fd53::10"
 	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
 		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down", Cell: "red"},
-		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue"},
+		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue", Initial: "healthy"},
 	}
 
 	var ids, wantIDs []string
@@ -445,7 +447,7 @@ records:
 	fast.Interval, fast.Timeout = time.Second, time.Second // the timeout default never exceeds the interval
 	for _, want := range []Check{h, s, probed("t", "tcp", 22), u, probed("i", "icmp", 0), d, fast,
 		{ID: "c", Type: "calculated", Children: []string{"h", "s"}, MinHealthy: 2, Admin: "auto", Cell: DefaultCell},
-		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto", Cell: DefaultCell},
+		{ID: "e", Type: "external", TTL: 30 * time.Second, Admin: "auto", Cell: DefaultCell, Initial: "healthy"},
 	} {
 		got, _ := c.Checks.Get(want.ID)
 		same(t, "check "+want.ID, got, want)

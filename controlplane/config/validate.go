@@ -260,6 +260,9 @@ func (v *validator) check(c *Check) {
 		v.threshold(key("healthy_threshold"), c.HealthyThreshold)
 	}
 	oneOf(v, key("admin"), c.Admin, "auto", "up", "down")
+	if c.Type == CheckExternal {
+		oneOf(v, key("initial"), c.Initial, "healthy", "unhealthy")
+	}
 }
 
 func (v *validator) threshold(key string, n int) {

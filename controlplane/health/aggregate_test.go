@@ -275,7 +275,7 @@ func TestCalculatedAndExternal(t *testing.T) {
 			"b":    tcp(1, 1),
 			"calc": {Type: "calculated", Children: []string{"a", "b"}, MinHealthy: 2, Admin: health.AdminAuto},
 			"top":  {Type: "calculated", Children: []string{"calc"}, MinHealthy: 1, Admin: health.AdminAuto},
-			"ext":  {Type: "external", TTL: 10 * time.Second, Admin: health.AdminAuto},
+			"ext":  {Type: "external", TTL: 10 * time.Second, Admin: health.AdminAuto, Initial: "unhealthy"},
 			"web":  tcp(1, 1),
 		}),
 		Hash:        1,
@@ -293,7 +293,8 @@ func TestCalculatedAndExternal(t *testing.T) {
 	if !g.push("calc") || !g.up("top") {
 		t.Errorf("both children healthy: calc up=%v, top up=%v", g.up("calc"), g.up("top"))
 	}
-	// External: down until reported, up while fresh, down once expired.
+	// External with initial unhealthy: down until reported, up while
+	// fresh, down once expired.
 	if g.up("ext") || g.reason("ext") != "no_results" {
 		t.Errorf("external before any report: up=%v reason %s", g.up("ext"), g.reason("ext"))
 	}

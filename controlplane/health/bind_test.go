@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/prober"
 )
@@ -73,5 +74,21 @@ func TestFutureSeqRefused(t *testing.T) {
 	g.result("p1", "web", now+uint64(time.Second/time.Millisecond), true)
 	if !g.push("web") {
 		t.Fatal("a result within one period ahead was refused")
+	}
+}
+
+// TestExternalStartsHealthy: an external check starts healthy, as every
+// new check does, so adding one to a live record drops no answer; its
+// first report decides from then on.
+func TestExternalStartsHealthy(t *testing.T) {
+	g := newAgg(t, []string{"ext"}, &config.Check{Type: "external", TTL: 10 * time.Second, Admin: health.AdminAuto, Initial: "healthy"})
+	if !g.push("ext") || g.reason("ext") != "no_results" {
+		t.Fatalf("external before any report: up=%v reason %s, want up", g.up("ext"), g.reason("ext"))
+	}
+	if err := g.a.SetExternal("ext", false, g.now); err != nil {
+		t.Fatal(err)
+	}
+	if g.push("ext") || g.reason("ext") != "external" {
+		t.Fatalf("external reported down: up=%v reason %s", g.up("ext"), g.reason("ext"))
 	}
 }

@@ -57,6 +57,7 @@ type slotCfg struct {
 	admin      admin
 	minHealthy int
 	ttl        time.Duration
+	initial    bool // an external slot's state until its first report
 	children   span // a calculated slot's children's slots, in Aggregator.children
 }
 
@@ -112,7 +113,7 @@ func newTrack(capacity int, initial []slotState) *track {
 func newSlotCfg(c *config.Check, agg *config.Aggregation) slotCfg {
 	a, _ := parseAdmin(c.Admin) // the config allows only the three
 	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
-		window: int64(agg.CheckerTimeout), minHealthy: c.MinHealthy, ttl: c.TTL}
+		window: int64(agg.CheckerTimeout), minHealthy: c.MinHealthy, ttl: c.TTL, initial: c.Initial != "unhealthy"}
 	switch c.Type {
 	case config.CheckCalculated:
 		s.kind = kindCalculated
@@ -177,7 +178,9 @@ func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*
 	case kindExternal:
 		switch {
 		case !st.extSet:
-			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
+			// As a probed check starts healthy, so that adding one to a
+			// live record drops nothing; `initial: unhealthy` waits.
+			st.state, st.reason = cfg.initial, uint8(bpf.SteadydnsHealthReasonREASON_NO_RESULTS)
 		case now.UnixNano() > st.extExpires:
 			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_EXPIRED)
 		default:
