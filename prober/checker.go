@@ -57,9 +57,9 @@ func NewIn(ns Netns, s Spec, defaultTarget netip.Addr) (Checker, error) {
 		}
 		return h, nil
 	case TCP:
-		return &tcpChecker{p}, nil
+		return newTCP(p, s), nil
 	case UDP:
-		return &udpChecker{probe: p, payload: []byte(s.Payload), expect: []byte(s.ExpectReply)}, nil
+		return &udpChecker{probe: p, payload: []byte(s.Payload), expect: []byte(s.ExpectReply), re: s.ExpectRegexp}, nil
 	case ICMP:
 		return newICMP(p), nil
 	case DNS:

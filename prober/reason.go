@@ -14,7 +14,7 @@ const (
 	ReasonStatus                       // http: status code not expected
 	ReasonBodyMismatch                 // http: body lacks the expected text
 	ReasonTLSError                     // https: handshake or certificate verification failed
-	ReasonReplyMismatch                // udp: reply lacks the expected text
+	ReasonReplyMismatch                // tcp, udp: reply lacks the expected text
 	ReasonRcode                        // dns: rcode not expected
 	ReasonAnswerMismatch               // dns: no answer with the expected data
 	ReasonResolve                      // the target hostname did not resolve

@@ -47,6 +47,13 @@ type Spec struct {
 	ExpectBodyRegexp *regexp.Regexp // matched against the first BodyLimit bytes; nil accepts any
 	KeepAlive        bool           // reuse one connection between runs
 
+	// tcp: without Send, Expect and ExpectRegexp the check only connects
+	Send   string // written once connected
+	Expect string // substring of the reply's first BodyLimit bytes
+
+	// tcp and udp
+	ExpectRegexp *regexp.Regexp // matched against the reply instead of Expect or ExpectReply
+
 	// udp
 	Payload     string
 	ExpectReply string // substring of the reply; empty accepts any reply

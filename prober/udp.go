@@ -3,6 +3,7 @@ package prober
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"sync"
 	"time"
 )
@@ -18,7 +19,8 @@ var replies = sync.Pool{New: func() any { return new([replyLimit]byte) }}
 type udpChecker struct {
 	probe
 	payload []byte
-	expect  []byte // substring the reply must hold; empty accepts any reply
+	expect  []byte         // substring the reply must hold; empty accepts any reply
+	re      *regexp.Regexp // or the pattern it must match, when set
 }
 
 func (u *udpChecker) Check(ctx context.Context) Result {
@@ -42,7 +44,7 @@ func (u *udpChecker) Check(ctx context.Context) Result {
 	if err != nil {
 		return failErr(ctx, start, err)
 	}
-	if !bytes.Contains(buf[:n], u.expect) {
+	if u.re != nil && !u.re.Match(buf[:n]) || u.re == nil && !bytes.Contains(buf[:n], u.expect) {
 		return fail(start, ReasonReplyMismatch, "reply mismatch")
 	}
 	return pass(start)

@@ -3,6 +3,7 @@ package prober
 import (
 	"bytes"
 	"net"
+	"regexp"
 	"testing"
 )
 
@@ -33,6 +34,14 @@ func TestUDP(t *testing.T) {
 	t.Run("expected reply", func(t *testing.T) { expect(t, runCheck(t, nil, udp("ping", "echo: ping")), true, ReasonOK, "") })
 	t.Run("other reply", func(t *testing.T) {
 		expect(t, runCheck(t, nil, udp("ping", "pong")), false, ReasonReplyMismatch, "reply mismatch")
+	})
+	t.Run("regexp", func(t *testing.T) {
+		c := checkOf(UDP, ap, func(c *Spec) { c.Payload, c.ExpectRegexp = "ping", regexp.MustCompile(`^echo: p[a-z]+$`) })
+		expect(t, runCheck(t, nil, c), true, ReasonOK, "")
+	})
+	t.Run("regexp other reply", func(t *testing.T) {
+		c := checkOf(UDP, ap, func(c *Spec) { c.Payload, c.ExpectRegexp = "ping", regexp.MustCompile(`^pong`) })
+		expect(t, runCheck(t, nil, c), false, ReasonReplyMismatch, "reply mismatch")
 	})
 	t.Run("no reply", func(t *testing.T) { expect(t, runCheck(t, nil, udp("quiet", "")), false, ReasonTimeout, "timeout") })
 	t.Run("port closed", func(t *testing.T) {
