@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"maps"
 	"regexp"
 	"slices"
@@ -32,6 +33,9 @@ var checkKeys = map[string][]CheckType{
 	"keepalive":          {CheckHTTP, CheckHTTPS},
 	"sni":                {CheckHTTPS},
 	"tls_verify":         {CheckHTTPS},
+	"send":               {CheckTCP},
+	"expect":             {CheckTCP},
+	"expect_regexp":      {CheckTCP, CheckUDP},
 	"payload":            {CheckUDP},
 	"expect_reply":       {CheckUDP},
 	"qname":              {CheckDNS},
@@ -110,6 +114,13 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	f.str("expect_body", &c.ExpectBody)
 	if rn := f.get("expect_body_regexp"); rn != nil {
 		c.ExpectBodyRegexp = d.regexp(rn, f.key("expect_body_regexp"))
+	}
+	if sn := f.get("send"); sn != nil {
+		c.Send = d.escaped(sn, f.key("send"))
+	}
+	f.str("expect", &c.Expect)
+	if rn := f.get("expect_regexp"); rn != nil {
+		c.ExpectRegexp = d.regexp(rn, f.key("expect_regexp"))
 	}
 	f.str("payload", &c.Payload)
 	f.str("expect_reply", &c.ExpectReply)
@@ -192,6 +203,61 @@ func (d *decoder) regexp(n *yaml.Node, path string) *regexp.Regexp {
 		d.errorf(n, path, "invalid regexp: %v", err)
 	}
 	return re
+}
+
+// escaped decodes \r, \n, \t, \\ and \xHH in s, so that a line protocol's
+// terminator or a binary byte can be written in any YAML quoting: a double
+// quoted string has YAML decode them first, leaving nothing to do here.
+func (d *decoder) escaped(n *yaml.Node, path string) string {
+	s, ok := d.scalar(n, path, "a string")
+	if !ok {
+		return ""
+	}
+	out, err := unescape(s)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+	}
+	return out
+}
+
+func unescape(s string) (string, error) {
+	if !strings.Contains(s, `\`) {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 == len(s) {
+			return "", errors.New(`a lone \ ends the string; write \\ for a backslash`)
+		}
+		i++
+		switch s[i] {
+		case 'r':
+			b.WriteByte('\r')
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case '\\':
+			b.WriteByte('\\')
+		case 'x':
+			if i+2 >= len(s) {
+				return "", errors.New(`\x takes two hex digits, as in \x00`)
+			}
+			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return "", errors.New(`\x takes two hex digits, as in \x00, got \x` + s[i+1:i+3])
+			}
+			b.WriteByte(byte(v))
+			i += 2
+		default:
+			return "", errors.New(`unknown escape \` + string(s[i]) + `; use \r, \n, \t, \\ or \xHH`)
+		}
+	}
+	return b.String(), nil
 }
 
 func (d *decoder) qtype(n *yaml.Node, path string) uint16 {

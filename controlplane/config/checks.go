@@ -18,7 +18,7 @@ import (
 // its checks. Here every string of every check is a span of one string,
 // every list a span of one slice, and the rest plain values, so the whole
 // store is a handful of pointers however many checks it holds. Only the
-// compiled expect_body_regexp patterns stay pointers, one per distinct
+// compiled expect_body_regexp and expect_regexp patterns stay pointers, one per distinct
 // pattern.
 //
 // Checks mostly differ in their id and target: a check is its id, its
@@ -35,7 +35,7 @@ type Checks struct {
 	byID     []uint32             // positions in heads, sorted by id
 	status   []prober.StatusRange // the distinct expect_status lists, one after the other
 	children []span               // the distinct lists of children, one after the other
-	regexps  []*regexp.Regexp     // the distinct expect_body_regexp patterns
+	regexps  []*regexp.Regexp     // the distinct expect_body_regexp and expect_regexp patterns
 }
 
 // span is a run of strs, status or children.
@@ -49,13 +49,13 @@ type checkHead struct {
 
 // checkBody is the rest of a Check, with its strings and lists as spans.
 type checkBody struct {
-	typ, path, method, host, sni, body, payload, reply, qname, answer, admin, cell, initial span
-	status, children                                                                        span
-	regexp                                                                                  int32 // in regexps; -1 none
-	port, qtype                                                                             uint16
-	tlsVerify, keepAlive, invert                                                            bool
-	expectRcode, minHealthy, unhealthy, healthy                                             int
-	ttl, interval, timeout                                                                  time.Duration
+	typ, path, method, host, sni, body, send, expect, payload, reply, qname, answer, admin, cell, initial span
+	status, children                                                                                      span
+	regexp, replyRegexp                                                                                   int32 // in regexps; -1 none
+	port, qtype                                                                                           uint16
+	tlsVerify, keepAlive, invert                                                                          bool
+	expectRcode, minHealthy, unhealthy, healthy                                                           int
+	ttl, interval, timeout                                                                                time.Duration
 }
 
 // NewChecks packs checks, which keep their order. Ids are expected
@@ -66,21 +66,12 @@ func NewChecks(checks []*Check) Checks {
 	for i, c := range checks {
 		body := checkBody{
 			typ: b.str(string(c.Type)), path: b.str(c.Path), method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI),
-			body: b.str(c.ExpectBody), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
+			body: b.str(c.ExpectBody), send: b.str(c.Send), expect: b.str(c.Expect), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
 			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell), initial: b.str(c.Initial),
 			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children),
-			regexp: -1, port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
+			regexp: b.regexp(&s, c.ExpectBodyRegexp), replyRegexp: b.regexp(&s, c.ExpectRegexp), port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
 			expectRcode: c.ExpectRcode, minHealthy: c.MinHealthy, unhealthy: c.UnhealthyThreshold, healthy: c.HealthyThreshold,
 			ttl: c.TTL, interval: c.Interval, timeout: c.Timeout,
-		}
-		if re := c.ExpectBodyRegexp; re != nil {
-			k, ok := b.regexps[re.String()]
-			if !ok {
-				k = int32(len(s.regexps))
-				b.regexps[re.String()] = k
-				s.regexps = append(s.regexps, re)
-			}
-			body.regexp = k
 		}
 		k, ok := b.bodies[body]
 		if !ok {
@@ -113,6 +104,20 @@ func (b *checksBuilder) str(s string) span {
 	b.b.WriteString(s)
 	b.strs[s] = sp
 	return sp
+}
+
+// regexp is re's position in s.regexps, or -1 for none.
+func (b *checksBuilder) regexp(s *Checks, re *regexp.Regexp) int32 {
+	if re == nil {
+		return -1
+	}
+	k, ok := b.regexps[re.String()]
+	if !ok {
+		k = int32(len(s.regexps))
+		b.regexps[re.String()] = k
+		s.regexps = append(s.regexps, re)
+	}
+	return k
 }
 
 func (b *checksBuilder) status(s *Checks, rs []prober.StatusRange) span {
@@ -182,14 +187,14 @@ func (s *Checks) Has(id string) bool {
 
 // Check is check i as the file gave it. Its ExpectStatus shares the
 // store's memory and must not be modified; Children is its own. Checks
-// with the same expect_body_regexp pattern share one compiled Regexp.
+// with the same pattern share one compiled Regexp.
 func (s *Checks) Check(i int) Check {
 	h := &s.heads[i]
 	p := &s.bodies[h.body]
 	c := Check{
 		ID: s.str(h.id), Type: s.typ(p.typ), Target: s.str(h.target), Port: p.port,
 		Path: s.str(p.path), Method: s.str(p.method), Host: s.str(p.host), SNI: s.str(p.sni), TLSVerify: p.tlsVerify,
-		ExpectBody: s.str(p.body), KeepAlive: p.keepAlive, Payload: s.str(p.payload), ExpectReply: s.str(p.reply),
+		ExpectBody: s.str(p.body), Send: s.str(p.send), Expect: s.str(p.expect), KeepAlive: p.keepAlive, Payload: s.str(p.payload), ExpectReply: s.str(p.reply),
 		QName: s.str(p.qname), QType: p.qtype, ExpectRcode: p.expectRcode, ExpectAnswer: s.str(p.answer),
 		MinHealthy: p.minHealthy, TTL: p.ttl, Interval: p.interval, Timeout: p.timeout,
 		UnhealthyThreshold: p.unhealthy, HealthyThreshold: p.healthy, Invert: p.invert, Admin: s.str(p.admin), Cell: s.str(p.cell),
@@ -206,6 +211,9 @@ func (s *Checks) Check(i int) Check {
 	}
 	if p.regexp >= 0 {
 		c.ExpectBodyRegexp = s.regexps[p.regexp]
+	}
+	if p.replyRegexp >= 0 {
+		c.ExpectRegexp = s.regexps[p.replyRegexp]
 	}
 	return c
 }
@@ -228,7 +236,7 @@ func (s *Checks) ByID() []uint32 { return s.byID }
 // (a prober's running job) would keep all of them.
 func (c Check) Clone() Check {
 	for _, s := range []*string{&c.ID, &c.Target, &c.Path, &c.Method, &c.Host, &c.SNI, &c.ExpectBody,
-		&c.Payload, &c.ExpectReply, &c.QName, &c.ExpectAnswer, &c.Admin, &c.Cell} {
+		&c.Send, &c.Expect, &c.Payload, &c.ExpectReply, &c.QName, &c.ExpectAnswer, &c.Admin, &c.Cell} {
 		*s = strings.Clone(*s)
 	}
 	c.Type = CheckType(strings.Clone(string(c.Type)))

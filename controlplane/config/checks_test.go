@@ -17,7 +17,8 @@ func TestChecksRoundTrip(t *testing.T) {
 	full := &Check{ID: "web", Type: CheckHTTPS, Target: "198.18.0.10", Port: 8443, Path: "/health", Method: "HEAD",
 		Host: "www.example.test", SNI: "sni.example.test", TLSVerify: true,
 		ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 204}, {Lo: 301, Hi: 301}}, ExpectBody: "ok",
-		ExpectBodyRegexp: regexp.MustCompile(`"up":\s*true`), KeepAlive: true, Payload: "ping", ExpectReply: "pong",
+		ExpectBodyRegexp: regexp.MustCompile(`"up":\s*true`), KeepAlive: true,
+		Send: "PING\r\n", Expect: "+PONG", ExpectRegexp: regexp.MustCompile(`^\+PONG`), Payload: "ping", ExpectReply: "pong",
 		QName: "www.example.test.", QType: 28, ExpectRcode: 3, ExpectAnswer: "fd53::10",
 		Children: []string{"db", "web"}, MinHealthy: 1, TTL: time.Minute, Interval: 5 * time.Second, Timeout: time.Second,
 		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue", Initial: "unhealthy"}

@@ -145,6 +145,13 @@ type Check struct {
 	ExpectBodyRegexp *regexp.Regexp
 	KeepAlive        bool // reuse one connection between runs; default a fresh connection per run
 
+	// tcp: without Send, Expect and ExpectRegexp the check only connects
+	Send   string // written once connected; escapes decoded
+	Expect string // substring searched in the first 5,120 bytes of the reply
+
+	// tcp and udp: instead of Expect or ExpectReply
+	ExpectRegexp *regexp.Regexp
+
 	// udp
 	Payload     string // required
 	ExpectReply string // empty accepts any reply

@@ -183,6 +183,17 @@ func TestErrors(t *testing.T) {
 		{"expect_status empty", base + "health_checks:\n  web1:\n    type: http\n    expect_status: []\n", `config.yaml:9: health_checks.web1.expect_status: at least one status is required`},
 		{"regexp", base + "health_checks:\n  web1:\n    type: http\n    expect_body_regexp: \"(ok\"\n", "config.yaml:9: health_checks.web1.expect_body_regexp: invalid regexp: error parsing regexp: missing closing ): `(ok`"},
 		{"body and regexp", base + "health_checks:\n  web1:\n    type: http\n    expect_body: ok\n    expect_body_regexp: ok\n", `config.yaml:10: health_checks.web1.expect_body_regexp: set expect_body or expect_body_regexp, not both`},
+		{"tcp expect and regexp", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    expect: PONG\n    expect_regexp: PONG\n", `config.yaml:11: health_checks.db.expect_regexp: set expect or expect_regexp, not both`},
+		{"tcp regexp", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    expect_regexp: \"[P\"\n", "config.yaml:10: health_checks.db.expect_regexp: invalid regexp: error parsing regexp: missing closing ]: `[P`"},
+		{"tcp send escape", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    send: 'PING\\q'\n", `config.yaml:10: health_checks.db.send: unknown escape \q; use \r, \n, \t, \\ or \xHH`},
+		{"tcp send hex", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    send: 'PING\\xg0'\n", `config.yaml:10: health_checks.db.send: \x takes two hex digits, as in \x00, got \xg0`},
+		{"tcp send short hex", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    send: 'PING\\x0'\n", `config.yaml:10: health_checks.db.send: \x takes two hex digits, as in \x00`},
+		{"tcp send lone backslash", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    send: 'PING\\'\n", `config.yaml:10: health_checks.db.send: a lone \ ends the string; write \\ for a backslash`},
+		{"send on udp", base + "health_checks:\n  syslog:\n    type: udp\n    port: 514\n    payload: ping\n    send: ping\n", `config.yaml:11: health_checks.syslog.send: does not apply to udp checks`},
+		{"expect on udp", base + "health_checks:\n  syslog:\n    type: udp\n    port: 514\n    payload: ping\n    expect: pong\n", `config.yaml:11: health_checks.syslog.expect: does not apply to udp checks`},
+		{"expect_regexp on http", base + "health_checks:\n  web1:\n    type: http\n    expect_regexp: ok\n", `config.yaml:9: health_checks.web1.expect_regexp: does not apply to http checks`},
+		{"expect_reply on tcp", base + "health_checks:\n  db:\n    type: tcp\n    port: 6379\n    expect_reply: PONG\n", `config.yaml:10: health_checks.db.expect_reply: does not apply to tcp checks`},
+		{"udp reply and regexp", base + "health_checks:\n  syslog:\n    type: udp\n    port: 514\n    payload: ping\n    expect_reply: pong\n    expect_regexp: pong\n", `config.yaml:12: health_checks.syslog.expect_regexp: set expect_reply or expect_regexp, not both`},
 		{"sni", base + "health_checks:\n  web1:\n    type: https\n    sni: a/b\n", `config.yaml:9: health_checks.web1.sni: invalid hostname "a/b"`},
 		{"udp payload", base + "health_checks:\n  syslog:\n    type: udp\n    port: 514\n", `config.yaml:7: health_checks.syslog.payload: required for udp checks`},
 		{"dns qname", base + "health_checks:\n  ns:\n    type: dns\n", `config.yaml:7: health_checks.ns.qname: a domain name is required for dns checks, got ""`},
@@ -451,6 +462,37 @@ records:
 	} {
 		got, _ := c.Checks.Get(want.ID)
 		same(t, "check "+want.ID, got, want)
+	}
+}
+
+// TestTalkingChecks: send's escapes are decoded whatever the quoting, and
+// expect and expect_regexp reach the check of their type.
+func TestTalkingChecks(t *testing.T) {
+	c, err := load(t, base+`health_checks:
+  redis: {type: tcp, port: 6379, send: 'PING\r\n', expect: "+PONG"}
+  quoted: {type: tcp, port: 6379, send: "PING\r\n", expect_regexp: '^\+PONG\r\n'}
+  binary: {type: tcp, port: 9, send: 'a\x00\xff\t\\b'}
+  syslog: {type: udp, port: 514, payload: ping, expect_regexp: '^po+ng$'}
+records:
+  - name: www.example.test.
+    type: A
+    answers: [{value: 198.18.1.1}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]struct{ send, expect, re string }{
+		"redis":  {"PING\r\n", "+PONG", ""},
+		"quoted": {"PING\r\n", "", `^\+PONG\r\n`},
+		"binary": {"a\x00\xff\t\\b", "", ""},
+		"syslog": {"", "", "^po+ng$"},
+	} {
+		got, _ := c.Checks.Get(id)
+		re := ""
+		if got.ExpectRegexp != nil {
+			re = got.ExpectRegexp.String()
+		}
+		same(t, id+" send, expect, expect_regexp", []string{got.Send, got.Expect, re}, []string{want.send, want.expect, want.re})
 	}
 }
 

@@ -232,9 +232,16 @@ func (v *validator) check(c *Check) {
 		if c.ExpectBody != "" && c.ExpectBodyRegexp != nil {
 			v.errorf(key("expect_body_regexp"), "set expect_body or expect_body_regexp, not both")
 		}
+	case CheckTCP:
+		if c.Expect != "" && c.ExpectRegexp != nil {
+			v.errorf(key("expect_regexp"), "set expect or expect_regexp, not both")
+		}
 	case CheckUDP:
 		if c.Payload == "" {
 			v.errorf(key("payload"), "required for udp checks")
+		}
+		if c.ExpectReply != "" && c.ExpectRegexp != nil {
+			v.errorf(key("expect_regexp"), "set expect_reply or expect_regexp, not both")
 		}
 	case CheckDNS:
 		if _, ok := dns.IsDomainName(c.QName); !ok || c.QName == "" {
