@@ -23,6 +23,8 @@ var checkKeys = map[string][]CheckType{
 	"invert": probedTypes,
 	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
 	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
+	// Only a probed check has checkers whose regions could be chosen.
+	"regions":            probedTypes,
 	"port":               {CheckHTTP, CheckHTTPS, CheckTCP, CheckUDP, CheckDNS},
 	"path":               {CheckHTTP, CheckHTTPS},
 	"method":             {CheckHTTP, CheckHTTPS},
@@ -155,6 +157,7 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 	f.bool("invert", &c.Invert)
 	f.str("admin", &c.Admin)
 	f.str("cell", &c.Cell)
+	f.strs("regions", &c.Regions)
 	return c
 }
 

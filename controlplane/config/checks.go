@@ -38,7 +38,8 @@ type Checks struct {
 	regexps  []*regexp.Regexp     // the distinct expect_body_regexp and expect_regexp patterns
 }
 
-// span is a run of strs, status or children.
+// span is a run of strs, status or children. A check's regions are a
+// list of strings like its children, kept in children too.
 type span struct{ off, n uint32 }
 
 // checkHead is what sets a check apart from others of its kind.
@@ -50,7 +51,7 @@ type checkHead struct {
 // checkBody is the rest of a Check, with its strings and lists as spans.
 type checkBody struct {
 	typ, path, method, host, sni, body, send, expect, payload, reply, qname, answer, admin, cell, initial span
-	status, children                                                                                      span
+	status, children, regions                                                                             span
 	regexp, replyRegexp                                                                                   int32 // in regexps; -1 none
 	port, qtype                                                                                           uint16
 	tlsVerify, keepAlive, invert                                                                          bool
@@ -68,7 +69,7 @@ func NewChecks(checks []*Check) Checks {
 			typ: b.str(string(c.Type)), path: b.str(c.Path), method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI),
 			body: b.str(c.ExpectBody), send: b.str(c.Send), expect: b.str(c.Expect), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
 			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell), initial: b.str(c.Initial),
-			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children),
+			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children), regions: b.children(&s, c.Regions),
 			regexp: b.regexp(&s, c.ExpectBodyRegexp), replyRegexp: b.regexp(&s, c.ExpectRegexp), port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
 			expectRcode: c.ExpectRcode, minHealthy: c.MinHealthy, unhealthy: c.UnhealthyThreshold, healthy: c.HealthyThreshold,
 			ttl: c.TTL, interval: c.Interval, timeout: c.Timeout,
@@ -186,7 +187,7 @@ func (s *Checks) Has(id string) bool {
 }
 
 // Check is check i as the file gave it. Its ExpectStatus shares the
-// store's memory and must not be modified; Children is its own. Checks
+// store's memory and must not be modified; Children and Regions are its own. Checks
 // with the same pattern share one compiled Regexp.
 func (s *Checks) Check(i int) Check {
 	h := &s.heads[i]
@@ -203,12 +204,8 @@ func (s *Checks) Check(i int) Check {
 	if p.status.n > 0 {
 		c.ExpectStatus = s.status[p.status.off : p.status.off+p.status.n : p.status.off+p.status.n]
 	}
-	if p.children.n > 0 {
-		c.Children = make([]string, p.children.n)
-		for k, sp := range s.children[p.children.off : p.children.off+p.children.n] {
-			c.Children[k] = s.str(sp)
-		}
-	}
+	c.Children = s.list(p.children)
+	c.Regions = s.list(p.regions)
 	if p.regexp >= 0 {
 		c.ExpectBodyRegexp = s.regexps[p.regexp]
 	}
@@ -217,6 +214,38 @@ func (s *Checks) Check(i int) Check {
 	}
 	return c
 }
+
+// list is a list of strings kept in children, as a slice of its own;
+// nil when empty.
+func (s *Checks) list(sp span) []string {
+	if sp.n == 0 {
+		return nil
+	}
+	out := make([]string, sp.n)
+	for k, ssp := range s.children[sp.off : sp.off+sp.n] {
+		out[k] = s.str(ssp)
+	}
+	return out
+}
+
+// InRegion reports whether a prober of region runs check i: the check
+// names no regions, or names region. A prober with no region runs only
+// the checks that name none.
+func (s *Checks) InRegion(i int, region string) bool {
+	sp := s.bodies[s.heads[i].body].regions
+	if sp.n == 0 {
+		return true
+	}
+	for _, r := range s.children[sp.off : sp.off+sp.n] {
+		if s.str(r) == region {
+			return true
+		}
+	}
+	return false
+}
+
+// Regions is check i's regions, a slice of its own; nil when it names none.
+func (s *Checks) Regions(i int) []string { return s.list(s.bodies[s.heads[i].body].regions) }
 
 // Get is the check with id.
 func (s *Checks) Get(id string) (Check, bool) {
@@ -244,6 +273,10 @@ func (c Check) Clone() Check {
 	c.Children = slices.Clone(c.Children)
 	for i := range c.Children {
 		c.Children[i] = strings.Clone(c.Children[i])
+	}
+	c.Regions = slices.Clone(c.Regions)
+	for i := range c.Regions {
+		c.Regions[i] = strings.Clone(c.Regions[i])
 	}
 	return c
 }

@@ -21,7 +21,8 @@ func TestChecksRoundTrip(t *testing.T) {
 		Send: "PING\r\n", Expect: "+PONG", ExpectRegexp: regexp.MustCompile(`^\+PONG`), Payload: "ping", ExpectReply: "pong",
 		QName: "www.example.test.", QType: 28, ExpectRcode: 3, ExpectAnswer: "fd53::10",
 		Children: []string{"db", "web"}, MinHealthy: 1, TTL: time.Minute, Interval: 5 * time.Second, Timeout: time.Second,
-		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue", Initial: "unhealthy"}
+		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue", Initial: "unhealthy",
+		Regions: []string{"eu-west", "us-east", "ap-south"}}
 	// A field added to Check and not to the store would come back zero.
 	v := reflect.ValueOf(*full)
 	for i := range v.NumField() {

@@ -185,6 +185,11 @@ type Check struct {
 	// Cell is the cell whose probers run the check and whose aggregators
 	// aggregate it; default the first of cluster.cells.
 	Cell string
+
+	// Regions are the prober regions that run a probed check and whose
+	// votes make its quorum, as Route 53 lets a check pick at least three
+	// checker regions; empty means every prober, region or not.
+	Regions []string
 }
 
 // Record is a health-checked A or AAAA record set.

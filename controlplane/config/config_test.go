@@ -261,6 +261,12 @@ records:
 		{"hysteresis and quorum", base + "aggregation:\n  quorum: 50%\n  hysteresis: { down: 20%, up: 85% }\n", `config.yaml:7: aggregation.quorum: hysteresis replaces the quorum: give one or the other, not both`},
 		{"invert on calculated", base + "health_checks:\n  a: { type: tcp, target: 198.18.1.1, port: 80 }\n  c: { type: calculated, children: [a], invert: true }\n", `config.yaml:8: health_checks.c.invert: does not apply to calculated checks`},
 		{"invert on external", base + "health_checks:\n  e: { type: external, invert: true }\n", `config.yaml:7: health_checks.e.invert: does not apply to external checks`},
+		{"regions too few", base + "health_checks:\n  web:\n    type: tcp\n    port: 80\n    regions: [eu, us]\n", `config.yaml:10: health_checks.web.regions: 2 distinct regions, at least 3 are required`},
+		{"regions empty", base + "health_checks:\n  web: { type: tcp, port: 80, regions: [] }\n", `config.yaml:7: health_checks.web.regions: 0 distinct regions, at least 3 are required`},
+		{"regions duplicate", base + "health_checks:\n  web:\n    type: tcp\n    port: 80\n    regions:\n      - eu\n      - us\n      - eu\n", "config.yaml:10: health_checks.web.regions: 2 distinct regions, at least 3 are required\nconfig.yaml:13: health_checks.web.regions[2]: duplicate region \"eu\", first at line 11"},
+		{"region too long", base + "health_checks:\n  web: { type: tcp, port: 80, regions: [eu, us, " + strings.Repeat("a", 33) + "] }\n", `config.yaml:7: health_checks.web.regions[2]: region "` + strings.Repeat("a", 33) + `" must be 1-32 bytes`},
+		{"regions on calculated", base + "health_checks:\n  a: { type: tcp, target: 198.18.1.1, port: 80 }\n  c: { type: calculated, children: [a], regions: [eu, us, ap] }\n", `config.yaml:8: health_checks.c.regions: does not apply to calculated checks`},
+		{"regions on external", base + "health_checks:\n  e: { type: external, regions: [eu, us, ap] }\n", `config.yaml:7: health_checks.e.regions: does not apply to external checks`},
 
 		// several errors come back together, in file order
 		{"joined", base + "health_checks:\n  web1:\n    type: http\n    admin: off\n    path: x\nrecords:\n  - name: www.other.test.\n    type: A\n    answers: [{value: 198.18.1.1, check: web1}]\n",
@@ -493,6 +499,38 @@ records:
 			re = got.ExpectRegexp.String()
 		}
 		same(t, id+" send, expect, expect_regexp", []string{got.Send, got.Expect, re}, []string{want.send, want.expect, want.re})
+	}
+}
+
+// TestCheckRegions: a probed check keeps its regions in order; one
+// without them names none.
+func TestCheckRegions(t *testing.T) {
+	c, err := load(t, base+`health_checks:
+  web: {type: tcp, port: 80, regions: [eu-west, us-east, ap-south]}
+  db: {type: tcp, port: 5432}
+records:
+  - name: www.example.test.
+    type: A
+    answers: [{value: 198.18.1.1}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, _ := c.Checks.Get("web")
+	same(t, "web regions", web.Regions, []string{"eu-west", "us-east", "ap-south"})
+	db, _ := c.Checks.Get("db")
+	same(t, "db regions", db.Regions, []string(nil))
+	k, _ := c.Checks.Find("web")
+	for r, want := range map[string]bool{"eu-west": true, "ap-south": true, "sa-east": false, "": false} {
+		if got := c.Checks.InRegion(k, r); got != want {
+			t.Errorf("web InRegion(%q) = %v, want %v", r, got, want)
+		}
+	}
+	k, _ = c.Checks.Find("db")
+	for _, r := range []string{"eu-west", ""} {
+		if !c.Checks.InRegion(k, r) {
+			t.Errorf("db, without regions, not InRegion(%q)", r)
+		}
 	}
 }
 

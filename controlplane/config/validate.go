@@ -22,6 +22,8 @@ type validator struct {
 	checks []*Check          // in file order
 	byID   map[string]*Check // the same, by id
 	errs   []*Error
+
+	regionSeen map[string]bool // every region a check names, to cap them at MaxCheckerRegions
 }
 
 func (v *validator) errorf(key, format string, args ...any) {
@@ -265,11 +267,59 @@ func (v *validator) check(c *Check) {
 		}
 		v.threshold(key("unhealthy_threshold"), c.UnhealthyThreshold)
 		v.threshold(key("healthy_threshold"), c.HealthyThreshold)
+		v.regions(c, key)
 	}
 	oneOf(v, key("admin"), c.Admin, "auto", "up", "down")
 	if c.Type == CheckExternal {
 		oneOf(v, key("initial"), c.Initial, "healthy", "unhealthy")
 	}
+}
+
+// MinCheckerRegions is the fewest checker regions a check may name: as with
+// Route 53, fewer would let one region's outage decide the check alone.
+const MinCheckerRegions = 3
+
+// MaxCheckerRegions is how many distinct regions all checks together may name:
+// an aggregator keeps a check's regions as a 64-bit mask.
+const MaxCheckerRegions = 64
+
+func (v *validator) regions(c *Check, key func(string) string) {
+	if v.c.Line(key("regions")) == 0 && len(c.Regions) == 0 {
+		return
+	}
+	for i, r := range c.Regions {
+		k := fmt.Sprintf("%s[%d]", key("regions"), i)
+		if len(r) < 1 || len(r) > 32 {
+			v.errorf(k, "region %q must be 1-32 bytes", r)
+		}
+		if j := slices.Index(c.Regions, r); j < i {
+			v.errorf(k, "duplicate region %q, first at line %d", r, v.c.Line(fmt.Sprintf("%s[%d]", key("regions"), j)))
+		}
+	}
+	if n := distinct(c.Regions); n < MinCheckerRegions {
+		v.errorf(key("regions"), "%d distinct regions, at least %d are required", n, MinCheckerRegions)
+	}
+	for _, r := range c.Regions {
+		if !v.regionSeen[r] {
+			if v.regionSeen == nil {
+				v.regionSeen = map[string]bool{}
+			}
+			v.regionSeen[r] = true
+			if len(v.regionSeen) == MaxCheckerRegions+1 {
+				v.errorf(key("regions"), "more than %d distinct regions across health_checks", MaxCheckerRegions)
+			}
+		}
+	}
+}
+
+func distinct(ss []string) int {
+	n := 0
+	for i, s := range ss {
+		if slices.Index(ss, s) == i {
+			n++
+		}
+	}
+	return n
 }
 
 func (v *validator) threshold(key string, n int) {
