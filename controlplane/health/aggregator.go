@@ -42,9 +42,10 @@ type Aggregator struct {
 	states      []slotState // one per table entry
 	tracks      map[string]*track
 	trackList   []*track
-	index       *Index   // the checks and their slots; nil before the first Reconfigure
-	children    []uint32 // every calculated slot's children's slots, one list after the other (slotCfg.children)
-	calculated  []uint32 // calculated slots, children first
+	index       *Index            // the checks and their slots; nil before the first Reconfigure
+	children    []uint32          // every calculated slot's children's slots, one list after the other (slotCfg.children)
+	regionBits  map[string]uint64 // each region a check names, to its bit in slotCfg.regions
+	calculated  []uint32          // calculated slots, children first
 	recent      map[string][]prober.Result
 	known       map[string]Saved // checks not configured now, by id: kept for a reload that adds them back
 	changed     chan struct{}
@@ -121,10 +122,14 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index *Index) {
 		t.cfgs[i] = unusedSlot(cfg.Aggregation.PushInterval)
 	}
 	checks := index.Checks()
+	t.regionBits = regionBits(checks)
+	for _, tr := range t.trackList {
+		tr.regionBit = t.regionBits[tr.region]
+	}
 	for k := range checks.Len() {
 		c := checks.Check(k)
 		i := index.EntryOf(k)
-		t.cfgs[i] = newSlotCfg(&c, &cfg.Aggregation)
+		t.cfgs[i] = newSlotCfg(&c, &cfg.Aggregation, t.regionBits)
 		if old != nil && old.OwnerID(i) == c.ID && t.states[i].apiSet {
 			t.cfgs[i].admin = t.states[i].apiAdmin
 		}
@@ -163,6 +168,22 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index *Index) {
 	t.hash = cfg.Hash
 	t.agg = cfg.Aggregation
 	t.touch()
+}
+
+// regionBits gives each region that a check names a bit of its own, in
+// the order they first appear. The config allows at most
+// config.MaxCheckerRegions; any beyond 64 would get no bit, and their
+// checkers no vote on checks with regions.
+func regionBits(checks *config.Checks) map[string]uint64 {
+	bits := map[string]uint64{}
+	for k := range checks.Len() {
+		for _, r := range checks.Regions(k) {
+			if _, ok := bits[r]; !ok && len(bits) < 64 {
+				bits[strings.Clone(r)] = 1 << len(bits)
+			}
+		}
+	}
+	return bits
 }
 
 // Index is the current check-to-entry assignment.
@@ -270,7 +291,11 @@ func (t *Aggregator) IngestFrameFrom(sender, region string, b []byte, now time.T
 		t.tracks[f.Prober] = tr
 		t.trackList = append(t.trackList, tr)
 	}
-	tr.region = f.Region
+	if tr.region != f.Region {
+		// Kept beyond the frame buffer, which the next frame overwrites.
+		tr.region = strings.Clone(f.Region)
+		tr.regionBit = t.regionBits[tr.region]
+	}
 	t.frames.Add(1)
 	ns := now.UnixNano()
 	n := uint32(len(t.cfgs))

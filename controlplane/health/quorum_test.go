@@ -297,3 +297,78 @@ func TestCheckerTimeoutNotInterval(t *testing.T) {
 		t.Error("a second, distinct failure did not take slow down")
 	}
 }
+
+// TestRegionQuorum: a check with regions counts only the votes of
+// checkers in them, whatever the others say; a check without regions
+// counts every checker. A checker's region is its latest frame's.
+func TestRegionQuorum(t *testing.T) {
+	picky := tcp(1, 1)
+	picky.Regions = []string{"r1", "r2", "r3"}
+	g := newAgg(t, []string{"picky", "any"}, picky, tcp(1, 1))
+	r4 := []string{"a", "b", "c", "f", "h", "i"}
+	for _, c := range r4 {
+		g.region[c] = "r4"
+	}
+	g.region["d"] = "r1"
+	g.region["e"] = "" // no region: votes only on checks open to every region
+
+	vote := func(seq uint64, r4Up, r1Up bool) {
+		for _, id := range []string{"picky", "any"} {
+			for _, c := range r4 {
+				g.result(c, id, seq, r4Up)
+			}
+			g.result("e", id, seq, r4Up)
+			g.result("d", id, seq, r1Up)
+		}
+	}
+	// Six checkers of r4 and one without a region say down, one of r1
+	// says up: picky hears only r1.
+	vote(1, false, true)
+	if !g.push("picky") {
+		t.Errorf("picky: down, want up: only r1's checker counts and says up")
+	}
+	if s := g.status("picky"); s.Checkers != 1 || s.Healthy != 1 {
+		t.Errorf("picky: %d checkers, %d healthy, want 1 and 1", s.Checkers, s.Healthy)
+	}
+	for _, v := range g.status("picky").Votes {
+		if v.Counted != (v.Checker == "d") {
+			t.Errorf("picky: %s of region %q counted %v", v.Checker, v.Region, v.Counted)
+		}
+	}
+	if g.up("any") || g.status("any").Checkers != 8 {
+		t.Errorf("any: up=%v with %d checkers, want down with all 8 (1 of 8 healthy)", g.up("any"), g.status("any").Checkers)
+	}
+
+	// The reverse: r4 says up, r1 down.
+	g.now = g.now.Add(time.Second)
+	vote(2, true, false)
+	if g.push("picky") {
+		t.Errorf("picky: up, want down: r1's checker says down and r4's do not count")
+	}
+	if !g.up("any") {
+		t.Errorf("any: down, want up: 7 of 8 healthy")
+	}
+
+	// A checker that moves to r2 counts from its next frame.
+	g.now = g.now.Add(time.Second)
+	g.region["a"] = "r2"
+	g.result("a", "picky", 3, true)
+	if !g.push("picky") {
+		t.Errorf("picky: down, want up: a, now in r2, says up (1 of 2)")
+	}
+	if s := g.status("picky"); s.Checkers != 2 {
+		t.Errorf("picky: %d checkers, want 2 (d of r1, a of r2)", s.Checkers)
+	}
+
+	// A reload that gives picky r4 instead of r1 counts the checkers of
+	// r4 heard before it, without a new frame.
+	cfg := *g.cfg
+	moved := *picky
+	moved.Regions = []string{"r2", "r3", "r4"}
+	cfg.Checks = checksOf([]string{"picky", "any"}, map[string]*config.Check{"picky": &moved, "any": tcp(1, 1)})
+	g.reconfigure(&cfg, g.index)
+	up := g.push("picky")
+	if s := g.status("picky"); !up || s.Checkers != 6 {
+		t.Errorf("picky after the reload: up=%v with %d checkers, want up with r2's a and r4's five", up, s.Checkers)
+	}
+}

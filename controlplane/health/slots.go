@@ -59,6 +59,9 @@ type slotCfg struct {
 	ttl        time.Duration
 	initial    bool // an external slot's state until its first report
 	children   span // a calculated slot's children's slots, in Aggregator.children
+	// regions is the mask of the regions whose checkers vote on the slot,
+	// bits given by Aggregator.regionBits; 0 lets every checker vote.
+	regions uint64
 }
 
 // span is a run of a slice that the slots share.
@@ -85,16 +88,19 @@ type slotState struct {
 
 // track is what one checker said about every slot, as parallel arrays.
 type track struct {
-	checker  string // the prober's id
-	region   string // the prober's region, as its last frame said
-	seq      []uint64
-	seen     []int64 // unix ns of the last frame that carried the slot
-	okRun    []uint16
-	failRun  []uint16
-	up       []bool // after the consecutive thresholds
-	reason   []uint8
-	reported []bool
-	counted  []bool // in the slot's quorum denominator at the last push
+	checker string // the prober's id
+	region  string // the prober's region, as its last frame said
+	// regionBit is region's bit in Aggregator.regionBits, 0 when no check
+	// names it: such a checker votes only on slots open to every region.
+	regionBit uint64
+	seq       []uint64
+	seen      []int64 // unix ns of the last frame that carried the slot
+	okRun     []uint16
+	failRun   []uint16
+	up        []bool // after the consecutive thresholds
+	reason    []uint8
+	reported  []bool
+	counted   []bool // in the slot's quorum denominator at the last push
 }
 
 func newTrack(capacity int, initial []slotState) *track {
@@ -110,10 +116,15 @@ func newTrack(capacity int, initial []slotState) *track {
 	return t
 }
 
-func newSlotCfg(c *config.Check, agg *config.Aggregation) slotCfg {
+// newSlotCfg is c's slot configuration; regionBits gives each of its
+// regions a bit.
+func newSlotCfg(c *config.Check, agg *config.Aggregation, regionBits map[string]uint64) slotCfg {
 	a, _ := parseAdmin(c.Admin) // the config allows only the three
 	s := slotCfg{okN: uint16(c.HealthyThreshold), failN: uint16(c.UnhealthyThreshold), invert: c.Invert, admin: a,
 		window: int64(agg.CheckerTimeout), minHealthy: c.MinHealthy, ttl: c.TTL, initial: c.Initial != "unhealthy"}
+	for _, r := range c.Regions {
+		s.regions |= regionBits[r]
+	}
 	switch c.Type {
 	case config.CheckCalculated:
 		s.kind = kindCalculated
@@ -202,7 +213,9 @@ func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*
 // partition a location judges by the checkers it can still hear. Healthy
 // when more than the quorum share say so (Route 53: 18%), or with
 // hysteresis, down below Down and up again at Up. With no checker heard,
-// the state stays.
+// the state stays. A slot with regions counts only the checkers of those
+// regions: the test is a mask, made for every track like the rest, so the
+// walk costs the same whatever the slot's regions.
 func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Aggregation, now int64) {
 	var fresh, healthy uint16
 	var reason uint8
@@ -212,7 +225,8 @@ func quorum(i int, cfg *slotCfg, st *slotState, tracks []*track, agg *config.Agg
 		// short-circuit here would skip loads for unused slots and make
 		// a sparse table cheaper than a full one.
 		recent := b2u(now-t.seen[i] <= cfg.window)
-		heard := b2u(t.reported[i]) & recent
+		voter := b2u(cfg.regions == 0) | b2u(cfg.regions&t.regionBit != 0)
+		heard := b2u(t.reported[i]) & recent & voter
 		up, r := b2u(t.up[i]), t.reason[i]
 		t.counted[i] = heard != 0
 		fresh += heard
