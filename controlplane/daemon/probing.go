@@ -16,7 +16,12 @@ type probing struct {
 	framer *prober.Framer
 	// cell is the cell whose checks a fleet's prober runs; "" on a single
 	// host, which runs them all.
-	cell   string
+	cell string
+	// region is this prober's; it runs only the checks whose regions
+	// include it or that name none. A prober with no region runs only the
+	// checks that name none: a check that names regions wants its votes
+	// from those regions alone.
+	region string
 	period time.Duration
 	emit   func(frame []byte) // to the aggregator in process, or the fleet
 
@@ -35,23 +40,31 @@ func openProbing(cfg *config.Config, host, region string, netns prober.Netns, ob
 		framer.Record(r)
 		observe(r)
 	}})
-	return &probing{sched: sched, framer: framer, period: cfg.Aggregation.PushInterval, emit: emit}, nil
+	return &probing{sched: sched, framer: framer, region: region, period: cfg.Aggregation.PushInterval, emit: emit}, nil
 }
 
 // apply hands the scheduler and the framer the plan's probes.
 func (pr *probing) apply(p *Plan) error {
-	probes := p.Probes()
-	if pr.cell != "" {
-		for id := range probes {
-			if k, _ := p.Config.Checks.Find(id); p.Config.Checks.Cell(k) != pr.cell {
-				delete(probes, id)
-			}
-		}
-	}
+	probes := pr.probes(p)
 	if err := pr.sched.Update(probes); err != nil {
 		return err
 	}
 	return pr.framer.Configure(p.Config.Hash, probes)
+}
+
+// probes is the plan's probes that this prober runs: those of its cell,
+// on a fleet, and of its region. The frame keeps an entry for every check,
+// so one left out here is padding.
+func (pr *probing) probes(p *Plan) map[string]prober.Probe {
+	probes := p.Probes()
+	checks := &p.Config.Checks
+	for id := range probes {
+		k, _ := checks.Find(id)
+		if pr.cell != "" && checks.Cell(k) != pr.cell || !checks.InRegion(k, pr.region) {
+			delete(probes, id)
+		}
+	}
+	return probes
 }
 
 // start sends a frame every push period, from a thread of lower priority.
@@ -81,7 +94,7 @@ func (pr *probing) checksRun(p *Plan) int {
 	n := 0
 	checks := &p.Config.Checks
 	for k := range checks.Len() {
-		if _, probed := checks.Type(k).Probed(); probed && checks.Cell(k) == pr.cell {
+		if _, probed := checks.Type(k).Probed(); probed && checks.Cell(k) == pr.cell && checks.InRegion(k, pr.region) {
 			n++
 		}
 	}
