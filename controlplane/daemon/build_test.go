@@ -105,6 +105,8 @@ health_checks:
     type: tcp
     target: 198.18.1.5
     port: 5432
+  smtp: { type: tcp, target: 198.18.1.6, port: 25, send: 'EHLO x\r\n', expect: "250" }
+  cache: { type: tcp, target: 198.18.1.7, port: 6379, send: 'PING\r\n', expect_regexp: '^\+PONG' }
   syslog:
     type: udp
     target: fd53::9
@@ -158,6 +160,8 @@ records:
 			ExpectStatus: []prober.StatusRange{{Lo: 200, Hi: 399}},
 		}},
 		"db":     {Spec: prober.Spec{Type: prober.TCP, Target: "198.18.1.5", Port: 5432, Interval: iv, Timeout: to}},
+		"smtp":   {Spec: prober.Spec{Type: prober.TCP, Target: "198.18.1.6", Port: 25, Interval: iv, Timeout: to, Send: "EHLO x\r\n", Expect: "250"}},
+		"cache":  {Spec: prober.Spec{Type: prober.TCP, Target: "198.18.1.7", Port: 6379, Interval: iv, Timeout: to, Send: "PING\r\n"}},
 		"syslog": {Spec: prober.Spec{Type: prober.UDP, Target: "fd53::9", Port: 514, Interval: iv, Timeout: to, Payload: "ping", ExpectReply: "pong"}},
 		"gw":     {Target: netip.MustParseAddr("198.18.1.2"), Spec: prober.Spec{Type: prober.ICMP, Interval: iv, Timeout: to}},
 		"ns": {Spec: prober.Spec{
@@ -169,13 +173,16 @@ records:
 	if re := got["tls"].Spec.ExpectBodyRegexp; re == nil || re.String() != "^ok" {
 		t.Errorf("tls: expect_body_regexp became %v, want ^ok", re)
 	}
+	if re := got["cache"].Spec.ExpectRegexp; re == nil || re.String() != `^\+PONG` {
+		t.Errorf("cache: expect_regexp became %v, want ^\\+PONG", re)
+	}
 	for id, w := range want {
 		w.Index, _ = p.Index.Entry(id)
 		g := got[id]
 		if w.Index == 0 || g.Index != w.Index {
 			t.Errorf("%s: index %d, want %d (non-zero)", id, g.Index, w.Index)
 		}
-		g.Spec.ExpectBodyRegexp = nil // compared above; compiled programs are not comparable
+		g.Spec.ExpectBodyRegexp, g.Spec.ExpectRegexp = nil, nil // compared above; compiled programs are not comparable
 		if !reflect.DeepEqual(g, w) {
 			t.Errorf("%s:\ngot  %+v\nwant %+v", id, g, w)
 		}
