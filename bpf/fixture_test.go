@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -20,17 +18,19 @@ import (
 	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
-	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/internal/xdptest"
 	"github.com/steadydns/steadydns/loader"
 )
 
+// The shared fixtures under the names these tests use.
 var (
-	server4 = netip.MustParseAddr("198.18.0.2")
-	server6 = netip.MustParseAddr("fd53::2")
-	client4 = netip.MustParseAddr("198.18.0.1")
-	client6 = netip.MustParseAddr("fd53::1")
-	srvMAC  = [6]byte{0x02, 0x53, 0, 0, 0, 2}
-	cliMAC  = [6]byte{0x02, 0x53, 0, 0, 0, 1}
+	server4, server6, client4, client6 = xdptest.Server4, xdptest.Server6, xdptest.Client4, xdptest.Client6
+	srvMAC, cliMAC                     = xdptest.ServerMAC, xdptest.ClientMAC
+
+	wire       = xdptest.Wire
+	query      = xdptest.Query
+	frame      = xdptest.Frame
+	runProgram = xdptest.Run
 )
 
 // load loads the program into a private bpffs so tests never touch the
@@ -41,28 +41,14 @@ func load(t testing.TB) *loader.Objects {
 }
 
 // loadWith is load with opts, whose pin directory, health capacity and
-// server addresses the test sets.
+// server addresses xdptest.Load sets.
 func loadWith(t testing.TB, opts loader.Options) *loader.Objects {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("running xdp programs needs root (running as uid %d)", os.Geteuid())
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	opts.BPFFS, opts.HealthCapacity, opts.Servers = dir+"/sd", testHealth, []netip.Addr{server4, server6}
-	o, err := loader.Load(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { o.Close() })
-	return o
+	return xdptest.Load(t, opts)
 }
 
 // testHealth is the health table's capacity in loadWith.
-const testHealth = 1024
+const testHealth = xdptest.HealthCapacity
 
 // loadAgain loads o's program once more, with rrl's rate limiting, onto
 // the maps of o, a load of loadWith's with rrl's table size. Each load
@@ -77,17 +63,6 @@ func loadAgain(t testing.TB, o *loader.Objects, rrl loader.RRL) *ebpf.Program {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// wire is the lowercased wire form of a name, as the control plane keys it.
-func wire(t testing.TB, name string) string {
-	t.Helper()
-	buf := make([]byte, 256)
-	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf, 0, nil, false)
-	if err != nil {
-		t.Fatalf("packing %q: %v", name, err)
-	}
-	return string(buf[:n])
 }
 
 type cand struct {
@@ -138,46 +113,10 @@ func setHealth(t testing.TB, o *loader.Objects, up ...uint32) {
 	}
 }
 
-// query packs a query; mutate may edit the message before packing.
-func query(name string, qtype uint16, mutate func(*dns.Msg)) []byte {
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	m.Id = 0x1234
-	m.RecursionDesired = true
-	if mutate != nil {
-		mutate(m)
-	}
-	b, err := m.Pack()
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-func frame(v6 bool, payload []byte, c packet.Checksum) packet.Frame {
-	f := packet.Frame{Src: netip.AddrPortFrom(client4, 40000), Dst: netip.AddrPortFrom(server4, 53), SrcMAC: cliMAC, DstMAC: srvMAC, Payload: payload, Checksum: c}
-	if v6 {
-		f.Src, f.Dst = netip.AddrPortFrom(client6, 40000), netip.AddrPortFrom(server6, 53)
-	}
-	return f
-}
-
 // run feeds one frame through the program with BPF_PROG_RUN.
 func run(t *testing.T, o *loader.Objects, in []byte) (uint32, []byte) {
 	t.Helper()
 	return runProgram(t, o.Steadydns, in)
-}
-
-// runProgram feeds one frame through p with BPF_PROG_RUN, with room for
-// the reply to grow.
-func runProgram(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
-	t.Helper()
-	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, 4096)}
-	ret, err := p.Run(opts)
-	if err != nil {
-		t.Fatalf("running the program: %v", err)
-	}
-	return ret, opts.DataOut
 }
 
 func dumpf(t *testing.T, format string, in, want, got []byte, args ...any) {
