@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/steadydns/steadydns/bench/stats"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/loader"
@@ -54,7 +54,7 @@ type Options struct {
 	ConstantWorkPolicy config.Policy `json:"WorkPolicy"`
 	Iterations         int           // BPF_PROG_RUN calls per constant-work run
 	PushRounds         int           // aggregator pushes per cell per run; 0 skips the aggregator
-	Binary             string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (findBinary)
+	Binary             string        // the steadydns binary, run as `BINARY serve --config FILE`; empty finds one (stats.ServerBinary)
 	Prefix             string        // testenv prefix; short, since NAPI thread names hold 15 bytes
 	GenCPU             int           // the CPU of the load generators
 	ServerCPU          int           // the CPU of the servers and of the server veth's NAPI thread
@@ -181,7 +181,7 @@ func (o *Options) check() error {
 	// constant work or the aggregator alone needs none.
 	if slices.ContainsFunc(o.Servers, func(s string) bool { return strings.HasPrefix(s, "steadydns") }) {
 		if o.Binary == "" {
-			bin, err := findBinary()
+			bin, err := stats.ServerBinary()
 			if err != nil {
 				return fmt.Errorf("finding the steadydns binary: %w", err)
 			}
@@ -194,26 +194,6 @@ func (o *Options) check() error {
 		o.Log = io.Discard
 	}
 	return nil
-}
-
-// findBinary is the steadydns binary beside the running executable, where
-// `make build` puts it next to steadydns-bench, or else the one on PATH.
-// The harness measures the server binary that ships, not a copy of the
-// server linked into itself.
-func findBinary() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding the running executable: %w", err)
-	}
-	beside := filepath.Join(filepath.Dir(exe), "steadydns")
-	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-		return beside, nil
-	}
-	bin, err := exec.LookPath("steadydns")
-	if err != nil {
-		return "", fmt.Errorf("none at %s or on PATH (make build puts one in bin/): %w", beside, err)
-	}
-	return bin, nil
 }
 
 // seconds is the duration as kxdpgun and dnsperf take it.

@@ -24,7 +24,7 @@ const tableSize = 65536
 // FleetOptions configure `steadydns-bench fleet`: the fleet's roles over a
 // real NATS server, measured per push.
 type FleetOptions struct {
-	Binary    string        // the steadydns binary the aggregators run; empty finds one (findBinary)
+	Binary    string        // the steadydns binary the aggregators run; empty finds one (stats.ServerBinary)
 	Push      time.Duration // aggregation.push_interval
 	Pushes    int           // push periods per measured window
 	Runs      int           // windows of the constancy cells; the report gives medians and ranges
@@ -150,7 +150,7 @@ func RunFleet(ctx context.Context, o FleetOptions) (res *FleetResults, err error
 		}
 	}
 	if o.Binary == "" {
-		if o.Binary, err = findBinary(); err != nil {
+		if o.Binary, err = stats.ServerBinary(); err != nil {
 			return nil, fmt.Errorf("finding the steadydns binary: %w", err)
 		}
 	} else if _, err := exec.LookPath(o.Binary); err != nil {

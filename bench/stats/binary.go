@@ -1,4 +1,4 @@
-package fleetbench
+package stats
 
 import (
 	"fmt"
@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 )
 
-// findBinary is the steadydns binary beside the running executable, where
-// `make build` puts it next to steadydns-bench, or else the one on PATH.
-// The harness measures the server binary that ships, not a copy of the
-// server linked into itself.
-func findBinary() (string, error) {
+// ServerBinary is the steadydns binary beside the running executable,
+// where `make build` puts it next to steadydns-bench, or else the one on
+// PATH. Both harnesses measure the server binary that ships, not a copy of
+// the server linked into themselves.
+func ServerBinary() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("finding the running executable: %w", err)
