@@ -95,6 +95,7 @@ const (
 	SteadydnsHealthReasonREASON_EXTERNAL   SteadydnsHealthReason = 132
 	SteadydnsHealthReasonREASON_EXPIRED    SteadydnsHealthReason = 133
 	SteadydnsHealthReasonREASON_NO_RESULTS SteadydnsHealthReason = 134
+	SteadydnsHealthReasonREASON_SHIFTED    SteadydnsHealthReason = 135
 )
 
 type SteadydnsHealthState uint8

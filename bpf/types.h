@@ -240,6 +240,7 @@ enum health_reason {
 	REASON_EXTERNAL = 0x84,     /* pushed through the API */
 	REASON_EXPIRED = 0x85,      /* external state not refreshed within its TTL */
 	REASON_NO_RESULTS = 0x86,   /* no checker has reported yet */
+	REASON_SHIFTED = 0x87,      /* the answer's region is shifted away */
 };
 
 /* One entry of the fixed-size health table, written through mmap by the
