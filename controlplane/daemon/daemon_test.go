@@ -87,6 +87,18 @@ func serve(t testing.TB, env *testenv.Env, config func(link, pins string) string
 
 // serveAs is serve for a host with an identity in a fleet.
 func serveAs(t testing.TB, env *testenv.Env, config func(link, pins string) string, id daemon.Identity) *edge {
+	return serveFiles(t, env, id, func(dir, link, pins string) string {
+		cfg := filepath.Join(dir, "steadydns.yaml")
+		write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
+		write(t, cfg, withState(config(link, pins), filepath.Join(dir, "state")))
+		return cfg
+	})
+}
+
+// serveFiles runs a daemon in env's edge host on the config that files
+// writes into dir, for the edge's link and pin directory, and returns
+// the config's path.
+func serveFiles(t testing.TB, env *testenv.Env, id daemon.Identity, files func(dir, link, pins string) string) *edge {
 	var pass bpf.PassObjects
 	if err := bpf.LoadPassObjects(&pass, nil); err != nil {
 		t.Fatal(err)
@@ -100,10 +112,7 @@ func serveAs(t testing.TB, env *testenv.Env, config func(link, pins string) stri
 		t.Fatalf("mounting a test bpffs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(pins, unix.MNT_DETACH) })
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	write(t, filepath.Join(dir, "example.test.zone"), zoneFile)
-	write(t, cfg, withState(config(env.Edge.Link, pins+"/sd"), filepath.Join(dir, "state")))
+	cfg := files(t.TempDir(), env.Edge.Link, pins+"/sd")
 
 	e := &edge{env: env, cfg: cfg}
 	err := env.Edge.Do(func() (err error) {
