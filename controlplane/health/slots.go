@@ -269,9 +269,9 @@ func b2u(b bool) uint16 {
 
 func stateName(up bool) string {
 	if up {
-		return "healthy"
+		return StateHealthy
 	}
-	return "unhealthy"
+	return StateUnhealthy
 }
 
 // ReasonName is a reason code's label: the prober's ("timeout",
