@@ -44,6 +44,14 @@ func NewIn(ns Netns, s Spec, defaultTarget netip.Addr) (Checker, error) {
 	if s.Timeout <= 0 {
 		return nil, fmt.Errorf("building %s checker: timeout must be positive, got %s", s.Type, s.Timeout)
 	}
+	if s.Type == Metric {
+		// It asks its URL, whatever the answer's address.
+		m, err := newMetric(ns, s)
+		if err != nil {
+			return nil, fmt.Errorf("building %s checker: %w", s.Type, err)
+		}
+		return m, nil
+	}
 	t, err := newTarget(s, defaultTarget)
 	if err != nil {
 		return nil, fmt.Errorf("building %s checker: %w", s.Type, err)

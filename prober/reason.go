@@ -19,13 +19,16 @@ const (
 	ReasonAnswerMismatch               // dns: no answer with the expected data
 	ReasonResolve                      // the target hostname did not resolve
 	ReasonError                        // anything else; Detail has the error
+	ReasonMetricZero                   // metric: a sample of the result is zero
+	ReasonMetricEmpty                  // metric: the result holds no sample, or one that is NaN
+	ReasonMetricError                  // metric: the query failed; Detail says how
 	reasonCount
 )
 
 var reasonNames = [reasonCount]string{
 	"none", "ok", "timeout", "refused", "unreachable", "reset", "status",
 	"body_mismatch", "tls_error", "reply_mismatch", "rcode", "answer_mismatch",
-	"resolve", "error",
+	"resolve", "error", "metric_zero", "metric_empty", "metric_error",
 }
 
 // String is the reason's label as the API and metrics show it: "timeout",

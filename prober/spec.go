@@ -16,10 +16,13 @@ const (
 	UDP   Type = "udp"
 	ICMP  Type = "icmp"
 	DNS   Type = "dns"
+	// Metric asks a Prometheus-compatible HTTP API: the answer's address
+	// plays no part.
+	Metric Type = "metric"
 )
 
 // Types lists every type a prober runs, in the order the docs list them.
-var Types = []Type{HTTP, HTTPS, TCP, UDP, ICMP, DNS}
+var Types = []Type{HTTP, HTTPS, TCP, UDP, ICMP, DNS, Metric}
 
 // Spec is what a checker needs to probe: where, how, and what counts as
 // healthy. Settings that do not apply to its Type are ignored. Thresholds,
@@ -63,7 +66,29 @@ type Spec struct {
 	QType        uint16
 	ExpectRcode  int
 	ExpectAnswer string // substring of some answer's rdata; empty accepts any
+
+	// metric
+	URL   string // the API's base URL: http://host:9090, /api/v1/query is appended
+	Query string // PromQL, evaluated as an instant query
+	// Insufficient is the result reported when the query gives no data or
+	// fails. It is raw, like every result: the aggregator inverts it.
+	Insufficient Insufficient
 }
+
+// Insufficient is what a metric check reports without data to judge by,
+// as Route 53 offers for a CloudWatch alarm in INSUFFICIENT_DATA.
+type Insufficient string
+
+const (
+	InsufficientHealthy   Insufficient = "healthy"
+	InsufficientUnhealthy Insufficient = "unhealthy"
+	// InsufficientLastKnown repeats the last verdict the query gave, as
+	// if the metric held its value; healthy before any, as a check starts.
+	InsufficientLastKnown Insufficient = "last_known"
+)
+
+// Insufficients lists every Insufficient, in the order the docs list them.
+var Insufficients = []Insufficient{InsufficientHealthy, InsufficientUnhealthy, InsufficientLastKnown}
 
 // StatusRange is an inclusive range of HTTP status codes.
 type StatusRange struct{ Lo, Hi int }
