@@ -33,6 +33,7 @@ type Config struct {
 	Records     []Record
 	Aggregation Aggregation
 	Cluster     Cluster
+	Notify      Notify
 
 	// Hash identifies the health-relevant config: health_checks, records and
 	// aggregation, after defaults. Hosts reject frames and tables whose hash
@@ -192,10 +193,10 @@ type Check struct {
 	Regions []string
 }
 
-// Record is a health-checked A or AAAA record set.
+// Record is a health-checked A, AAAA or CNAME record set.
 type Record struct {
 	Name        string      // fully qualified, lowercase
-	Type        uint16      // dns.TypeA or dns.TypeAAAA
+	Type        uint16      // dns.TypeA, dns.TypeAAAA or dns.TypeCNAME
 	TTL         uint32      // default 60
 	Policy      Policy      // default multivalue
 	MaxAnswers  int         // default MaxCandidates
@@ -213,14 +214,22 @@ type MinHealthy struct {
 	Percent int // of the record's answers
 }
 
-// Answer is one candidate of a record.
+// Answer is one candidate of a record: an address (Value), a CNAME's
+// target (Target), or an alias (Alias) that answers the current answers
+// of another set of the same type.
 type Answer struct {
-	Value    netip.Addr // IPv4 for A, IPv6 for AAAA
-	Check    string     // health check id; empty means always healthy
-	Weight   uint8      // default 1
-	Priority uint8      // lower is preferred by failover
-	Backup   bool
-	Region   string
+	Value  netip.Addr // IPv4 for A, IPv6 for AAAA
+	Target string     // CNAME: the target name, fully qualified, lowercase
+	Alias  string     // A and AAAA instead of Value: the target set's name, fully qualified, lowercase
+	// EvaluateTargetHealth makes an alias healthy while its target has a
+	// healthy candidate (TargetCheckID); without it an alias is always
+	// healthy, or as healthy as its Check.
+	EvaluateTargetHealth bool
+	Check                string // health check id; empty means always healthy
+	Weight               uint8  // default 1
+	Priority             uint8  // lower is preferred by failover
+	Backup               bool
+	Region               string
 }
 
 // Aggregation controls how probe results become the health table.

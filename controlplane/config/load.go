@@ -138,6 +138,11 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 	if errs := c.validate(checks); len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
+	targets, errs := c.targetChecks(checks)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	checks = append(checks, targets...)
 	// Packed once validation has filled in the defaults it resolves.
 	c.Checks = NewChecks(checks)
 	c.Hash = c.hash()
@@ -145,7 +150,7 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 }
 
 var (
-	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster"}
+	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster", "notify"}
 	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls"}
 	apiTLSKeys      = []string{"cert", "key"}
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
@@ -154,7 +159,7 @@ var (
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
-	answerKeys      = []string{"value", "check", "weight", "priority", "backup", "region"}
+	answerKeys      = []string{"value", "alias", "evaluate_target_health", "check", "weight", "priority", "backup", "region"}
 	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis", "checker_timeout"}
 	hysteresisKeys  = []string{"down", "up"}
 )
@@ -192,6 +197,7 @@ func (d *decoder) config(doc *yaml.Node) (*Config, []*Check) {
 	})
 	c.Aggregation = d.aggregation(f.mapping("aggregation", aggregationKeys))
 	c.Cluster = d.cluster(f.mapping("cluster", clusterKeys))
+	c.Notify = d.notify(f.mapping("notify", notifyKeys))
 	c.lines = newLineIndex(d.lines)
 	return c, checks
 }
@@ -361,14 +367,16 @@ func (d *decoder) record(f fields) Record {
 		r.Name = dns.Fqdn(strings.ToLower(r.Name))
 	}
 	if n := f.get("type"); n != nil {
-		if s, ok := d.scalar(n, f.key("type"), "A or AAAA"); ok {
+		if s, ok := d.scalar(n, f.key("type"), "A, AAAA or CNAME"); ok {
 			switch strings.ToUpper(s) {
 			case "A":
 				r.Type = dns.TypeA
 			case "AAAA":
 				r.Type = dns.TypeAAAA
+			case "CNAME":
+				r.Type = dns.TypeCNAME
 			default:
-				d.errorf(n, f.key("type"), "unsupported type %q, want A or AAAA", s)
+				d.errorf(n, f.key("type"), "unsupported type %q, want A, AAAA or CNAME", s)
 			}
 		}
 	}
@@ -382,7 +390,7 @@ func (d *decoder) record(f fields) Record {
 	uintField(f, "ttl_degraded", &r.TTLDegraded)
 	strField(f, "stale_policy", &r.Stale)
 	f.list("answers", func(path string, n *yaml.Node) {
-		r.Answers = append(r.Answers, d.answer(d.mapping(n, path, answerKeys)))
+		r.Answers = append(r.Answers, d.answer(d.mapping(n, path, answerKeys), r.Type))
 	})
 	return r
 }
@@ -405,9 +413,15 @@ func (d *decoder) minHealthy(n *yaml.Node, path string) MinHealthy {
 	return MinHealthy{Count: v}
 }
 
-func (d *decoder) answer(f fields) Answer {
+// answer decodes an answer of a record of type typ: a CNAME's value is
+// a name, any other's an address.
+func (d *decoder) answer(f fields, typ uint16) Answer {
 	a := Answer{Weight: 1}
-	if n := f.get("value"); n != nil {
+	if n := f.get("value"); n != nil && typ == dns.TypeCNAME {
+		if s, ok := d.scalar(n, f.key("value"), "a domain name"); ok {
+			a.Target = dns.Fqdn(strings.ToLower(s))
+		}
+	} else if n != nil {
 		if s, ok := d.scalar(n, f.key("value"), "an IP address"); ok {
 			addr, err := netip.ParseAddr(s)
 			if err != nil {
@@ -416,6 +430,11 @@ func (d *decoder) answer(f fields) Answer {
 			a.Value = addr
 		}
 	}
+	f.str("alias", &a.Alias)
+	if a.Alias != "" {
+		a.Alias = dns.Fqdn(strings.ToLower(a.Alias))
+	}
+	f.bool("evaluate_target_health", &a.EvaluateTargetHealth)
 	f.str("check", &a.Check)
 	uintField(f, "weight", &a.Weight)
 	uintField(f, "priority", &a.Priority)

@@ -54,6 +54,7 @@ func (c *Config) validate(checks []*Check) []*Error {
 	v.records()
 	v.aggregation()
 	v.cluster()
+	v.notify()
 	return v.errs
 }
 
@@ -410,7 +411,7 @@ func (v *validator) records() {
 			v.errorf(key("name"), "%s is not inside any zone in zones", r.Name)
 		}
 		if r.Type == 0 {
-			v.errorf(key("type"), "required, A or AAAA")
+			v.errorf(key("type"), "required, A, AAAA or CNAME")
 		} else if r.Name != "" {
 			nt := nameType{r.Name, r.Type}
 			if j, dup := seen[nt]; dup {
@@ -433,7 +434,11 @@ func (v *validator) records() {
 			v.errorf(key("max_answers"), "%d out of range 1-%d", r.MaxAnswers, MaxCandidates)
 		}
 		v.answers(r, key)
+		if r.Type == dns.TypeCNAME {
+			v.cname(i, r, key)
+		}
 	}
+	v.aliases()
 }
 
 func (v *validator) inZone(name string) bool {
@@ -459,8 +464,14 @@ func (v *validator) answers(r Record, key func(string) string) {
 	for j, a := range r.Answers {
 		ak := func(k string) string { return fmt.Sprintf("%s[%d].%s", key("answers"), j, k) }
 		switch {
+		case r.Type == dns.TypeCNAME:
+			v.cnameTarget(r, j, key)
+		case a.Alias != "":
+			v.alias(r, j, key)
+		case a.EvaluateTargetHealth:
+			v.errorf(ak("evaluate_target_health"), "applies to an alias only")
 		case !a.Value.IsValid():
-			v.errorf(ak("value"), "required")
+			v.errorf(ak("value"), "required: an address, or alias: a name")
 		case a.Value.Zone() != "":
 			v.errorf(ak("value"), "address %s must not have a zone", a.Value)
 		case r.Type == dns.TypeA && !a.Value.Is4():

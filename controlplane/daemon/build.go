@@ -44,7 +44,7 @@ func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
 		}
 		p.Zones = append(p.Zones, z)
 	}
-	index, err := health.Assign(cfg.Checks, prev, cfg.Aggregation.TableSize)
+	index, err := health.AssignConfig(cfg, prev)
 	if err != nil {
 		return nil, cfg.Errorf("aggregation.table_size", "%v", err)
 	}
@@ -53,7 +53,7 @@ func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
 	// another: with the indexes in it, two hosts whose reload histories
 	// placed a check at different entries never read each other's tables.
 	cfg.Hash = layoutHash(cfg.Hash, index)
-	if p.Compiled, err = records.Compile(cfg, p.Zones, index.Entry); err != nil {
+	if p.Compiled, err = records.Compile(cfg, p.Zones, index.AnswerEntry); err != nil {
 		return nil, err
 	}
 	if err := fits(cfg, p.Compiled); err != nil {
@@ -145,7 +145,8 @@ func (p *Plan) Probes() map[string]prober.Probe {
 	targets := map[string]netip.Addr{}
 	for _, r := range p.Config.Records {
 		for _, a := range r.Answers {
-			if _, ok := targets[a.Check]; !ok && a.Check != "" {
+			// An alias or a CNAME answer has no address to probe.
+			if _, ok := targets[a.Check]; !ok && a.Check != "" && a.Value.IsValid() {
 				targets[a.Check] = a.Value
 			}
 		}
@@ -164,11 +165,24 @@ func (p *Plan) Probes() map[string]prober.Probe {
 }
 
 // entryCells yields each check's entry in the table and its cell: the
-// entries an edge's merger takes from each cell's tables.
+// entries an edge's merger takes from each cell's tables. A derived entry
+// comes from its check's cell, whose aggregators know the check's state;
+// one without a check depends on shifts alone, which every aggregator
+// has, and comes from the first cell.
 func (p *Plan) entryCells() iter.Seq2[uint32, string] {
 	return func(yield func(uint32, string) bool) {
 		for k := range p.Index.Len() {
 			if !yield(p.Index.EntryOf(k), p.Config.Checks.Cell(k)) {
+				return
+			}
+		}
+		first := p.Config.Cluster.Cells[0].Name
+		for _, dv := range p.Index.Derived() {
+			cell := first
+			if dv.Check >= 0 {
+				cell = p.Config.Checks.Cell(int(dv.Check))
+			}
+			if !yield(dv.Entry, cell) {
 				return
 			}
 		}
@@ -221,6 +235,12 @@ func layoutHash(h uint64, index *health.Index) uint64 {
 		f.Write([]byte(index.Checks().ID(k)))
 		binary.LittleEndian.PutUint32(b[:4], index.EntryOf(k))
 		f.Write(b[:4])
+	}
+	for _, dv := range index.Derived() {
+		binary.LittleEndian.PutUint32(b[:4], dv.Entry)
+		binary.LittleEndian.PutUint32(b[4:], uint32(dv.Check))
+		f.Write(b[:])
+		f.Write([]byte{dv.Region})
 	}
 	return f.Sum64()
 }
