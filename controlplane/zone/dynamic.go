@@ -7,20 +7,21 @@ import (
 	"github.com/miekg/dns"
 )
 
-// MarkDynamic declares that name has an A or AAAA set served from
+// MarkDynamic declares that name has an A, AAAA or CNAME set served from
 // elsewhere: the health-checked records of the config. The name then
 // exists in the zone, and Lookup returns Dynamic for it. Call it before the
 // zone serves lookups; it is not safe alongside them.
 //
 // The set must be one the data plane can answer (see DataPlaneSets):
 // inside the zone, above any zone cut, not below a DNAME, not at a CNAME
-// or wildcard owner, and not also in the zone file.
+// or wildcard owner, and not also in the zone file. A CNAME's name holds
+// nothing else (RFC 1034 §3.6.2): not the apex, no data in the file.
 func (z *Zone) MarkDynamic(name string, qtype uint16) error {
 	key := lower(dns.Fqdn(name))
 	what := key + " " + dns.TypeToString[qtype]
 	switch {
-	case qtype != dns.TypeA && qtype != dns.TypeAAAA:
-		return fmt.Errorf("%s: only A and AAAA sets can be dynamic", what)
+	case qtype != dns.TypeA && qtype != dns.TypeAAAA && qtype != dns.TypeCNAME:
+		return fmt.Errorf("%s: only A, AAAA and CNAME sets can be dynamic", what)
 	case !dns.IsSubDomain(z.origin, key):
 		return fmt.Errorf("%s: outside the zone %s", what, z.origin)
 	case strings.HasPrefix(key, "*."):
@@ -30,6 +31,12 @@ func (z *Zone) MarkDynamic(name string, qtype uint16) error {
 	}
 	if n := z.nodes[key]; n != nil {
 		switch {
+		case qtype == dns.TypeCNAME && len(n.sets) > 0:
+			return fmt.Errorf("%s: the zone file has data at the name, which a CNAME must hold alone", what)
+		case n.dynamic[dns.TypeCNAME]:
+			return fmt.Errorf("%s: the name has a CNAME", what)
+		case qtype == dns.TypeCNAME && len(n.dynamic) > 0:
+			return fmt.Errorf("%s: the name has other records, which a CNAME must hold alone", what)
 		case n.sets[dns.TypeCNAME] != nil:
 			return fmt.Errorf("%s: the name has a CNAME", what)
 		case n.sets[qtype] != nil:

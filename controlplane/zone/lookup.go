@@ -27,9 +27,10 @@ type Result struct {
 	Answer, Ns, Extra []dns.RR
 	Authoritative     bool // false for Referral
 
-	// For Dynamic: the lowercase owner and type of the set. Answer holds
-	// any CNAME chain that led there, and Ns the SOA (signed when asked)
-	// for the reply should the set turn out empty.
+	// For Dynamic: the lowercase owner and type of the set, TypeCNAME
+	// for a dynamic CNAME whatever the qtype. Answer holds any CNAME chain
+	// that led there, and Ns the SOA (signed when asked) for the reply
+	// should the set turn out empty.
 	DynamicName string
 	DynamicType uint16
 }
@@ -138,6 +139,12 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		r.Kind = Answer
 		r.Answer = append(r.Answer, l.any(name, n)...)
 		l.wildcardProof(w)
+	case n.dynamic[dns.TypeCNAME]:
+		// Every type but ANY meets the CNAME, which the caller selects
+		// and follows.
+		r.Kind = Dynamic
+		r.DynamicName, r.DynamicType = lower(name), dns.TypeCNAME
+		l.negative()
 	case n.sets[dns.TypeCNAME] != nil && t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC:
 		r.Answer = append(r.Answer, l.rrset(name, n, dns.TypeCNAME)...)
 		l.wildcardProof(w)

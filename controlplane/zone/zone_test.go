@@ -19,7 +19,7 @@ func loadExample(t *testing.T) *Zone {
 	for _, d := range []struct {
 		name  string
 		qtype uint16
-	}{{"web.example.test.", dns.TypeA}, {"dynonly.example.test.", dns.TypeAAAA}} {
+	}{{"web.example.test.", dns.TypeA}, {"dynonly.example.test.", dns.TypeAAAA}, {"dyncname.example.test.", dns.TypeCNAME}} {
 		if err := z.MarkDynamic(d.name, d.qtype); err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +81,10 @@ func TestLookup(t *testing.T) {
 			[]string{"to-web.example.test. 3600 IN CNAME web.example.test."}, []string{soaNeg}, nil},
 		{"dynamic", "Web.example.test.", dns.TypeA, Dynamic, true, nil, []string{soaNeg}, nil},
 		{"other type at dynamic name", "web.example.test.", dns.TypeAAAA, NoData, true, nil, []string{soaNeg}, nil},
+		{"dynamic cname", "DynCname.example.test.", dns.TypeA, Dynamic, true, nil, []string{soaNeg}, nil},
+		{"dynamic cname for any type", "dyncname.example.test.", dns.TypeMX, Dynamic, true, nil, []string{soaNeg}, nil},
+		{"dynamic cname asked for", "dyncname.example.test.", dns.TypeCNAME, Dynamic, true, nil, []string{soaNeg}, nil},
+		{"any at dynamic cname", "dyncname.example.test.", dns.TypeANY, Answer, true, []string{`dyncname.example.test. 3600 IN HINFO "RFC8482" ""`}, nil, nil},
 		{"dynamic-only name exists", "dynonly.example.test.", dns.TypeMX, NoData, true, nil, []string{soaNeg}, nil},
 		{"nxdomain", "nothere.example.test.", dns.TypeA, NXDomain, true, nil, []string{soaNeg}, nil},
 		{"nodata", "static.example.test.", dns.TypeMX, NoData, true, nil, []string{soaNeg}, nil},
@@ -139,6 +143,12 @@ func TestLookupDynamicName(t *testing.T) {
 	if r.DynamicName != "web.example.test." || r.DynamicType != dns.TypeA {
 		t.Errorf("dynamic %q %d, want web.example.test. A", r.DynamicName, r.DynamicType)
 	}
+	// A dynamic CNAME meets every type: the caller selects it and
+	// follows it.
+	r = z.Lookup("DynCname.example.test.", dns.TypeAAAA, false)
+	if r.DynamicName != "dyncname.example.test." || r.DynamicType != dns.TypeCNAME {
+		t.Errorf("dynamic %q %d, want dyncname.example.test. CNAME", r.DynamicName, r.DynamicType)
+	}
 }
 
 func TestLookupLeavesZoneUntouched(t *testing.T) {
@@ -163,7 +173,12 @@ func TestMarkDynamic(t *testing.T) {
 		{"new.example.test.", dns.TypeAAAA, ""},
 		{"New.Example.Test", dns.TypeA, ""},
 		{"a.b.new.example.test.", dns.TypeA, ""},
-		{"web.example.test.", dns.TypeMX, "only A and AAAA"},
+		{"web.example.test.", dns.TypeMX, "only A, AAAA and CNAME"},
+		{"static.example.test.", dns.TypeCNAME, "must hold alone"},
+		{"example.test.", dns.TypeCNAME, "must hold alone"},
+		{"web.example.test.", dns.TypeCNAME, "must hold alone"},
+		{"dyncname.example.test.", dns.TypeA, "the name has a CNAME"},
+		{"dyncname.example.test.", dns.TypeCNAME, "the name has a CNAME"},
 		{"www.elsewhere.test.", dns.TypeA, "outside the zone"},
 		{"*.wild.example.test.", dns.TypeA, "wildcard"},
 		{"sub.example.test.", dns.TypeA, "zone cut"},
