@@ -21,7 +21,8 @@ var checkKeys = map[string][]CheckType{
 	"type": nil, "admin": nil, "cell": nil,
 	// A calculated or external check has no probe result to invert.
 	"invert": probedTypes,
-	"target": probedTypes, "interval": probedTypes, "timeout": probedTypes,
+	// A metric check asks its url, never a target.
+	"target": targetTypes, "interval": probedTypes, "timeout": probedTypes,
 	"unhealthy_threshold": probedTypes, "healthy_threshold": probedTypes,
 	// Only a probed check has checkers whose regions could be chosen.
 	"regions":            probedTypes,
@@ -48,6 +49,9 @@ var checkKeys = map[string][]CheckType{
 	"min_healthy":        {CheckCalculated},
 	"ttl":                {CheckExternal},
 	"initial":            {CheckExternal},
+	"url":                {CheckMetric},
+	"query":              {CheckMetric},
+	"insufficient_data":  {CheckMetric},
 }
 
 var checkKeyNames = slices.Sorted(maps.Keys(checkKeys))
@@ -100,6 +104,9 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 		c.QType = dns.TypeA
 	case CheckExternal:
 		c.TTL = 30 * time.Second
+	case CheckMetric:
+		// A scrape missed or a Prometheus restarting should move nothing.
+		c.InsufficientData = string(prober.InsufficientLastKnown)
 	}
 
 	f.str("target", &c.Target)
@@ -137,6 +144,9 @@ func (d *decoder) check(id string, n *yaml.Node, path string) *Check {
 		c.ExpectRcode = d.rcode(rn, f.key("expect_rcode"))
 	}
 	f.str("expect_answer", &c.ExpectAnswer)
+	f.str("url", &c.URL)
+	f.str("query", &c.Query)
+	f.str("insufficient_data", &c.InsufficientData)
 	f.strs("children", &c.Children)
 	c.MinHealthy = len(c.Children)
 	f.int("min_healthy", &c.MinHealthy)

@@ -51,6 +51,7 @@ type checkHead struct {
 // checkBody is the rest of a Check, with its strings and lists as spans.
 type checkBody struct {
 	typ, path, method, host, sni, body, send, expect, payload, reply, qname, answer, admin, cell, initial span
+	url, query, insufficient                                                                              span
 	status, children, regions                                                                             span
 	regexp, replyRegexp                                                                                   int32 // in regexps; -1 none
 	port, qtype                                                                                           uint16
@@ -69,6 +70,7 @@ func NewChecks(checks []*Check) Checks {
 			typ: b.str(string(c.Type)), path: b.str(c.Path), method: b.str(c.Method), host: b.str(c.Host), sni: b.str(c.SNI),
 			body: b.str(c.ExpectBody), send: b.str(c.Send), expect: b.str(c.Expect), payload: b.str(c.Payload), reply: b.str(c.ExpectReply), qname: b.str(c.QName),
 			answer: b.str(c.ExpectAnswer), admin: b.str(c.Admin), cell: b.str(c.Cell), initial: b.str(c.Initial),
+			url: b.str(c.URL), query: b.str(c.Query), insufficient: b.str(c.InsufficientData),
 			status: b.status(&s, c.ExpectStatus), children: b.children(&s, c.Children), regions: b.children(&s, c.Regions),
 			regexp: b.regexp(&s, c.ExpectBodyRegexp), replyRegexp: b.regexp(&s, c.ExpectRegexp), port: c.Port, qtype: c.QType, tlsVerify: c.TLSVerify, keepAlive: c.KeepAlive, invert: c.Invert,
 			expectRcode: c.ExpectRcode, minHealthy: c.MinHealthy, unhealthy: c.UnhealthyThreshold, healthy: c.HealthyThreshold,
@@ -199,7 +201,7 @@ func (s *Checks) Check(i int) Check {
 		QName: s.str(p.qname), QType: p.qtype, ExpectRcode: p.expectRcode, ExpectAnswer: s.str(p.answer),
 		MinHealthy: p.minHealthy, TTL: p.ttl, Interval: p.interval, Timeout: p.timeout,
 		UnhealthyThreshold: p.unhealthy, HealthyThreshold: p.healthy, Invert: p.invert, Admin: s.str(p.admin), Cell: s.str(p.cell),
-		Initial: s.str(p.initial),
+		Initial: s.str(p.initial), URL: s.str(p.url), Query: s.str(p.query), InsufficientData: s.str(p.insufficient),
 	}
 	if p.status.n > 0 {
 		c.ExpectStatus = s.status[p.status.off : p.status.off+p.status.n : p.status.off+p.status.n]
@@ -265,7 +267,8 @@ func (s *Checks) ByID() []uint32 { return s.byID }
 // (a prober's running job) would keep all of them.
 func (c Check) Clone() Check {
 	for _, s := range []*string{&c.ID, &c.Target, &c.Path, &c.Method, &c.Host, &c.SNI, &c.ExpectBody,
-		&c.Send, &c.Expect, &c.Payload, &c.ExpectReply, &c.QName, &c.ExpectAnswer, &c.Admin, &c.Cell} {
+		&c.Send, &c.Expect, &c.Payload, &c.ExpectReply, &c.QName, &c.ExpectAnswer, &c.Admin, &c.Cell,
+		&c.URL, &c.Query, &c.InsufficientData} {
 		*s = strings.Clone(*s)
 	}
 	c.Type = CheckType(strings.Clone(string(c.Type)))

@@ -163,6 +163,12 @@ type Check struct {
 	ExpectRcode  int    // default NOERROR
 	ExpectAnswer string // empty accepts any answer
 
+	// metric: an instant query to a Prometheus-compatible API, healthy
+	// when its result holds samples and none is zero
+	URL              string // required; the API's base URL
+	Query            string // required; PromQL
+	InsufficientData string // the state without data: healthy, unhealthy or last_known (the default)
+
 	// calculated: healthy while at least MinHealthy children are healthy
 	Children   []string
 	MinHealthy int // default len(Children)

@@ -160,8 +160,8 @@ func TestErrors(t *testing.T) {
 
 		// health checks: shape
 		{"check id", base + "health_checks:\n  web.1:\n    type: tcp\n    port: 80\n", `config.yaml:7: health_checks.web.1: check id "web.1" may contain only letters, digits, '_' and '-'`},
-		{"check type missing", base + "health_checks:\n  web1:\n    port: 80\n", `config.yaml:7: health_checks.web1.type: required, one of http, https, tcp, udp, icmp, dns, calculated, external`},
-		{"check type unknown", base + "health_checks:\n  web1:\n    type: smtp\n", `config.yaml:8: health_checks.web1.type: unknown check type "smtp", want one of http, https, tcp, udp, icmp, dns, calculated, external`},
+		{"check type missing", base + "health_checks:\n  web1:\n    port: 80\n", `config.yaml:7: health_checks.web1.type: required, one of http, https, tcp, udp, icmp, dns, metric, calculated, external`},
+		{"check type unknown", base + "health_checks:\n  web1:\n    type: smtp\n", `config.yaml:8: health_checks.web1.type: unknown check type "smtp", want one of http, https, tcp, udp, icmp, dns, metric, calculated, external`},
 		{"check key does not apply", base + "health_checks:\n  web1:\n    type: tcp\n    port: 80\n    path: /healthz\n", `config.yaml:10: health_checks.web1.path: does not apply to tcp checks`},
 		{"check unknown key", base + "health_checks:\n  web1:\n    type: tcp\n    port: 80\n    retries: 3\n", `config.yaml:10: health_checks.web1.retries: unknown key`},
 		{"port out of range", base + "health_checks:\n  web1:\n    type: http\n    port: 70000\n", `config.yaml:9: health_checks.web1.port: 70000 out of range 0-65535`},
@@ -659,7 +659,7 @@ func TestProbed(t *testing.T) {
 	}{
 		{"http", prober.HTTP, true}, {"https", prober.HTTPS, true}, {"tcp", prober.TCP, true},
 		{"udp", prober.UDP, true}, {"icmp", prober.ICMP, true}, {"dns", prober.DNS, true},
-		{"calculated", "", false}, {"external", "", false},
+		{"metric", prober.Metric, true}, {"calculated", "", false}, {"external", "", false},
 	} {
 		got, ok := tc.typ.Probed()
 		if ok != tc.probed || got != tc.want {

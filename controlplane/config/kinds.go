@@ -19,6 +19,7 @@ const (
 	CheckUDP        = CheckType(prober.UDP)
 	CheckICMP       = CheckType(prober.ICMP)
 	CheckDNS        = CheckType(prober.DNS)
+	CheckMetric     = CheckType(prober.Metric)
 	CheckCalculated = CheckType("calculated")
 	CheckExternal   = CheckType("external")
 )
@@ -34,6 +35,10 @@ var probedTypes = func() []CheckType {
 	}
 	return out
 }()
+
+// targetTypes are the probed types that go to a target: all but metric,
+// which asks its url.
+var targetTypes = slices.DeleteFunc(slices.Clone(probedTypes), func(t CheckType) bool { return t == CheckMetric })
 
 // Probed returns the prober type a check of type t runs as. ok is false
 // for calculated and external checks.

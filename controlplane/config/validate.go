@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/prober"
 )
 
 type validator struct {
@@ -250,6 +252,8 @@ func (v *validator) check(c *Check) {
 		if _, ok := dns.IsDomainName(c.QName); !ok || c.QName == "" {
 			v.errorf(key("qname"), "a domain name is required for dns checks, got %q", c.QName)
 		}
+	case CheckMetric:
+		v.metric(c, key)
 	case CheckCalculated:
 		v.children(c, key)
 	case CheckExternal:
@@ -274,6 +278,18 @@ func (v *validator) check(c *Check) {
 	if c.Type == CheckExternal {
 		oneOf(v, key("initial"), c.Initial, "healthy", "unhealthy")
 	}
+}
+
+func (v *validator) metric(c *Check, key func(string) string) {
+	if c.URL == "" {
+		v.errorf(key("url"), "required for metric checks: the base URL of a Prometheus-compatible API, such as http://198.18.1.2:9090")
+	} else if _, err := prober.MetricURL(c.URL); err != nil {
+		v.errorf(key("url"), "%v", err)
+	}
+	if strings.TrimSpace(c.Query) == "" {
+		v.errorf(key("query"), "required for metric checks: a PromQL expression")
+	}
+	oneOf(v, key("insufficient_data"), prober.Insufficient(c.InsufficientData), prober.Insufficients...)
 }
 
 // MinCheckerRegions is the fewest checker regions a check may name: as with
