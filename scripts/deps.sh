@@ -18,6 +18,8 @@ command -v jq >/dev/null || need+=(jq)
 command -v bpftool >/dev/null || need+=(bpftool)
 command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v ethtool >/dev/null || need+=(ethtool)
+# The metric check's tests query a real Prometheus.
+command -v prometheus >/dev/null || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"
