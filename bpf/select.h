@@ -2,9 +2,9 @@
 /* Answer selection (docs/design.md). One scan over all K candidates
  * computes every set the decision needs; the choice among them is made
  * at the end, so a record failing open costs what a healthy one costs.
- * controlplane/selection has the same rules in Go, with a set per rank
- * where this file keeps bitmasks; its tests run this very code through
- * controlplane/selection/xdprules and require equal answers. */
+ * controlplane/selection has the same rules in Go; its tests run this
+ * very code through controlplane/selection/xdprules and require equal
+ * answers. */
 #ifndef STEADYDNS_SELECT_H
 #define STEADYDNS_SELECT_H
 
@@ -33,10 +33,12 @@ static __always_inline __u64 is_below(__u64 a, __u64 b)
 	return opaque(a - b) >> 63;
 }
 
-/* is_set is 1 if x is not 0, else 0. */
+/* is_set is 1 if x is not 0, else 0: x or its negation has the top bit
+ * set unless x is 0. */
 static __always_inline __u64 is_set(__u64 x)
 {
-	return opaque(0 - x) >> 63;
+	x = opaque(x);
+	return (x | (0 - x)) >> 63;
 }
 
 /* choose is c ? a : b, for c 0 or 1. */
@@ -141,19 +143,23 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
 }
 
 /* eligible decides the pick's action and returns the set the policy picks
- * from: e, the healthy primaries or else the healthy backups, while at
- * least min_healthy primaries are up (n_up of them) and e is not empty;
- * else every primary, all, with the action when_all_down says once none
- * is eligible. */
+ * from, of up (the healthy primaries), bup (the healthy backups) and all
+ * (every primary): up, if it reaches min_healthy; else up and bup
+ * together, if they reach it; else all, failing open, with the action
+ * when_all_down says once nothing is healthy and min_healthy is 0. An
+ * empty set never reaches it. */
 static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
-				      __u32 n_up, __u32 e, __u32 all)
+				      __u32 up, __u32 bup, __u32 all)
 {
 	_Static_assert((int)ACT_ANSWER == (int)WHEN_DOWN_ANSWER_ALL &&
 		       (int)ACT_NODATA == (int)WHEN_DOWN_NODATA &&
 		       (int)ACT_SERVFAIL == (int)WHEN_DOWN_SERVFAIL, "when_all_down is its action");
-	__u64 few = is_below(n_up, rr->min_healthy), none = 1 - is_set(e);
-	p->action = rr->when_all_down & -(none & (1 - few));
-	return choose(few | none, all, e);
+	__u32 both = up | bup;
+	__u64 mh = rr->min_healthy;
+	__u64 ok_up = is_set(up) & (1 - is_below(__builtin_popcount(up), mh));
+	__u64 ok_both = is_set(both) & (1 - is_below(__builtin_popcount(both), mh));
+	p->action = rr->when_all_down & -((1 - is_set(both)) & (1 - is_set(mh)));
+	return choose(ok_up, up, choose(ok_both, both, all));
 }
 
 /* pick_answer copies candidate c's address into the answers, at place o
@@ -196,7 +202,7 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 	}
 	/* up and bup are never both 1: the candidate is a backup or not. */
 	__u32 up = h & ~b & n, bup = h & b, all = ~b & n & 1;
-	__u32 e = eligible(p, rr, up, up | bup, all);
+	__u32 e = eligible(p, rr, up, bup, all);
 	p->degraded = n & ~h & 1;
 	__u32 limit = rr->policy == POLICY_WEIGHTED ? 1 : rr->max_answers;
 	__u32 an = is_set(e) & is_set(limit);
@@ -293,10 +299,14 @@ static __always_inline int select_answers(struct scratch *s,
 	__u32 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: every candidate's rank, as two bit planes, then the nearest
-	 * rank with a healthy candidate; with none, the nearest with any
-	 * primary, to fail open there. Without geo every candidate ranks 0:
-	 * the branch is on the set's configuration, never on health, so the
-	 * work stays the same at every health level. */
+	 * rank with a healthy primary; with none in any rank, the nearest
+	 * with a healthy backup; with neither, the nearest with a primary, to
+	 * fail open there. Each pass runs from the farthest rank to the
+	 * nearest and keeps the last that has its kind, with choose, not a
+	 * branch on health; a later pass overrides an earlier one. Without
+	 * geo every candidate ranks 0: the branch is on the set's
+	 * configuration, never on health, so the work stays the same at
+	 * every health level. */
 	__u32 rmask = ~0u;
 	if (order) {
 		__u32 rb0 = 0, rb1 = 0;
@@ -313,21 +323,18 @@ static __always_inline int select_answers(struct scratch *s,
 		}
 		_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
 		__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
-		__u32 in_h = GEO_RANKS, in_a = GEO_RANKS;
+		__u32 kinds[3] = {prim_all, bup_all, up_all};
+		rmask = rank[0];
 #pragma unroll
-		for (__u32 r = 0; r < GEO_RANKS; r++) {
-			if (in_h == GEO_RANKS && ((up_all | bup_all) & rank[r]))
-				in_h = r;
-			if (in_a == GEO_RANKS && (prim_all & rank[r]))
-				in_a = r;
+		for (__u32 k = 0; k < 3; k++) {
+#pragma unroll
+			for (__u32 r = GEO_RANKS; r-- > 0;)
+				rmask = choose(is_set(kinds[k] & rank[r]), rank[r], rmask);
 		}
-		__u32 r = in_h < GEO_RANKS ? in_h : in_a < GEO_RANKS ? in_a : 0;
-		rmask = rank[r & (GEO_RANKS - 1)];
 	}
 	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
-	/* Backups are eligible only while no primary is healthy. */
-	__u32 e = eligible(p, rr, __builtin_popcount(up), choose(is_set(up), up, bup), all);
+	__u32 e = eligible(p, rr, up, bup, all);
 	p->degraded = is_set(present & ~healthy);
 
 	/* The chosen set's lowest priority and weight sum, for the policies

@@ -65,25 +65,6 @@ func Draw(port, id uint16, hash uint64) uint32 {
 	return uint32((hash ^ (uint64(port)<<16 | uint64(id))) * 0x9E3779B97F4A7C15 >> 32)
 }
 
-// setStats are the statistics of one candidate set, gathered in the scan.
-type setStats struct {
-	mask, lowMask, lowPrio, wsum uint32
-}
-
-func (s *setStats) add(bit, prio, weight uint32) {
-	if bit == 0 {
-		return
-	}
-	s.mask |= bit
-	s.wsum += weight
-	switch {
-	case prio < s.lowPrio:
-		s.lowPrio, s.lowMask = prio, bit
-	case prio == s.lowPrio:
-		s.lowMask |= bit
-	}
-}
-
 // nthMember is the index of the r-th (0-based) member of mask.
 func nthMember(mask, r uint32) uint32 {
 	var at, seen uint32
@@ -127,90 +108,90 @@ type Ranks func(region uint8) uint8
 // round-robin turn of this query. The pick's order is appended to into[:0]:
 // room of K the caller lends keeps a query free of allocations.
 func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32, into []int) Pick {
-	var sets [3][GeoRanks]setStats // healthy primaries, healthy backups, every primary
-	for i := range sets {
-		for r := range sets[i] {
-			sets[i][r].lowPrio = ^uint32(0)
-		}
-	}
-	var down uint32
-	for i := uint32(0); i < K; i++ {
+	n := min(uint32(rr.N), K)
+	var healthy, backup uint32
+	var rank [GeoRanks]uint32
+	for i := range n {
 		c := &rr.Cand[i]
-		ok := open || up(c.Check)
-		var bit uint32
-		if i < uint32(rr.N) {
-			bit = 1 << i
+		if open || up(c.Check) {
+			healthy |= 1 << i
 		}
-		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
-		prio, weight := uint32(c.Priority), uint32(c.Weight)
-		rank := 0
+		if c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0 {
+			backup |= 1 << i
+		}
+		r := 0
 		if ranks != nil {
-			rank = min(int(ranks(c.Region)), GeoRanks-1)
+			r = min(int(ranks(c.Region)), GeoRanks-1)
 		}
-		if !ok {
-			down |= bit
-		}
-		if !backup {
-			sets[2][rank].add(bit, prio, weight)
-		}
-		if !backup && ok {
-			sets[0][rank].add(bit, prio, weight)
-		}
-		if backup && ok {
-			sets[1][rank].add(bit, prio, weight)
-		}
+		rank[r] |= 1 << i
 	}
+	present := uint32(1)<<n - 1
+	upAll, bupAll, primAll := healthy&^backup, healthy&backup, present&^backup
 
-	// Geo: the nearest rank with a healthy candidate; with none, the
-	// nearest with any primary, to fail open there.
-	rh, ra := GeoRanks, GeoRanks
-	for r := range GeoRanks {
-		if rh == GeoRanks && sets[0][r].mask|sets[1][r].mask != 0 {
-			rh = r
-		}
-		if ra == GeoRanks && sets[2][r].mask != 0 {
-			ra = r
+	// Geo: the nearest rank with a healthy primary; with none in any
+	// rank, the nearest with a healthy backup; with neither, the nearest
+	// with a primary, to fail open there.
+	rm := rank[0]
+kinds:
+	for _, kind := range [...]uint32{upAll, bupAll, primAll} {
+		for _, m := range rank {
+			if m&kind != 0 {
+				rm = m
+				break kinds
+			}
 		}
 	}
-	r := 0
-	switch {
-	case rh < GeoRanks:
-		r = rh
-	case ra < GeoRanks:
-		r = ra
-	}
-	healthy, backups, all := &sets[0][r], &sets[1][r], &sets[2][r]
+	hp, hb, all := upAll&rm, bupAll&rm, primAll&rm
 
-	// Backups are eligible only while no primary is healthy.
-	e := backups
-	if healthy.mask != 0 {
-		e = healthy
-	}
-	p := Pick{Action: Answer, Degraded: down != 0, Order: into[:0]}
-	if bits.OnesCount32(healthy.mask) < int(rr.MinHealthy) {
+	// The healthy primaries if they reach min_healthy; else with the
+	// healthy backups, if together they reach it; else fail open.
+	p := Pick{Action: Answer, Degraded: present&^healthy != 0, Order: into[:0]}
+	minHealthy := int(rr.MinHealthy)
+	var e uint32
+	switch both := hp | hb; {
+	case hp != 0 && bits.OnesCount32(hp) >= minHealthy:
+		e = hp
+	case both != 0 && bits.OnesCount32(both) >= minHealthy:
+		e = both
+	default:
 		e = all
 		p.FailOpen = true
-	} else if e.mask == 0 {
-		p.FailOpen = true
-		switch bpf.SteadydnsWhenAllDown(rr.WhenAllDown) {
-		case bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA:
-			p.Action = NoData
-		case bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL:
-			p.Action = ServFail
+		if both == 0 && minHealthy == 0 {
+			switch bpf.SteadydnsWhenAllDown(rr.WhenAllDown) {
+			case bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA:
+				p.Action = NoData
+			case bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL:
+				p.Action = ServFail
+			}
 		}
-		e = all
 	}
 
-	p.Eligible = e.mask
-	pc := uint32(bits.OnesCount32(e.mask))
-	mask, start, limit := e.mask, uint32(0), uint32(rr.MaxAnswers)
+	// The chosen set's lowest priority and weight sum.
+	lowPrio, lowMask, wsum := ^uint32(0), uint32(0), uint32(0)
+	for i := range n {
+		if e&(1<<i) == 0 {
+			continue
+		}
+		c := &rr.Cand[i]
+		wsum += uint32(c.Weight)
+		switch prio := uint32(c.Priority); {
+		case prio < lowPrio:
+			lowPrio, lowMask = prio, 1<<i
+		case prio == lowPrio:
+			lowMask |= 1 << i
+		}
+	}
+
+	p.Eligible = e
+	pc := uint32(bits.OnesCount32(e))
+	mask, start, limit := e, uint32(0), uint32(rr.MaxAnswers)
 	switch bpf.SteadydnsPolicy(rr.Policy) {
 	case bpf.SteadydnsPolicyPOLICY_FAILOVER:
-		mask = e.lowMask
+		mask = lowMask
 	case bpf.SteadydnsPolicyPOLICY_WEIGHTED:
 		limit = 1
-		if e.wsum != 0 {
-			start = weightedMember(rr, mask, rnd%e.wsum)
+		if wsum != 0 {
+			start = weightedMember(rr, mask, rnd%wsum)
 		} else if pc != 0 {
 			start = nthMember(mask, rnd%pc)
 		}

@@ -236,16 +236,57 @@ func TestXDPRandom(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(9, 20))
 	actions := map[selection.Action]int{}
+	var mixed, passed int
 	for range 20_000 {
-		o := same(t, h, randomInput(rng))
+		in := randomInput(rng)
+		o := same(t, h, in)
 		actions[o.action]++
+		m, p := in.rules(o)
+		mixed += m
+		passed += p
 	}
-	// The draw must reach every action, or the comparison proves little.
+	// The draw must reach every action and the rules of backups, or the
+	// comparison proves little.
 	for _, a := range []selection.Action{selection.Answer, selection.NoData, selection.ServFail} {
 		if actions[a] < 100 {
 			t.Errorf("action %d drawn %d times in 20,000: the inputs do not cover it", a, actions[a])
 		}
 	}
+	if mixed < 100 || passed < 100 {
+		t.Errorf("in 20,000 draws, %d answer backups with primaries (min_healthy) and %d pass a nearer healthy backup for a primary (geo): want 100 of each", mixed, passed)
+	}
+}
+
+// rules reports which rules of backups an answer shows: mixed, a backup
+// answered with a primary, as min_healthy allows; passed, a primary
+// answered in a farther geo rank than a healthy backup.
+func (in input) rules(o outcome) (mixed, passed int) {
+	if o.action != selection.Answer || len(o.order) == 0 {
+		return 0, 0
+	}
+	s := in.Set
+	isBackup := func(i int) bool { return s.Cand[i].Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0 }
+	var b, p bool
+	for _, i := range o.order {
+		b = b || isBackup(i)
+		p = p || !isBackup(i)
+	}
+	if b && p {
+		mixed = 1
+	}
+	if in.Order == nil || isBackup(o.order[0]) || selection.Open(in.Meta, s.Stale, in.Now) {
+		return mixed, 0
+	}
+	rank := func(i int) uint8 {
+		return min(in.Order.Rank[int(s.Cand[i].Region)%len(in.Order.Rank)], uint8(selection.GeoRanks-1))
+	}
+	for i := range int(s.N) {
+		c := s.Cand[i].Check
+		if isBackup(i) && int(c) < len(in.Up) && in.Up[c] && rank(i) < rank(o.order[0]) {
+			passed = 1
+		}
+	}
+	return mixed, passed
 }
 
 // TestXDPEveryHealthCombination: sets that use every feature at once, one
