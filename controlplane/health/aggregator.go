@@ -46,6 +46,10 @@ type Aggregator struct {
 	children    []uint32          // every calculated slot's children's slots, one list after the other (slotCfg.children)
 	regionBits  map[string]uint64 // each region a check names, to its bit in slotCfg.regions
 	calculated  []uint32          // calculated slots, children first
+	derived     []uint32          // derived slots (Derived), evaluated last
+	regions     []string          // server.geo's region names, by id - 1
+	shifts      map[string]Shift  // by region
+	shifted     []bool            // by server.geo id, at the last push; id 0, no region, never
 	recent      map[string][]prober.Result
 	known       map[string]Saved // checks not configured now, by id: kept for a reload that adds them back
 	changed     chan struct{}
@@ -73,13 +77,20 @@ func New(cfg *config.Config, index *Index, out Sink, seed Seed, log *EventLog) (
 	}
 	t := &Aggregator{out: out, log: log, buf: make([]byte, healthtable.Bytes(n)), tracks: map[string]*track{},
 		states: make([]slotState, n), recent: map[string][]prober.Result{}, known: map[string]Saved{},
-		changed: make(chan struct{}, 1)}
+		changed: make(chan struct{}, 1), shifts: map[string]Shift{}}
 	// A check starts healthy, as Route 53's do, so adding one does not
 	// take endpoints out before its first results arrive.
 	for i := range t.states {
 		t.states[i].state, t.states[i].up = true, true
 	}
 	t.Reconfigure(cfg, index)
+	// Shifts of regions the config still has go on; an expired one ends
+	// at the first push, with its event.
+	for _, s := range seed.Shifts {
+		if slices.Contains(t.regions, s.Region) {
+			t.shifts[s.Region] = s
+		}
+	}
 	// A known check starts where it was, whatever entry it has now.
 	for id, s := range seed.Saved {
 		if i, ok := index.Entry(id); ok {
@@ -139,6 +150,14 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index *Index) {
 			t.children = append(t.children, e)
 		}
 	}
+	t.derived = t.derived[:0]
+	for _, dv := range index.Derived() {
+		t.cfgs[dv.Entry] = slotCfg{kind: kindDerived, children: span{uint32(len(t.children)), 1}, shift: dv.Region}
+		t.children = append(t.children, dv.Base)
+		t.derived = append(t.derived, dv.Entry)
+	}
+	t.regions = index.Regions()
+	t.shifted = make([]bool, len(t.regions)+1)
 	if old != nil {
 		for i := range uint32(n) {
 			if id, now := old.OwnerID(i), index.OwnerID(i); id != now {
@@ -332,18 +351,24 @@ func (t *Aggregator) Push(now time.Time) error {
 	defer t.mu.Unlock()
 	changed := false
 	for i := range t.states {
-		if t.cfgs[i].kind != kindCalculated {
+		if k := t.cfgs[i].kind; k != kindCalculated && k != kindDerived {
 			changed = t.settle(i, now) || changed
 		}
 	}
 	for _, i := range t.calculated {
 		changed = t.settle(int(i), now) || changed
 	}
+	// Entry 0 belongs to candidates without a check, and is what the
+	// derived entries of such candidates read.
+	t.states[0].up, t.states[0].reason = true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC)
+	healthtable.Put(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
+	changed = t.settleShifts(now) || changed
+	for _, i := range t.derived {
+		t.settle(int(i), now)
+	}
 	if changed {
 		t.touch()
 	}
-	// Entry 0 belongs to candidates without a check.
-	healthtable.Put(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
 	version := uint64(now.UnixNano() / int64(t.agg.PushInterval))
 	if version <= t.lastVersion {
 		version = t.lastVersion + 1
@@ -374,7 +399,7 @@ func (t *Aggregator) settle(i int, now time.Time) bool {
 	st := &t.states[i]
 	before := st.up
 	c := &t.cfgs[i]
-	evaluate(i, c, st, t.states, t.trackList, t.children[c.children.off:c.children.off+c.children.n], &t.agg, now)
+	evaluate(i, c, st, t.states, t.trackList, t.children[c.children.off:c.children.off+c.children.n], t.shifted[c.shift], &t.agg, now)
 	changed := false
 	if !st.pushed || before != st.up {
 		id := t.index.OwnerID(uint32(i))

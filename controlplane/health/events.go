@@ -26,6 +26,9 @@ type Event struct {
 	To     string
 	Reason string // ReasonName of the new state's reason
 	Detail string // the last result's detail, if any
+	// Region is a traffic shift's region, whose events go between
+	// ShiftServing and ShiftShifted; Check is "" then.
+	Region string `json:",omitempty"`
 
 	// Set by the log's handler (EventLog.Handle) where the host knows
 	// them, or as received from the aggregator that judged it.

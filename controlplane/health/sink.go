@@ -25,6 +25,9 @@ type Seed struct {
 	// written every push). nil for none.
 	Table      []byte
 	ConfigHash uint64
+	// Shifts are the traffic shifts in force, as Aggregator.Shifts
+	// returned them.
+	Shifts []Shift
 }
 
 // check reports a seed that is not a table of this many bytes.

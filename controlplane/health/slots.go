@@ -46,6 +46,7 @@ const (
 	kindProbe kind = iota // judged by checkers' results (also unused slots)
 	kindCalculated
 	kindExternal
+	kindDerived // up while its check is and its region is not shifted (Derived)
 )
 
 // slotCfg is a slot's configuration, set on reload.
@@ -58,7 +59,8 @@ type slotCfg struct {
 	minHealthy int
 	ttl        time.Duration
 	initial    bool // an external slot's state until its first report
-	children   span // a calculated slot's children's slots, in Aggregator.children
+	children   span // a calculated slot's children's slots, or a derived slot's check's, in Aggregator.children
+	shift      uint8 // a derived slot's region, by server.geo id
 	// regions is the mask of the regions whose checkers vote on the slot,
 	// bits given by Aggregator.regionBits; 0 lets every checker vote.
 	regions uint64
@@ -174,10 +176,17 @@ func (t *track) apply(i uint32, cfg *slotCfg, e *prober.Entry, fresh bool, now i
 }
 
 // evaluate decides slot i's state from its checkers (quorum and
-// hysteresis), its children (the slots of a calculated check's children)
-// or its external report, then the admin override.
-func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*track, children []uint32, agg *config.Aggregation, now time.Time) {
+// hysteresis), its children (the slots of a calculated check's children),
+// its external report or, for a derived slot, its check's slot and
+// whether its region is shifted; then the admin override.
+func evaluate(i int, cfg *slotCfg, st *slotState, states []slotState, tracks []*track, children []uint32, shifted bool, agg *config.Aggregation, now time.Time) {
 	switch cfg.kind {
+	case kindDerived:
+		base := &states[children[0]]
+		st.state, st.reason = base.up, base.reason
+		if shifted {
+			st.state, st.reason = false, uint8(bpf.SteadydnsHealthReasonREASON_SHIFTED)
+		}
 	case kindCalculated:
 		n := 0
 		for _, ch := range children {
@@ -292,6 +301,8 @@ func ReasonName(r uint8) string {
 		return "external_expired"
 	case bpf.SteadydnsHealthReasonREASON_NO_RESULTS:
 		return "no_results"
+	case bpf.SteadydnsHealthReasonREASON_SHIFTED:
+		return "shifted"
 	}
 	return prober.Reason(r).String()
 }
