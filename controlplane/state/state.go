@@ -1,6 +1,6 @@
 // Package state keeps what a restart must not lose in one file: every
-// check's health state by id, admin overrides, external reports and the
-// health-check log. The XDP maps outlive the process in bpffs, but only
+// check's health state by id, admin overrides, external reports, traffic
+// shifts and the health-check log. The XDP maps outlive the process in bpffs, but only
 // for as long as their layout stays; this file outlives any layout.
 package state
 
@@ -44,6 +44,7 @@ type File struct {
 	Written time.Time
 	Checks  map[string]health.Saved // by check id
 	Events  []health.Event          // oldest first
+	Shifts  []health.Shift          `json:",omitempty"` // in force when written, by region
 }
 
 // Path is the file in dir.

@@ -28,6 +28,7 @@ func sample() state.File {
 			"ext":  {State: true, Up: true, Since: now, External: &health.SavedExternal{Up: true, Expires: now.Add(time.Minute)}},
 		},
 		Events: []health.Event{{Time: now, Check: "web1", From: "healthy", To: "unhealthy", Reason: "refused", Detail: strings.Repeat("x", 1000)}},
+		Shifts: []health.Shift{{Region: "r1", Reason: "INC-1", Who: "alice", Started: now, Expires: now.Add(30 * time.Minute)}},
 	}
 }
 
@@ -43,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Version != state.Version || !reflect.DeepEqual(out.Checks, in.Checks) || !out.Written.Equal(in.Written) {
+	if out.Version != state.Version || !reflect.DeepEqual(out.Checks, in.Checks) || !reflect.DeepEqual(out.Shifts, in.Shifts) || !out.Written.Equal(in.Written) {
 		t.Errorf("loaded %+v, want %+v", out, in)
 	}
 	if len(out.Events) != 1 || len(out.Events[0].Detail) != 256 || out.Events[0].Check != "web1" {
