@@ -46,11 +46,12 @@ const PendingBytes = 256 << 20
 // forever: a fleet host never gives up on the fleet. Its methods are safe
 // for concurrent use.
 type Conn struct {
-	nc    *nats.Conn
-	id    string
-	chunk int
-	subj  [KindState + 1]string
-	log   *limiter
+	nc     *nats.Conn
+	id     string
+	chunk  int
+	subj   [KindState + 1]string
+	events string // this host's events subject
+	log    *limiter
 
 	mu  sync.Mutex // guards buf
 	buf []byte     // one chunk, reused
@@ -84,6 +85,7 @@ func Connect(opts Options) (*Conn, error) {
 	for k := KindFrame; k <= KindState; k++ {
 		c.subj[k] = Subject(k, opts.Cell, opts.ID)
 	}
+	c.events = EventsSubject(opts.Cell, opts.ID)
 	roles := make([]string, len(opts.Roles))
 	for i, r := range opts.Roles {
 		roles[i] = string(r)

@@ -50,7 +50,8 @@ func InboxPrefix(id string) string { return "_INBOX." + id }
 // Permissions returns the subjects host h may publish and subscribe to:
 // the union of its roles' permissions, each scoped to its own id and cell,
 // sorted. A prober publishes only its own frames, an aggregator only its
-// own tables, and only aggregators and admins publish state changes.
+// own tables and events, and only aggregators and admins publish state
+// changes.
 func Permissions(h Host) (pub, sub []string) {
 	pub = append(pub, readConfigPub...)
 	sub = append(sub, InboxPrefix(h.ID)+".>")
@@ -59,13 +60,17 @@ func Permissions(h Host) (pub, sub []string) {
 		case RoleProber:
 			pub = append(pub, Subject(KindFrame, h.Cell, h.ID))
 		case RoleAggregator:
-			pub = append(pub, Subject(KindTable, h.Cell, h.ID), Subject(KindState, "", h.ID))
-			sub = append(sub, SubjectAll(KindFrame, h.Cell), SubjectAll(KindState, ""))
+			pub = append(pub, Subject(KindTable, h.Cell, h.ID), Subject(KindState, "", h.ID), EventsSubject(h.Cell, h.ID))
+			// Its cell's other aggregators' events: the first live one
+			// posts to the webhooks.
+			sub = append(sub, SubjectAll(KindFrame, h.Cell), SubjectAll(KindState, ""), EventsSubject(h.Cell, "*"))
 		case RoleEdge:
-			sub = append(sub, SubjectAll(KindTable, AllCells))
+			sub = append(sub, SubjectAll(KindTable, AllCells), EventsSubject(AllCells, "*"))
 		case RoleAdmin:
 			pub = append(pub, Subject(KindState, "", h.ID))
 			pub = append(pub, adminPub...)
+			// An operator follows the changes with a tool of its own.
+			sub = append(sub, EventsSubject(AllCells, "*"))
 		}
 	}
 	slices.Sort(pub)
