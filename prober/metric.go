@@ -152,15 +152,7 @@ func (m *metricChecker) Check(ctx context.Context) Result {
 	case InsufficientLastKnown:
 		r.Healthy = m.last
 	}
-	r.Detail += "; insufficient data: " + stateWord(r.Healthy)
 	return r
-}
-
-func stateWord(healthy bool) string {
-	if healthy {
-		return "healthy"
-	}
-	return "unhealthy"
 }
 
 // query asks the API once and judges the answer.
