@@ -73,9 +73,7 @@ func Handler(st State, m *Metrics) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"events": eventViews(st.Events().Events())})
-	})
+	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) { events(w, r, st) })
 	return mux
 }
 
@@ -242,12 +240,12 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
-	for j, a := range s.Addrs {
+	for j := range s.Addrs {
 		c := &v.Cand[j]
 		// NODATA and SERVFAIL answer no candidate, whatever set the
 		// selection gathered before deciding so.
 		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
-		av := AnswerView{Value: a.String(), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
+		av := AnswerView{Value: s.Answer(j), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
 		switch {
 		case cold:

@@ -3,6 +3,7 @@ package fallback
 import (
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/miekg/dns"
 
@@ -167,7 +168,11 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 	case zone.YXDomain:
 		return done(dns.RcodeYXDomain, OutcomeYXDomain)
 	case zone.Dynamic:
-		return done(s.dynamic(m, opt, v.Records, q, res, Query{Client: client, ECS: subnet(qopt)}, sc))
+		query := Query{Client: client, ECS: subnet(qopt)}
+		if res.DynamicType == dns.TypeCNAME {
+			return done(s.cname(m, opt, v, q, res, query, qopt != nil && qopt.Do()))
+		}
+		return done(s.dynamic(m, opt, v.Records, q, res, query, sc))
 	}
 	// No kind: the name was not in the zone Find returned. Fail rather
 	// than guess.
@@ -201,7 +206,7 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 		return dns.RcodeSuccess, OutcomeNoData
 	}
 	m.Ns = nil
-	owner := chainEnd(q.Name, res.Answer)
+	owner := chainEnd(q.Name, m.Answer)
 	hdr := dns.RR_Header{Name: owner, Rrtype: res.DynamicType, Class: dns.ClassINET, Ttl: sel.TTL}
 	// The records with their addresses take one allocation for the whole
 	// set, and the answer section one more, not one per address; none with
@@ -228,6 +233,74 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
 }
+
+// cname answers at a health-checked CNAME set, and at every CNAME set the
+// chase meets after it: the selected target's CNAME, then what the target
+// holds for the qtype when it is a name of the served zones, its own
+// selection included, as an authoritative server follows a CNAME into its
+// own data (RFC 1034 §4.3.2). A chain ends outside the zones, at a loop
+// or after maxChain names, where the resolver follows it itself; the
+// rcode is that of the last name (RFC 6604). A CNAME query gets the
+// CNAME alone.
+func (s *Server) cname(m *dns.Msg, opt *dns.OPT, v *View, q dns.Question, res zone.Result, query Query, do bool) (int, string) {
+	fail := func() (int, string) {
+		m.Authoritative = false
+		m.Answer, m.Ns, m.Extra = nil, nil, nil
+		return dns.RcodeServerFailure, OutcomeServFail
+	}
+	seen := []string{dns.CanonicalName(q.Name)}
+	for hop := 0; ; hop++ {
+		if res.DynamicType != dns.TypeCNAME {
+			return s.dynamic(m, opt, v.Records, q, res, query, nil)
+		}
+		if v.Records == nil {
+			return fail()
+		}
+		sel, ok := v.Records.Select(res.DynamicName, dns.TypeCNAME, query, nil)
+		if !ok || sel.Action == ServFail {
+			return fail()
+		}
+		if opt != nil && query.ECS != nil && sel.ECSScope != 0 {
+			ecs := *query.ECS
+			ecs.SourceScope = sel.ECSScope
+			opt.Option = []dns.EDNS0{&ecs}
+		}
+		if sel.Action == NoData {
+			return dns.RcodeSuccess, OutcomeNoData
+		}
+		m.Answer = append(m.Answer[:len(m.Answer):len(m.Answer)], &dns.CNAME{
+			Hdr:    dns.RR_Header{Name: chainEnd(q.Name, m.Answer), Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: sel.TTL},
+			Target: sel.Target,
+		})
+		m.Ns, m.Extra = nil, nil
+		z := v.Zones.Find(sel.Target)
+		if q.Qtype == dns.TypeCNAME || z == nil || hop+1 >= maxChain || slices.Contains(seen, sel.Target) {
+			return dns.RcodeSuccess, OutcomeNoError
+		}
+		seen = append(seen, sel.Target)
+		res = z.Lookup(sel.Target, q.Qtype, do)
+		m.Answer = append(m.Answer, res.Answer...)
+		m.Ns, m.Extra = res.Ns, res.Extra
+		switch res.Kind {
+		case zone.Dynamic:
+			continue
+		case zone.NoData:
+			return dns.RcodeSuccess, OutcomeNoData
+		case zone.NXDomain:
+			return dns.RcodeNameError, OutcomeNXDomain
+		case zone.YXDomain:
+			return dns.RcodeYXDomain, OutcomeYXDomain
+		case zone.Referral:
+			// The resolver follows the chain to the delegation itself.
+			m.Ns, m.Extra = nil, nil
+		}
+		return dns.RcodeSuccess, OutcomeNoError
+	}
+}
+
+// maxChain bounds the health-checked CNAMEs one reply follows, as the
+// zone bounds its own chains.
+const maxChain = 8
 
 // aRecord and aaaaRecord hold an answer record and the address it points
 // at, so that both come from one allocation.

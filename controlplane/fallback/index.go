@@ -172,7 +172,7 @@ func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) (indexed, boo
 	switch {
 	case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, qtype):
 		return indexed{n: len(res.Answer), signed: z.Signed(), answers: appendRRs(nil, res.Answer)}, true
-	case res.Kind == zone.Dynamic && len(res.Answer) == 0 && v.Records != nil:
+	case res.Kind == zone.Dynamic && res.DynamicType == qtype && len(res.Answer) == 0 && v.Records != nil:
 		return indexed{dynName: res.DynamicName, dynType: res.DynamicType}, true
 	}
 	return indexed{}, false

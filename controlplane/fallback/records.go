@@ -9,7 +9,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
 
-// Records answers the health-checked A and AAAA sets with the same
+// Records answers the health-checked A, AAAA and CNAME sets with the same
 // selection rules as the XDP program.
 type Records interface {
 	// Select returns the answer for the dynamic set name (lowercase fqdn)
@@ -41,6 +41,7 @@ type Selection struct {
 	Action Action
 	TTL    uint32
 	Addrs  []netip.Addr // in answer order; at most maxCandidates
+	Target string       // a CNAME set's answer: the target name, lowercase fqdn
 	// ECSScope is echoed as the SCOPE PREFIX-LENGTH when the query had ECS
 	// (RFC 7871 §7.2.1); 0 sends no ECS option, as XDP does.
 	ECSScope uint8

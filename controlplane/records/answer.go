@@ -3,7 +3,10 @@ package records
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync/atomic"
+
+	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/fallback"
@@ -21,7 +24,8 @@ type Health interface {
 }
 
 // Answerer answers the fallback's dynamic sets from the compiled sets and
-// the health table, with the XDP program's selection.
+// the health table, with the XDP program's selection: nested for a set
+// with alias answers, with one target for a CNAME set.
 type Answerer struct {
 	c    *Compiled
 	h    Health
@@ -43,19 +47,77 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	v := &s.Value
 	var ranks selection.Ranks
 	var scope uint8
-	if v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 {
+	if steered(s) || slices.ContainsFunc(s.aliases, steered) {
 		ranks, scope = a.steer(q)
 	}
 	var order [selection.K]int
-	p := selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1, order[:0])
+	p := a.pick(s, ranks, order[:0])
 	out := fallback.Selection{Action: p.Action, TTL: p.TTL(v), ECSScope: scope}
-	if p.Action == selection.Answer {
+	switch {
+	case p.Action != selection.Answer:
+	case s.Type == dns.TypeCNAME:
+		out.Target = s.Targets[p.Order[0]] // max_answers 1
+	case s.aliases != nil:
+		var degraded bool
+		out.Addrs, degraded = a.nest(s, p, ranks, into[:0])
+		if degraded && v.TtlDegraded != 0 {
+			out.TTL = v.TtlDegraded
+		}
+		if len(out.Addrs) == 0 {
+			out.Action = selection.NoData
+		}
+	default:
 		out.Addrs = into[:0]
 		for _, j := range p.Order {
 			out.Addrs = append(out.Addrs, s.Addrs[j])
 		}
 	}
 	return out, true
+}
+
+func steered(s *Set) bool {
+	return s != nil && s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0
+}
+
+// pick runs the data plane's selection on s, steered by ranks if s is
+// geo-steered.
+func (a *Answerer) pick(s *Set, ranks selection.Ranks, into []int) selection.Pick {
+	v := &s.Value
+	if !steered(s) {
+		ranks = nil
+	}
+	return selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1, into)
+}
+
+// nest answers the candidates p chose of s, an alias answer with what its
+// target selects now: its addresses in the target's order, each once, up
+// to s's max_answers. A target that answers NODATA or SERVFAIL adds
+// nothing. degraded is whether ttl_degraded applies: a candidate of s or
+// of a chosen target is down.
+func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []netip.Addr) (_ []netip.Addr, degraded bool) {
+	limit := int(s.Value.MaxAnswers)
+	add := func(x netip.Addr) {
+		if len(out) < limit && !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	degraded = p.Degraded
+	for _, j := range p.Order {
+		t := s.aliases[j]
+		if t == nil {
+			add(s.Addrs[j])
+			continue
+		}
+		var order [selection.K]int
+		tp := a.pick(t, ranks, order[:0])
+		degraded = degraded || tp.Degraded
+		if tp.Action == selection.Answer {
+			for _, k := range tp.Order {
+				add(t.Addrs[k])
+			}
+		}
+	}
+	return out, degraded
 }
 
 // steer ranks regions for the client: by its EDNS Client Subnet when the

@@ -23,9 +23,28 @@ type Set struct {
 	Type    uint16
 	Policy  string
 	Dynamic bool         // from the config's records, not a zone file
-	Addrs   []netip.Addr // per candidate slot
+	Addrs   []netip.Addr // per candidate slot; invalid for a target name
+	Targets []string     // per slot: a CNAME's target or an alias's, "" for an address
 	Checks  []string     // per slot: the check id, "" when always healthy
+	Regions []string     // per slot: the answer's region, "" for none
 	Value   bpf.SteadydnsRrset
+	// Fallback keeps the set out of the data plane's record table: a
+	// CNAME set, which XDP does not answer, or one that mixes an alias
+	// with other answers, whose selection nests the target's.
+	Fallback bool
+	aliases  []*Set // per slot of a Fallback A or AAAA set: the alias's target, or nil
+}
+
+// Answer is the candidate of slot j as the config gives it: an address,
+// a CNAME's target or "alias " and the alias's target.
+func (s *Set) Answer(j int) string {
+	switch {
+	case s.Targets == nil || s.Targets[j] == "":
+		return s.Addrs[j].String()
+	case s.Type == dns.TypeCNAME:
+		return s.Targets[j]
+	}
+	return "alias " + s.Targets[j]
 }
 
 // Key is the set's data-plane key.
@@ -54,7 +73,9 @@ func (c *Compiled) Lookup(name string, qtype uint16) *Set {
 func (c *Compiled) Entries() map[loader.RecordKey]*bpf.SteadydnsRrset {
 	m := make(map[loader.RecordKey]*bpf.SteadydnsRrset, len(c.Sets))
 	for _, s := range c.Sets {
-		m[s.Key()] = &s.Value
+		if !s.Fallback {
+			m[s.Key()] = &s.Value
+		}
 	}
 	return m
 }
@@ -70,10 +91,13 @@ func Wire(name string) string {
 }
 
 // Compile builds the sets. zones are the loaded zones in config order;
-// entry gives a check's health-table index. It marks each configured
+// entry gives the health-table index a candidate with a check and a
+// region reads, each "" for none (health.Index.AnswerEntry): a candidate
+// of a region reads an entry of its own, so that shifting the region
+// away takes it out on both answer paths. It marks each configured
 // record as dynamic in its zone, which rejects names the zone cannot hold
 // there (below a cut, at a CNAME, already in the file).
-func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check string) (uint32, bool)) (*Compiled, error) {
+func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region string) (uint32, bool)) (*Compiled, error) {
 	c := &Compiled{byName: map[nameType]*Set{}}
 	all := zone.NewZones(zones...)
 	for i, r := range cfg.Records {
@@ -103,6 +127,10 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check string) (u
 			}
 			c.add(compileStatic(z, zs))
 		}
+	}
+	// Alias targets resolve once every set they may name is compiled.
+	if err := c.resolveAliases(cfg); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -139,7 +167,7 @@ var (
 	}
 )
 
-func compileRecord(cfg *config.Config, i int, r config.Record, entry func(string) (uint32, bool)) (*Set, error) {
+func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check, region string) (uint32, bool)) (*Set, error) {
 	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true}
 	v := &s.Value
 	v.Ttl = r.TTL
@@ -150,13 +178,26 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(string
 	v.MaxAnswers = uint8(r.MaxAnswers)
 	v.Stale = uint8(stale[r.Stale])
 	primaries := 0
+	if r.Type == dns.TypeCNAME {
+		// A CNAME RRset holds one record (RFC 2181 §10.1).
+		v.MaxAnswers = 1
+		s.Fallback = true
+	}
 	for j, a := range r.Answers {
 		c := &v.Cand[j]
 		setAddr(c, a.Value)
-		if a.Check != "" {
-			idx, ok := entry(a.Check)
+		check := a.Check
+		if a.EvaluateTargetHealth {
+			// None when the target always has a healthy answer.
+			check = config.TargetCheckID(a.Alias, r.Type)
+			if _, ok := entry(check, ""); !ok {
+				check = ""
+			}
+		}
+		if check != "" || a.Region != "" {
+			idx, ok := entry(check, a.Region)
 			if !ok {
-				return nil, cfg.Errorf(fmt.Sprintf("records[%d].answers[%d].check", i, j), "check %q has no health-table index", a.Check)
+				return nil, cfg.Errorf(fmt.Sprintf("records[%d].answers[%d].check", i, j), "check %q of region %q has no health-table index", check, a.Region)
 			}
 			c.Check = idx
 		}
@@ -172,7 +213,9 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(string
 			v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 		}
 		s.Addrs = append(s.Addrs, a.Value)
-		s.Checks = append(s.Checks, a.Check)
+		s.Targets = append(s.Targets, a.Target+a.Alias) // at most one is set
+		s.Checks = append(s.Checks, check)
+		s.Regions = append(s.Regions, a.Region)
 	}
 	v.MinHealthy = uint8(r.MinHealthy.Count)
 	if p := r.MinHealthy.Percent; p > 0 {
@@ -206,6 +249,7 @@ func compileStatic(z *zone.Zone, zs zone.Set) *Set {
 		setAddr(&v.Cand[j], a)
 		s.Addrs = append(s.Addrs, a)
 		s.Checks = append(s.Checks, "")
+		s.Regions = append(s.Regions, "")
 	}
 	return s
 }
