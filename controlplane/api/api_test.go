@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -137,10 +138,10 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	s := &server{cfg: cfg}
-	if s.index, err = health.Assign(cfg.Checks, nil, cfg.Aggregation.TableSize); err != nil {
+	if s.index, err = health.AssignConfig(cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if s.compiled, err = records.Compile(cfg, []*zone.Zone{z}, s.index.Entry); err != nil {
+	if s.compiled, err = records.Compile(cfg, []*zone.Zone{z}, s.index.AnswerEntry); err != nil {
 		t.Fatal(err)
 	}
 	s.table = edge.New(&memStore{}, bpf.SteadydnsTableMeta{})
@@ -421,17 +422,18 @@ func TestEvents(t *testing.T) {
 	s.fail(t, now.Add(time.Second))
 	s.push(t, now.Add(time.Second))
 	s.get(t, "/api/v1/events", &e)
-	want := []api.EventView{{Time: now.Add(time.Second), Check: "web1", From: "healthy", To: "unhealthy", Reason: "timeout", Detail: "no reply in 2s"}}
+	want := []api.EventView{{Time: now.Add(time.Second), Check: "web1", Records: []string{}, From: "healthy", To: "unhealthy", Reason: "timeout", Detail: "no reply in 2s"}}
 	var raw struct{ Events []map[string]any }
 	s.get(t, "/api/v1/events", &raw)
-	if len(raw.Events) != 1 || !slices.Equal(slices.Sorted(maps.Keys(raw.Events[0])), []string{"check", "detail", "from", "reason", "time", "to"}) {
-		t.Errorf("events %v: want one, with check, detail, from, reason, time, to", raw.Events)
+	keys := []string{"cell", "check", "detail", "from", "host", "id", "reason", "records", "time", "to"}
+	if len(raw.Events) != 1 || !slices.Equal(slices.Sorted(maps.Keys(raw.Events[0])), keys) {
+		t.Errorf("events %v: want one, with %v", raw.Events, keys)
 	}
 	if len(e.Events) != 1 || !e.Events[0].Time.Equal(want[0].Time) {
 		t.Fatalf("events %+v, want %+v", e.Events, want)
 	}
 	e.Events[0].Time = want[0].Time
-	if e.Events[0] != want[0] {
+	if !reflect.DeepEqual(e.Events[0], want[0]) {
 		t.Errorf("event %+v, want %+v", e.Events[0], want[0])
 	}
 }

@@ -70,6 +70,7 @@ type Metrics struct {
 	pushLatency  prometheus.Histogram
 	tcp          tcpMetrics
 	panics       *prometheus.CounterVec
+	notify       *prometheus.CounterVec
 	reloads      atomic.Uint64
 	reloadErrs   atomic.Uint64
 	udp          [len(udpQtypes) + 1]udpBytes // by udpQtypes index; the last is "other"
@@ -140,6 +141,7 @@ func NewMetrics(src Source) *Metrics {
 			Buckets: pushBuckets}),
 		tcp:         newTCPMetrics(),
 		panics:      newPanics(),
+		notify:      newNotifications(),
 		queries:     prometheus.NewDesc("steadydns_queries_total", "DNS queries by the path that answered them and their outcome; each query counts once.", []string{"path", "outcome"}, nil),
 		passed:      prometheus.NewDesc("steadydns_xdp_passed_total", "Packets the XDP program passed to the kernel's stack untouched, by why; the queries among them count under steadydns_queries_total{path=\"fallback\"}.", []string{"reason"}, nil),
 		checkUp:     prometheus.NewDesc("steadydns_check_healthy", "1 if the check's health-table entry is healthy.", []string{"check"}, nil),
@@ -220,6 +222,18 @@ func newPanics() *prometheus.CounterVec {
 // fallback.Options.OnPanic.
 func (m *Metrics) ObservePanic(where string) { m.panics.WithLabelValues(where).Inc() }
 
+// ObserveNotify counts one outcome of a notification target; it is
+// notify.New's observe.
+func (m *Metrics) ObserveNotify(target, outcome string) {
+	m.notify.WithLabelValues(target, outcome).Inc()
+}
+
+func newNotifications() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steadydns_notifications_total",
+		Help: "State changes sent to each notification target (a webhook by its name, or nats), by outcome: sent, retried (an attempt failed), failed (given up), dropped (the queue was full)."},
+		[]string{"target", "outcome"})
+}
+
 // FallbackCount reads one fallback outcome's count.
 func (m *Metrics) FallbackCount(outcome string) uint64 {
 	if v, ok := m.fallback.Load(outcome); ok {
@@ -257,6 +271,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.replyLatency.Describe(ch)
 	m.pushLatency.Describe(ch)
 	m.panics.Describe(ch)
+	m.notify.Describe(ch)
 	for _, c := range m.tcp.collectors() {
 		c.Describe(ch)
 	}
@@ -308,6 +323,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.replyLatency.Collect(ch)
 	m.pushLatency.Collect(ch)
 	m.panics.Collect(ch)
+	m.notify.Collect(ch)
 	for _, c := range m.tcp.collectors() {
 		c.Collect(ch)
 	}

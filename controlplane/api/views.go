@@ -123,24 +123,6 @@ func checkView(s health.Status, records []string) CheckView {
 	return v
 }
 
-// EventView is a transition in /api/v1/events.
-type EventView struct {
-	Time   time.Time `json:"time"`
-	Check  string    `json:"check"`
-	From   string    `json:"from"`
-	To     string    `json:"to"`
-	Reason string    `json:"reason"`
-	Detail string    `json:"detail,omitempty"`
-}
-
-func eventViews(evs []health.Event) []EventView {
-	var out []EventView
-	for _, e := range evs {
-		out = append(out, EventView(e))
-	}
-	return out
-}
-
 // AnswerView is a candidate in /api/v1/records.
 type AnswerView struct {
 	Value   string `json:"value"`
