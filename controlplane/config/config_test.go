@@ -353,6 +353,7 @@ func TestFull(t *testing.T) {
 	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
 		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down", Cell: "red"},
 		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue", Initial: "healthy"},
+		{ID: "alias:www.example.test.:A", Type: "calculated", Children: []string{"web1", "web2", "web"}, MinHealthy: 1, Admin: "auto", Cell: "red"},
 	}
 
 	var ids, wantIDs []string
@@ -417,6 +418,12 @@ func TestFull(t *testing.T) {
 			{Value: addr("fd53::10"), Check: "deploy", Weight: 255},
 			{Value: addr("fd53::11"), Weight: 1},
 		},
+	}, {
+		Name: "example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep",
+		Answers: []Answer{{Alias: "www.example.test.", EvaluateTargetHealth: true, Weight: 1}},
+	}, {
+		Name: "cdn.example.test.", Type: dns.TypeCNAME, TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep",
+		Answers: []Answer{{Target: "www.example.test.", Check: "web1", Weight: 1}},
 	}})
 	same(t, "Aggregation", c.Aggregation, Aggregation{
 		PushInterval: 500 * time.Millisecond, Quorum: 0.18, StaleAfter: 5 * time.Second, TableSize: 1024,
