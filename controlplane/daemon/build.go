@@ -222,7 +222,28 @@ func probeSpec(c *config.Check) (spec prober.Spec, ok bool) {
 		QType:            c.QType,
 		ExpectRcode:      c.ExpectRcode,
 		ExpectAnswer:     c.ExpectAnswer,
+		URL:              c.URL,
+		Query:            c.Query,
+		Insufficient:     insufficient(c),
 	}, true
+}
+
+// insufficient is the raw result a metric check reports without data.
+// insufficient_data names the check's state, which the aggregator's
+// invert would otherwise turn around; last_known repeats a raw verdict,
+// which invert turns as it did the first time.
+func insufficient(c *config.Check) prober.Insufficient {
+	i := prober.Insufficient(c.InsufficientData)
+	if !c.Invert {
+		return i
+	}
+	switch i {
+	case prober.InsufficientHealthy:
+		return prober.InsufficientUnhealthy
+	case prober.InsufficientUnhealthy:
+		return prober.InsufficientHealthy
+	}
+	return i
 }
 
 // layoutHash folds the check-to-entry assignment into the config hash.

@@ -122,6 +122,10 @@ health_checks:
     qtype: AAAA
     expect_rcode: NXDOMAIN
     expect_answer: fd53::10
+  orders: { type: metric, url: "http://198.18.1.8:9090", query: 'rate(orders_total[1m]) > 0', insufficient_data: healthy }
+  # insufficient_data is the state after invert: the prober reports the raw opposite.
+  errors: { type: metric, url: "http://198.18.1.8:9090", query: 'errors > 0', insufficient_data: healthy, invert: true }
+  stuck: { type: metric, url: "http://198.18.1.8:9090", query: up, invert: true }
   both:
     type: calculated
     children: [web, db]
@@ -168,6 +172,9 @@ records:
 			Type: prober.DNS, Target: "198.18.0.2", Port: 53, Interval: iv, Timeout: to,
 			QName: "www.example.test.", QType: dns.TypeAAAA, ExpectRcode: dns.RcodeNameError, ExpectAnswer: "fd53::10",
 		}},
+		"orders": {Spec: prober.Spec{Type: prober.Metric, Interval: iv, Timeout: to, URL: "http://198.18.1.8:9090", Query: "rate(orders_total[1m]) > 0", Insufficient: prober.InsufficientHealthy}},
+		"errors": {Spec: prober.Spec{Type: prober.Metric, Interval: iv, Timeout: to, URL: "http://198.18.1.8:9090", Query: "errors > 0", Insufficient: prober.InsufficientUnhealthy}},
+		"stuck":  {Spec: prober.Spec{Type: prober.Metric, Interval: iv, Timeout: to, URL: "http://198.18.1.8:9090", Query: "up", Insufficient: prober.InsufficientLastKnown}},
 	}
 	got := p.Probes()
 	if re := got["tls"].Spec.ExpectBodyRegexp; re == nil || re.String() != "^ok" {
