@@ -75,8 +75,9 @@ func compile(t *testing.T, cfgText string) (*Compiled, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	index := map[string]uint32{"a": 7, "b": 9}
-	return Compile(cfg, []*zone.Zone{z}, func(id string) (uint32, bool) { i, ok := index[id]; return i, ok })
+	// Candidates of a region read an entry of their own: b's in eu, 11.
+	index := map[[2]string]uint32{{"a", ""}: 7, {"b", ""}: 9, {"b", "eu"}: 11}
+	return Compile(cfg, []*zone.Zone{z}, func(id, region string) (uint32, bool) { i, ok := index[[2]string{id, region}]; return i, ok })
 }
 
 func TestCompile(t *testing.T) {
@@ -96,7 +97,7 @@ func TestCompile(t *testing.T) {
 	if v.MinHealthy != 1 {
 		t.Errorf("min_healthy 50%% of 2 primaries compiled to %d, want 1", v.MinHealthy)
 	}
-	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region != 1 || v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) == 0 || v.Zone != 0 {
+	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[2].Check != 11 || www.Regions[2] != "eu" || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region != 1 || v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) == 0 || v.Zone != 0 {
 		t.Errorf("www A candidates %+v", v.Cand[:3])
 	}
 	if got := string(v.Cand[1].Addr[:4]); got != "\xc6\x12\x01\x02" {
@@ -241,7 +242,7 @@ func TestZoneIndexPastTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compile(cfg, zones, func(string) (uint32, bool) { return 0, false })
+	c, err := Compile(cfg, zones, func(string, string) (uint32, bool) { return 0, false })
 	if err != nil {
 		t.Fatal(err)
 	}
