@@ -42,6 +42,8 @@ func (c *Compiled) resolveAliases(cfg *config.Config) error {
 		}
 		s.Fallback = true
 		s.aliases = targets
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s nests the selection of an alias's target in its own, which XDP does not do: the fallback answers it",
+			r.Name, dns.TypeToString[r.Type]))
 	}
 	return nil
 }

@@ -128,6 +128,8 @@ func TestCompileAliases(t *testing.T) {
 		same(tc.name+" in the record table", in, tc.xdp)
 		same(tc.name+" left to the fallback", s.Fallback, !tc.xdp)
 	}
+	nests := " A nests the selection of an alias's target in its own, which XDP does not do: the fallback answers it"
+	same("warnings", c.Warnings[1:], []string{"example.test." + nests, "strict.example.test." + nests, "mixed.example.test." + nests})
 	lb, api := c.Lookup("lb.example.test.", dns.TypeA), c.Lookup("api.example.test.", dns.TypeA)
 	want := lb.Value
 	want.Ttl = 45
