@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,11 @@ type State interface {
 	// in its aggregator, in a fleet in every aggregator.
 	SetAdmin(id, value string) error
 	SetExternal(id string, up bool) error
+	// Shift shifts a region's answers away for d, or with d 0 cancels
+	// its shift; who names the client. Shifts lists those in force. In a
+	// fleet only aggregators take and hold them.
+	Shift(region string, d time.Duration, reason, who string) error
+	Shifts() ([]health.Shift, error)
 	// Reload rereads the config, as SIGHUP does; a config that cannot be
 	// applied is refused with the reason and the running one stays.
 	Reload() error
@@ -52,6 +58,9 @@ func Handler(st State, m *Metrics) http.Handler {
 	mux.HandleFunc("PUT /api/v1/checks/{id}/admin", func(w http.ResponseWriter, r *http.Request) { setAdmin(w, r, st) })
 	mux.HandleFunc("PUT /api/v1/checks/{id}/external", func(w http.ResponseWriter, r *http.Request) { setExternal(w, r, st) })
 	mux.HandleFunc("GET /api/v1/records", func(w http.ResponseWriter, r *http.Request) { recordList(w, st) })
+	mux.HandleFunc("GET /api/v1/shifts", func(w http.ResponseWriter, r *http.Request) { shiftList(w, st) })
+	mux.HandleFunc("PUT /api/v1/shifts/{region}", func(w http.ResponseWriter, r *http.Request) { putShift(w, r, st) })
+	mux.HandleFunc("DELETE /api/v1/shifts/{region}", func(w http.ResponseWriter, r *http.Request) { deleteShift(w, r, st) })
 	// /healthz answers while the process serves HTTP at all: a supervisor
 	// restarts it when this fails. /readyz says whether it serves as
 	// configured: a load balancer or a route announcement waits for it.
@@ -159,7 +168,7 @@ func reply(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrWrongHost):
 		writeError(w, http.StatusForbidden, err.Error())
-	case errors.Is(err, health.ErrUnknownCheck):
+	case errors.Is(err, health.ErrUnknownCheck), errors.Is(err, health.ErrUnknownRegion), errors.Is(err, health.ErrNotShifted):
 		writeError(w, http.StatusNotFound, err.Error())
 	case err != nil:
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -180,14 +189,14 @@ func recordList(w http.ResponseWriter, st State) {
 
 // describeSets describes the record sets keep selects.
 func describeSets(st State, t *edge.Table, meta TableView, keep func(*records.Set) bool) []RecordView {
-	reasons := map[string]string{}
+	checks := map[string]health.Status{}
 	for _, s := range st.Statuses() {
-		reasons[s.ID] = s.Reason
+		checks[s.ID] = s
 	}
 	var out []RecordView
 	for _, s := range st.Records().Sets {
 		if keep(s) {
-			out = append(out, describe(s, t, meta.ColdOpen, reasons))
+			out = append(out, describe(s, t, meta.ColdOpen, checks))
 		}
 	}
 	return out
@@ -234,8 +243,8 @@ func yesNo(b bool) string {
 }
 
 // describe explains each candidate with the data plane's own selection;
-// reasons are the checks' reasons by id.
-func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]string) RecordView {
+// checks are the checks' states by id.
+func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health.Status) RecordView {
 	v := &s.Value
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
@@ -247,6 +256,12 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
 		av := AnswerView{Value: s.Answer(j), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
+		why := checks[s.Checks[j]].Reason
+		// A candidate of a region reads an entry of its own, down while
+		// the region is shifted away whatever its check says.
+		if check, ok := checks[s.Checks[j]]; s.Regions[j] != "" && !av.Healthy && (s.Checks[j] == "" || ok && check.Up) {
+			why = "region " + s.Regions[j] + " is shifted away"
+		}
 		switch {
 		case cold:
 			av.Reason = "cold start: no health table yet, every candidate is answered"
@@ -255,15 +270,15 @@ func describe(s *records.Set, t *edge.Table, cold bool, reasons map[string]strin
 		case p.Action != selection.Answer:
 			av.Reason = "every candidate is down: when_all_down answers " + map[selection.Action]string{selection.NoData: "nodata", selection.ServFail: "servfail"}[p.Action]
 		case av.In && p.FailOpen && !av.Healthy:
-			av.Reason = "failing open: too few healthy candidates, answered although " + reasons[s.Checks[j]]
+			av.Reason = "failing open: too few healthy candidates, answered although " + why
 		case av.In && s.Checks[j] == "":
 			av.Reason = "no check: always healthy"
 		case av.In:
-			av.Reason = "healthy: " + reasons[s.Checks[j]]
+			av.Reason = "healthy: " + why
 		case backup && av.Healthy:
 			av.Reason = "backup: held back while a primary is healthy"
 		case !av.Healthy:
-			av.Reason = "unhealthy: " + reasons[s.Checks[j]]
+			av.Reason = "unhealthy: " + why
 		default:
 			av.Reason = "held back by failing open to the primaries"
 		}

@@ -121,10 +121,13 @@ func (s *server) Ready() error {
 	return nil
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T) *server { return newServerWith(t, configFile) }
+
+// newServerWith is newServer for the config cfgText.
+func newServerWith(t *testing.T, cfgText string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	for name, s := range map[string]string{"example.test.zone": zoneFile, "steadydns.yaml": configFile} {
+	for name, s := range map[string]string{"example.test.zone": zoneFile, "steadydns.yaml": cfgText} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,13 @@ func SendState(ctx context.Context, path string, id Identity, kind, check, value
 	} else if k == transport.StateExternal && cfg.Checks.Type(i) != config.CheckExternal {
 		return fmt.Errorf("sending external state of %s: it is a %s check", check, cfg.Checks.Type(i))
 	}
-	b, err := transport.StateChange{Kind: k, Value: v, Check: check}.Encode()
+	return sendState(ctx, cfg, id, transport.StateChange{Kind: k, Value: v, Check: check})
+}
+
+// sendState publishes s to every aggregator with the admin key of id.
+func sendState(ctx context.Context, cfg *config.Config, id Identity, s transport.StateChange) error {
+	check := s.Check
+	b, err := s.Encode()
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,11 @@ type aggregation struct {
 func openAggregation(p *Plan, out health.Sink, seed health.Seed, events *health.EventLog, reset bool) (*aggregation, error) {
 	cfg := p.Config
 	a := &aggregation{events: events, dir: cfg.Server.StateDir}
-	var err error
-	if seed.Saved, err = a.loadState(reset); err != nil {
+	saved, err := a.loadState(reset)
+	if err != nil {
 		return nil, fmt.Errorf("server.state_dir %s: %w", a.dir, err)
 	}
+	seed.Saved, seed.Shifts = saved.Checks, saved.Shifts
 	if a.agg, err = health.New(cfg, p.Index, out, seed, events); err != nil {
 		return nil, err
 	}
@@ -146,6 +147,9 @@ func (a *aggregation) applyState(m transport.Message) {
 		case transport.StateExternal:
 			what = "external " + map[bool]string{true: "up", false: "down"}[s.Value == 1]
 			err = a.agg.SetExternal(s.Check, s.Value == 1, time.Now())
+		case transport.StateShift:
+			err = a.applyShift(s, m.Sender)
+			what = "shift " + map[bool]string{true: "away for " + s.Duration.String(), false: "cancelled"}[s.Value == 1]
 		}
 	}
 	if err != nil {
@@ -155,29 +159,38 @@ func (a *aggregation) applyState(m transport.Message) {
 	slog.Info("state change applied", "from", m.Sender, "check", s.Check, "state", what)
 }
 
+// applyShift takes a shift or its cancelling from sender, timed from now.
+func (a *aggregation) applyShift(s transport.StateChange, sender string) error {
+	now := time.Now()
+	if s.Value == 0 {
+		return a.agg.Unshift(s.Check, sender, now)
+	}
+	return a.agg.Shift(health.Shift{Region: s.Check, Reason: s.Reason, Who: sender, Started: now, Expires: now.Add(s.Duration)})
+}
+
 // stateGap is the least time between two writes of the state file: a
 // table of flapping checks changes every push, and the file holds every
 // check.
 const stateGap = time.Second
 
 // loadState reads the state file an earlier run wrote and restores its
-// health-check log; it returns the checks' saved states for the
-// aggregator's seed. A file that cannot be used is moved aside and stops
+// health-check log; it returns the file, whose checks' states and shifts
+// seed the aggregator. A file that cannot be used is moved aside and stops
 // the start, unless reset: starting as if every check were healthy would
 // answer with backends known dead or set down. With reset the checks
 // start from the pinned table, when there is one of this config, or
 // healthy.
-func (a *aggregation) loadState(reset bool) (map[string]health.Saved, error) {
+func (a *aggregation) loadState(reset bool) (state.File, error) {
 	f, aside, err := state.Recover(a.dir, reset, time.Now())
 	if err != nil {
-		return nil, err
+		return state.File{}, err
 	}
 	if aside != nil {
 		slog.Warn("starting without saved state (--reset-state): checks start from the pinned table if it is this config's, else healthy, and the event log empty",
 			"moved_aside", aside.Path, "error", aside.Err)
 	}
 	a.events.Restore(f.Events)
-	return f.Checks, nil
+	return f, nil
 }
 
 // keepState writes the state file whenever the aggregator's saved state
@@ -201,5 +214,6 @@ func (a *aggregation) keepState(ctx context.Context) {
 }
 
 func (a *aggregation) saveState() error {
-	return state.Save(a.dir, state.File{Written: time.Now(), Checks: a.agg.Saved(), Events: a.events.Events()})
+	now := time.Now()
+	return state.Save(a.dir, state.File{Written: now, Checks: a.agg.Saved(), Events: a.events.Events(), Shifts: a.agg.Shifts(now)})
 }

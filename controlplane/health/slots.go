@@ -58,8 +58,8 @@ type slotCfg struct {
 	admin      admin
 	minHealthy int
 	ttl        time.Duration
-	initial    bool // an external slot's state until its first report
-	children   span // a calculated slot's children's slots, or a derived slot's check's, in Aggregator.children
+	initial    bool  // an external slot's state until its first report
+	children   span  // a calculated slot's children's slots, or a derived slot's check's, in Aggregator.children
 	shift      uint8 // a derived slot's region, by server.geo id
 	// regions is the mask of the regions whose checkers vote on the slot,
 	// bits given by Aggregator.regionBits; 0 lets every checker vote.

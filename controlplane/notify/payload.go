@@ -16,8 +16,9 @@ type Payload struct {
 	ID      string    `json:"id"`
 	Time    time.Time `json:"time"`
 	Check   string    `json:"check"`
-	Records []string  `json:"records"` // the record sets whose answers use the check
-	From    string    `json:"from"`    // healthy or unhealthy
+	Region  string    `json:"region,omitempty"` // a traffic shift's region; check is "" then
+	Records []string  `json:"records"`          // the record sets whose answers use the check
+	From    string    `json:"from"`             // healthy or unhealthy
 	To      string    `json:"to"`
 	Reason  string    `json:"reason"`
 	Detail  string    `json:"detail,omitempty"`
@@ -31,13 +32,13 @@ func PayloadOf(ev *health.Event) Payload {
 	if records == nil {
 		records = []string{}
 	}
-	return Payload{ID: ev.ID, Time: ev.Time, Check: ev.Check, Records: records, From: ev.From, To: ev.To,
+	return Payload{ID: ev.ID, Time: ev.Time, Check: ev.Check, Region: ev.Region, Records: records, From: ev.From, To: ev.To,
 		Reason: ev.Reason, Detail: ev.Detail, Host: ev.Host, Cell: ev.Cell}
 }
 
 // Event is the event p carries.
 func (p *Payload) Event() health.Event {
-	return health.Event{ID: p.ID, Time: p.Time, Check: p.Check, Records: p.Records, From: p.From, To: p.To,
+	return health.Event{ID: p.ID, Time: p.Time, Check: p.Check, Region: p.Region, Records: p.Records, From: p.From, To: p.To,
 		Reason: p.Reason, Detail: p.Detail, Host: p.Host, Cell: p.Cell}
 }
 
