@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,6 +43,17 @@ func status(args []string) error {
 	} else {
 		fmt.Printf("health table: version %d, %.1fs old, stale=%v\n", recs.Table.Version, recs.Table.AgeSec, recs.Table.Stale)
 	}
+	// Aggregators hold the shifts; an edge of a fleet shows them in its
+	// answers' reasons.
+	if slices.Contains(checks.Fleet.Roles, "aggregator") {
+		var shifts struct {
+			Shifts []api.ShiftView `json:"shifts"`
+		}
+		if err := c.getJSON("/api/v1/shifts", &shifts); err != nil {
+			return err
+		}
+		printShifts(shifts.Shifts, time.Now())
+	}
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RECORD\tTYPE\tPOLICY\tANSWER\tCHECK\tIN\tREASON")
@@ -70,7 +82,41 @@ func status(args []string) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Type, c.Index, state, c.Reason, c.Admin, c.Since.Format(time.TimeOnly), last, strings.Join(c.Records, ", "))
 	}
+	w.Flush()
+	return printEvents(c)
+}
+
+// statusEvents is how many of the newest events status prints.
+const statusEvents = 10
+
+// printEvents prints the newest events: on an edge of a fleet, those its
+// aggregators judged.
+func printEvents(c *apiClient) error {
+	var evs struct {
+		Events []api.EventView `json:"events"`
+	}
+	if err := c.getJSON("/api/v1/events", &evs); err != nil {
+		return err
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TIME\tCHECK\tCHANGE\tREASON\tBY")
+	for _, e := range evs.Events[max(0, len(evs.Events)-statusEvents):] {
+		fmt.Fprintf(w, "%s\t%s\t%s → %s\t%s\t%s\n", e.Time.Format(time.DateTime), e.Check, e.From, e.To, e.Reason, dash(e.Host))
+	}
 	return w.Flush()
+}
+
+// printShifts prints the traffic shifts in force, one a line.
+func printShifts(shifts []api.ShiftView, now time.Time) {
+	if len(shifts) == 0 {
+		fmt.Println("traffic shifts: none")
+		return
+	}
+	for _, s := range shifts {
+		fmt.Printf("traffic shift: %s shifted away until %s (%s left), by %s: %s\n", s.Region, s.Expires.Format(time.DateTime),
+			s.Expires.Sub(now).Round(time.Second), s.Who, s.Reason)
+	}
 }
 
 // fleetLine is the host's place in the fleet: its id and roles, its cell

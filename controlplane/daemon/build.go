@@ -16,6 +16,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/notify"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/rrl"
 	"github.com/steadydns/steadydns/controlplane/zone"
@@ -106,6 +107,10 @@ func check(path string, onHost bool) ([]string, error) {
 	}
 	if onHost {
 		if err := checkInterfaces(cfg); err != nil {
+			return nil, err
+		}
+		// The aggregators read the webhooks' header files.
+		if _, err := notify.Webhooks(cfg); err != nil {
 			return nil, err
 		}
 	}

@@ -33,6 +33,7 @@ type Daemon struct {
 	edge  *edgeServer
 	agg   *aggregation
 	probe *probing
+	notes *notifying // where it aggregates, or is a fleet's edge
 	api   *apiServer
 
 	opened  []part // in the order opened, for a failed start and Close to close
@@ -125,7 +126,7 @@ func (d *Daemon) start(opts Options) error {
 	}
 	// The edge answers before anything feeds it, and the API serves
 	// before the loops push: stopped the other way round.
-	for _, pt := range present(d.edge, d.fleet, d.api, d.agg, d.probe) {
+	for _, pt := range present(d.edge, d.fleet, d.notes, d.api, d.agg, d.probe) {
 		d.started = append(d.started, pt)
 		if err := pt.start(); err != nil {
 			return err
@@ -221,6 +222,10 @@ func (d *Daemon) open(p *Plan, opts Options) error {
 			pr.cell = f.cell
 		}
 	}
+	if d.agg != nil || f != nil && d.edge != nil {
+		d.notes = openNotifying(host, &d.events, f, d.edge, d.agg, d.metrics.ObserveNotify)
+		d.opened = append(d.opened, d.notes)
+	}
 	d.api = newAPI(cfg, d, d.metrics)
 	return nil
 }
@@ -246,9 +251,10 @@ func followTimeout(cfg *config.Config) time.Duration { return 3 * cfg.Aggregatio
 
 // apply makes a plan current in every part: the aggregator learns the new
 // indexes and pushes the table before any record that refers to them
-// enters the edge's maps.
+// enters the edge's maps. The webhooks go first: a header file that
+// cannot be read refuses the plan before any part has taken it.
 func (d *Daemon) apply(p *Plan) error {
-	for _, pt := range present(d.fleet, d.agg, d.probe, d.edge) {
+	for _, pt := range present(d.notes, d.fleet, d.agg, d.probe, d.edge) {
 		if err := pt.apply(p); err != nil {
 			return err
 		}
