@@ -105,7 +105,7 @@ func (v *validator) aliases() {
 		for j, a := range r.Answers {
 			ak := fmt.Sprintf("records[%d].answers[%d].", i, j)
 			if c := v.byID[a.Check]; c != nil && c.Target == "" && !withAddr[a.Check] && !a.Value.IsValid() {
-				if _, probed := c.Type.Probed(); probed {
+				if slices.Contains(targetTypes, c.Type) {
 					v.errorf(ak+"check", "check %s has no target, and this answer has no address for it to probe: give the check a target", a.Check)
 				}
 			}

@@ -28,6 +28,27 @@ records:
 	same(t, "plain's insufficient_data", plain.InsufficientData, "last_known")
 }
 
+// TestMetricOnAlias: a metric check asks its url, so an answer without an
+// address, an alias or a CNAME target, may use it.
+func TestMetricOnAlias(t *testing.T) {
+	_, err := load(t, base+`health_checks:
+  lb: {type: metric, url: "http://198.18.1.2:9090", query: up}
+records:
+  - name: example.test.
+    type: A
+    answers: [{alias: lb.example.test, check: lb}, {value: 198.18.1.1}]
+  - name: www.example.test.
+    type: CNAME
+    answers: [{value: lb.example.test, check: lb}]
+  - name: lb.example.test.
+    type: A
+    answers: [{value: 198.18.1.2}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMetricErrors: a metric check without what it needs, or with a key
 // of another type, is refused at its file, line and key.
 func TestMetricErrors(t *testing.T) {
