@@ -350,7 +350,9 @@ func TestFull(t *testing.T) {
 	gw.Target, gw.Invert = "fd53::1", true
 	ns := probed("ns", "dns")
 	ns.Target, ns.Port, ns.QName, ns.QType, ns.ExpectRcode, ns.ExpectAnswer = "198.18.0.2", 53, "www.example.test.", dns.TypeAAAA, dns.RcodeNameError, "fd53::10"
-	wantChecks := []Check{web1, web2, db, syslog, gw, ns,
+	orders := probed("orders", "metric")
+	orders.URL, orders.Query, orders.InsufficientData = "http://198.18.1.8:9090", "sum(rate(orders_total[5m])) > 0", "unhealthy"
+	wantChecks := []Check{web1, web2, db, syslog, gw, ns, orders,
 		{ID: "web", Type: "calculated", Children: []string{"web1", "web2", "gw"}, MinHealthy: 2, Admin: "down", Cell: "red"},
 		{ID: "deploy", Type: "external", TTL: time.Minute, Admin: "auto", Cell: "blue", Initial: "healthy"},
 		{ID: "alias:www.example.test.:A", Type: "calculated", Children: []string{"web1", "web2", "web"}, MinHealthy: 1, Admin: "auto", Cell: "red"},
