@@ -42,6 +42,7 @@ const (
 const (
 	www       = "www.example.test."
 	staleName = "stale.example.test."
+	regional  = "regional.example.test."
 )
 
 // fleetSections are the sections every host of the fleet shares, pushed to
@@ -55,7 +56,14 @@ health_checks:
   web1: { type: http, target: 198.18.67.1, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
   web2: { type: http, target: 198.18.67.2, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
   gone: { type: tcp, target: 198.18.67.2, port: 81, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2 }
+  west: { type: http, target: 198.18.67.2, port: 80, path: /healthz, interval: 500ms, timeout: 300ms, unhealthy_threshold: 2, healthy_threshold: 2, regions: [r1, r2, r9] }
 records:
+  - name: regional.example.test.
+    type: A
+    ttl: 30
+    answers:
+      - { value: 198.18.67.1, check: web1 }
+      - { value: 198.18.67.2, check: west }
   - name: www.example.test.
     type: A
     ttl: 30
@@ -136,6 +144,29 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("a check counts only its regions", func(t *testing.T) {
+		// west is web2 checked from r1, r2 and r9, which has no prober.
+		// Cut r1 and r2 from b2: web2 keeps r3's two healthy votes of
+		// six, above the quorum, while west has none of its four.
+		for _, region := range []string{"r1", "r2"} {
+			if err := r.f.PartitionRegion(region, r.f.Backends[1]); err != nil {
+				t.Fatal(err)
+			}
+			defer r.f.HealRegion(region, r.f.Backends[1])
+		}
+		r.waitAnswers(regional, []string{"198.18.67.1"}, 4*fleetBound)
+		r.expectAnswers(t, www, both)
+		v := r.votes("a1", "west")
+		if len(v) != 4 {
+			t.Fatalf("a1 shows %d votes on west, want 4, from r1 and r2: %+v", len(v), v)
+		}
+		for _, vt := range v {
+			if vt.Healthy || !vt.Counted || (vt.Region != "r1" && vt.Region != "r2") {
+				t.Errorf("vote %+v: want unhealthy, counted, from r1 or r2", vt)
+			}
+		}
+	})
+
 	t.Run("every region loses a backend", func(t *testing.T) {
 		// Twenty deaths, from the moment the backend stops to the moment
 		// both edges' XDP stop answering it.
@@ -153,6 +184,8 @@ func TestFleet(t *testing.T) {
 			t.Errorf("p99 %v exceeds interval × threshold + two push periods = %v", p99, fleetBound)
 		}
 	})
+
+	t.Run("edges and operators see the aggregators' events", r.testEvents)
 
 	t.Run("hostile hosts change nothing", func(t *testing.T) {
 		// Each a process of its own holding a real key: p1a's key under
