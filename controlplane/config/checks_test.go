@@ -22,8 +22,7 @@ func TestChecksRoundTrip(t *testing.T) {
 		QName: "www.example.test.", QType: 28, ExpectRcode: 3, ExpectAnswer: "fd53::10",
 		Children: []string{"db", "web"}, MinHealthy: 1, TTL: time.Minute, Interval: 5 * time.Second, Timeout: time.Second,
 		UnhealthyThreshold: 4, HealthyThreshold: 2, Invert: true, Admin: "down", Cell: "blue", Initial: "unhealthy",
-		Regions: []string{"eu-west", "us-east", "ap-south"},
-		URL: "http://198.18.1.2:9090", Query: `up{job="web"}`, InsufficientData: "unhealthy"}
+		Regions: []string{"eu-west", "us-east", "ap-south"}, URL: "http://198.18.1.2:9090", Query: `up{job="web"}`, InsufficientData: "unhealthy"}
 	// A field added to Check and not to the store would come back zero.
 	v := reflect.ValueOf(*full)
 	for i := range v.NumField() {
