@@ -65,7 +65,9 @@ func newMetric(ns Netns, s Spec) (*metricChecker, error) {
 			return c, err
 		},
 		MaxIdleConnsPerHost: 1,
-		IdleConnTimeout:     max(90*time.Second, 2*s.Interval),
+		// Below the idle timeouts of servers and proxies, so that the
+		// server seldom closes a connection just as a run reuses it.
+		IdleConnTimeout: 60 * time.Second,
 	}
 	if u.Scheme == "https" {
 		// As for https checks: loading the system roots on the first run

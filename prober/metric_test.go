@@ -3,6 +3,8 @@ package prober
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -205,6 +207,20 @@ func TestMetricUnreachable(t *testing.T) {
 	gone := httptest.NewServer(api)
 	gone.Close()
 	expect(t, runCheck(t, nil, metricSpec(gone.URL, InsufficientHealthy)), true, ReasonMetricError, "connection refused")
+}
+
+// TestMetricTLS: an https url has its certificate verified against the
+// system's roots, which do not vouch for a test server's.
+func TestMetricTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(&promAPI{status: 200, body: promOne})
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake, expected
+	srv.StartTLS()
+	defer srv.Close()
+	r := runCheck(t, nil, metricSpec(srv.URL, InsufficientUnhealthy))
+	expect(t, r, false, ReasonMetricError, "")
+	if !strings.Contains(r.Detail, "certificate signed by unknown authority") {
+		t.Errorf("detail %q, want the certificate refused", r.Detail)
+	}
 }
 
 // TestMetricSpecErrors: a checker is not built from a spec it cannot run.
