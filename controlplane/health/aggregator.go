@@ -502,6 +502,11 @@ func (t *Aggregator) Statuses() []Status {
 			s.Results = append(s.Results, rs[k])
 		}
 		for _, tr := range t.trackList {
+			// A checker outside the check's regions does not run it, so
+			// it has no vote to show.
+			if r := t.cfgs[i].regions; r != 0 && r&tr.regionBit == 0 {
+				continue
+			}
 			// Counted is what the last push counted, so the votes agree
 			// with Checkers and with the state they produced.
 			v := Vote{Checker: tr.checker, Region: tr.region, Healthy: tr.up[i], Counted: tr.counted[i]}
