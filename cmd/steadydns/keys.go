@@ -86,24 +86,57 @@ func keygen(args []string) error {
 	return nil
 }
 
-// stateCmd is `steadydns state`: an admin or external state change sent
-// with the operator's key to every aggregator, as an aggregator's API
-// sends one.
+// stateUsage is how `steadydns state` is called.
+const stateUsage = "usage: steadydns state --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto\n" +
+	"       steadydns state ... shift REGION --duration D --reason TEXT | unshift REGION"
+
+// stateCmd is `steadydns state`: an admin or external state change, or a
+// traffic shift, sent with the operator's key to every aggregator, as an
+// aggregator's API sends one.
 func stateCmd(args []string) error {
 	fs := flag.NewFlagSet("state", flag.ContinueOnError)
 	path := fs.String("config", "", "the fleet's config file, as config push takes it")
 	seed := fs.String("nkey-seed", "", "file holding an admin host's NKey seed")
 	id := fs.String("id", "", "the admin host's id (default the host whose key the seed is)")
+	dur := fs.Duration("duration", 0, "how long a shift lasts, such as 30m")
+	reason := fs.String("reason", "", "why a region is shifted away: shown in the events and in status")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	rest := fs.Args()
-	if *path == "" || *seed == "" || len(rest) != 3 {
-		return errors.New("usage: steadydns state --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto")
+	// A shift's flags may follow its region.
+	if len(rest) >= 2 && (rest[0] == "shift" || rest[0] == "unshift") {
+		if err := fs.Parse(rest[2:]); err != nil {
+			return err
+		}
+		rest = append([]string{rest[0], rest[1]}, fs.Args()...)
+	}
+	if *path == "" || *seed == "" {
+		return errors.New(stateUsage)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := daemon.SendState(ctx, *path, daemon.Identity{ID: *id, NKeySeed: *seed}, rest[0], rest[1], rest[2]); err != nil {
+	who := daemon.Identity{ID: *id, NKeySeed: *seed}
+	switch {
+	case len(rest) == 2 && rest[0] == "shift":
+		if *dur == 0 {
+			return errors.New("shift: --duration is required, such as --duration 30m")
+		}
+		if err := daemon.SendShift(ctx, *path, who, rest[1], *dur, *reason); err != nil {
+			return err
+		}
+		fmt.Printf("%s shifted away for %s: sent to every aggregator\n", rest[1], *dur)
+		return nil
+	case len(rest) == 2 && rest[0] == "unshift":
+		if err := daemon.SendShift(ctx, *path, who, rest[1], 0, ""); err != nil {
+			return err
+		}
+		fmt.Printf("%s unshifted: sent to every aggregator\n", rest[1])
+		return nil
+	case len(rest) != 3:
+		return errors.New(stateUsage)
+	}
+	if err := daemon.SendState(ctx, *path, who, rest[0], rest[1], rest[2]); err != nil {
 		return err
 	}
 	fmt.Printf("%s %s %s: sent to every aggregator\n", rest[1], rest[0], rest[2])

@@ -25,7 +25,8 @@ commands:
   keygen  --id NAME --role ROLES [--cell C] [--region R] [--out FILE]
                             write a host's NKey seed (mode 0600) and print its line for cluster.nats.hosts
   state   --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto
-                            send an admin or external state change to every aggregator with an admin key
+          | shift REGION --duration D --reason TEXT | unshift REGION
+                            send an admin or external state change, or a traffic shift, to every aggregator with an admin key
   check   --config FILE [--skip-host]   validate a config and its zones, and its interfaces on this host
                             unless --skip-host; exit 1 with file:line: key: on error
   status  [--api ADDR | --config FILE]   print records and checks with state and reason
