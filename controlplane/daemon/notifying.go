@@ -119,10 +119,19 @@ func (nt *notifying) complete(ev *health.Event) {
 	p := nt.plan.Load()
 	ev.Host = nt.host
 	ev.Records = p.records[ev.Check]
+	key := ev.Check
 	if k, ok := p.cfg.Checks.Find(ev.Check); ok {
 		ev.Cell = p.cfg.Checks.Cell(k)
 	}
-	ev.ID = notify.EventID(ev.Check, ev.To, uint64(ev.Time.UnixNano()/int64(p.cfg.Aggregation.PushInterval)))
+	if ev.Region != "" {
+		// A traffic shift is no check's: it is news of this aggregator's
+		// cell, whose subject carries it, named by its region.
+		ev.Cell, key = p.cfg.Cluster.Cells[0].Name, ev.Region
+		if nt.fleet != nil {
+			ev.Cell = nt.fleet.cell
+		}
+	}
+	ev.ID = notify.EventID(key, ev.To, uint64(ev.Time.UnixNano()/int64(p.cfg.Aggregation.PushInterval)))
 	nt.n.Notify(*ev)
 }
 
