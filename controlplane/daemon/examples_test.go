@@ -24,10 +24,10 @@ import (
 //
 //	#   [when COND[, COND]: ][from ADDR: ]NAME TYPE -> RESULT
 //
-// COND is "CHECK down"; RESULT is the addresses answered, "one of ADDR..."
-// (a single answer, each of them seen over many queries), nodata or
-// servfail.
-var expectLine = regexp.MustCompile(`^#\s+(?:when ([^:]+): )?(?:from (\S+): )?(\S+) (A|AAAA) -> (.+)$`)
+// COND is "CHECK down"; RESULT is the CNAME targets and addresses
+// answered, "one of ADDR..." (a single answer, each of them seen over
+// many queries), nodata or servfail.
+var expectLine = regexp.MustCompile(`^#\s+(?:when ([^:]+): )?(?:from (\S+): )?(\S+) (A|AAAA|CNAME) -> (.+)$`)
 
 type expectation struct {
 	line   int
@@ -236,10 +236,22 @@ func matches(env *testenv.Env, x expectation, proto string) error {
 		default:
 			w := strings.Fields(want)
 			slices.Sort(w)
-			if got := addrs(r); r.Rcode != dns.RcodeSuccess || !slices.Equal(got, w) {
+			if got := answered(r); r.Rcode != dns.RcodeSuccess || !slices.Equal(got, w) {
 				return fmt.Errorf("got %s %v", dns.RcodeToString[r.Rcode], got)
 			}
 		}
 		return nil
 	}
+}
+
+// answered is the addresses and CNAME targets of r's answers, sorted.
+func answered(r *dns.Msg) []string {
+	out := addrs(r)
+	for _, rr := range r.Answer {
+		if c, ok := rr.(*dns.CNAME); ok {
+			out = append(out, c.Target)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
