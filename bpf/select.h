@@ -34,11 +34,11 @@ static __always_inline __u64 is_below(__u64 a, __u64 b)
 }
 
 /* is_set is 1 if x is not 0, else 0: x or its negation has the top bit
- * set unless x is 0. */
+ * set unless x is 0. The empty asm hides the whole of it: clang knows
+ * that expression of x for x != 0, and would branch on it. */
 static __always_inline __u64 is_set(__u64 x)
 {
-	x = opaque(x);
-	return (x | (0 - x)) >> 63;
+	return opaque(x | (0 - x)) >> 63;
 }
 
 /* choose is c ? a : b, for c 0 or 1. */
