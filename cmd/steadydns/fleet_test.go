@@ -20,6 +20,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/nats-io/nkeys"
 
+	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/testenv"
 )
 
@@ -43,7 +44,16 @@ const (
 	www       = "www.example.test."
 	staleName = "stale.example.test."
 	regional  = "regional.example.test."
+	shifted   = "shifted.example.test."
 )
+
+// fleetGeo is every host's server.geo: the answer regions of
+// shifted.example.test, which no client of the tests is in.
+const fleetGeo = `  geo:
+    regions:
+      west: { prefixes: ["198.18.96.0/24"] }
+      east: { prefixes: ["198.18.97.0/24"] }
+`
 
 // fleetSections are the sections every host of the fleet shares, pushed to
 // the config bucket. web1 and web2 probe the two backends over HTTP; gone
@@ -77,6 +87,12 @@ records:
     answers:
       - { value: 198.18.67.1, check: web1 }
       - { value: 198.18.67.3, check: gone }
+  - name: shifted.example.test.
+    type: A
+    ttl: 30
+    answers:
+      - { value: 198.18.67.1, check: web1, region: west }
+      - { value: 198.18.67.2, check: web2, region: east }
 aggregation:
   push_interval: 400ms
   stale_after: 3s
@@ -111,7 +127,7 @@ func TestFleet(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	t.Parallel()
 	r := newFleetRig(t, testenv.FleetOptions{Regions: 3, ProbersPerRegion: 2, Edges: 2, Aggregators: 2, Backends: 2}, fleetSections)
-	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n  geo:\n    regions:\n      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
+	geo := "server:\n  listen: [\"198.18.64.1:53\"]\n" + fleetGeo + "      eu: { prefixes: [\"198.18.64.0/24\"] }\n"
 	r.write("bad.yaml", geo+r.cluster+strings.Replace(fleetSections, "check: web2 }", "check: web2, region: eu }", 1))
 	for i := range r.f.Backends {
 		r.startBackend(i)
@@ -306,6 +322,70 @@ func TestFleet(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "host e1 is not an admin") {
 			t.Fatalf("state with an edge's key: %v\n%s", err, out)
 		}
+	})
+
+	t.Run("a shift reaches every edge within two push periods", func(t *testing.T) {
+		r.waitAnswers(shifted, both, 4*fleetPush)
+		tok, err := os.ReadFile(r.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(h *testenv.Host, method, path, body string) (int, string) {
+			t.Helper()
+			req, err := http.NewRequest(method, "http://"+net.JoinHostPort(h.V4.String(), "9153")+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+			resp, err := h.HTTPClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		// Two tables after the change is sent, every edge answers by it:
+		// counted in the tables' versions, the push slots, not in time.
+		withinTwoPushes := func(what string, want []string) {
+			t.Helper()
+			for _, e := range r.f.Edges {
+				v := r.checks(e, e.Role).Table.Version
+				r.waitFor(e.Role+" two tables on", 20*fleetPush, func() bool { return r.checks(e, e.Role).Table.Version >= v+2 })
+				if got, err := r.answers(e, shifted); err != nil || !slices.Equal(got, want) {
+					t.Errorf("%s: %s answers %v (%v) two tables on, want %v", what, e.Role, got, err, want)
+				}
+			}
+		}
+		if code, body := call(r.host("e1"), http.MethodPut, "/api/v1/shifts/west", `{"duration": "10m", "reason": "x"}`); code != http.StatusForbidden || !strings.Contains(body, "a1, a2") {
+			t.Errorf("PUT a shift on an edge: %d %s, want 403 naming a1, a2", code, body)
+		}
+		cmd := r.f.Client.Command(r.bin, "state", "--config", filepath.Join(r.dir, "fleet.yaml"), "--nkey-seed", r.seeds["admin"], "shift", "west", "--duration", "10m", "--reason", "fleet drill")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("steadydns state shift west: %v\n%s", err, out)
+		}
+		withinTwoPushes("west shifted by the admin key", []string{"198.18.67.2"})
+		// Every aggregator has it, from the admin; www has no region.
+		for _, a := range []string{"a1", "a2"} {
+			var list struct{ Shifts []api.ShiftView }
+			if code, body := call(r.host(a), http.MethodGet, "/api/v1/shifts", ""); code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil ||
+				len(list.Shifts) != 1 || list.Shifts[0].Region != "west" || list.Shifts[0].Who != "admin" || list.Shifts[0].Reason != "fleet drill" {
+				t.Errorf("shifts on %s: %d %s", a, code, body)
+			}
+		}
+		r.expectAnswers(t, www, both)
+		// The edges log it from the aggregator they follow.
+		for _, e := range r.f.Edges {
+			r.waitFor(e.Role+" logging west's shift", 20*fleetPush, func() bool {
+				_, body := call(e, http.MethodGet, "/api/v1/events", "")
+				return strings.Contains(body, `"region": "west"`) && strings.Contains(body, `"to": "shifted"`)
+			})
+		}
+		// An aggregator's API cancels it everywhere.
+		if code, body := call(r.host("a1"), http.MethodDelete, "/api/v1/shifts/west", ""); code != http.StatusNoContent {
+			t.Fatalf("DELETE the shift on a1: %d %s", code, body)
+		}
+		withinTwoPushes("west unshifted through a1's API", both)
 	})
 
 	t.Run("a key removed from the aggregators' files is revoked on reload", func(t *testing.T) {
@@ -507,11 +587,11 @@ func newFleetRig(t *testing.T, opts testenv.FleetOptions, sections string) *flee
 	r.cluster = head + embed + hosts
 	r.token = r.write("api.token", "fleet-test-token\n")
 	r.write("example.test.zone", fleetZone)
-	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+r.cluster+sections)
+	r.write("fleet.yaml", "server:\n  listen: [\"198.18.64.1:53\"]\n"+fleetGeo+r.cluster+sections)
 	for _, h := range f.Hosts() {
 		// Each API listens on its host's address, for the test to read
 		// from the client: beyond loopback, so behind a token.
-		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  api_token_file: %s\n  state_dir: %s\n", h.V4, h.V4, r.token, filepath.Join(r.dir, "state-"+h.Role))
+		server := fmt.Sprintf("server:\n  listen: [\"%s:53\"]\n  api: %s:9153\n  api_token_file: %s\n  state_dir: %s\n", h.V4, h.V4, r.token, filepath.Join(r.dir, "state-"+h.Role)) + fleetGeo
 		if h.Role[0] == 'e' {
 			server += fmt.Sprintf("  interfaces: [%s]\n  xdp_mode: generic\n  bpffs: %s\n", h.Link, r.bpffs(h.Role))
 		}
@@ -753,8 +833,9 @@ type apiFleet struct {
 
 type apiChecks struct {
 	Table struct {
-		AgeSec float64 `json:"age_seconds"`
-		Stale  bool    `json:"stale"`
+		Version uint64  `json:"version"`
+		AgeSec  float64 `json:"age_seconds"`
+		Stale   bool    `json:"stale"`
 	} `json:"table"`
 	Fleet  apiFleet `json:"fleet"`
 	Checks []struct {

@@ -234,9 +234,9 @@ type heardLog struct {
 }
 
 type heard struct {
-	rank      int
-	check, to string
-	time      time.Time
+	rank              int
+	check, region, to string
+	time              time.Time
 }
 
 func (h *heardLog) add(rank int, ev health.Event) {
@@ -245,7 +245,7 @@ func (h *heardLog) add(rank int, ev health.Event) {
 	if len(h.events) == maxHeard {
 		h.events = append(h.events[:0], h.events[1:]...)
 	}
-	h.events = append(h.events, heard{rank, ev.Check, ev.To, ev.Time})
+	h.events = append(h.events, heard{rank, ev.Check, ev.Region, ev.To, ev.Time})
 }
 
 // has reports whether an aggregator ranked before rank published ev's
@@ -255,6 +255,6 @@ func (h *heardLog) has(rank int, ev *health.Event, window time.Duration) bool {
 	defer h.mu.Unlock()
 	return slices.ContainsFunc(h.events, func(e heard) bool {
 		d := e.time.Sub(ev.Time)
-		return e.rank < rank && e.check == ev.Check && e.to == ev.To && d <= window && d >= -window
+		return e.rank < rank && e.check == ev.Check && e.region == ev.Region && e.to == ev.To && d <= window && d >= -window
 	})
 }

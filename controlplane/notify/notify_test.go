@@ -37,7 +37,13 @@ func TestPayload(t *testing.T) {
 	if got := string(Encode(&health.Event{Check: "db", From: "healthy", To: "unhealthy"})); !json.Valid([]byte(got)) || !strings.Contains(got, `"records":[]`) {
 		t.Errorf("payload without records: %s", got)
 	}
-	for _, bad := range []string{`{`, `{"check":"","from":"healthy","to":"unhealthy"}`, `{"check":"a","from":"up","to":"unhealthy"}`} {
+	// A traffic shift's event names its region and goes between its states.
+	shift := `{"id":"r1/shifted/42","time":"2026-01-02T03:04:05Z","check":"","region":"r1","records":[],"from":"serving","to":"shifted","reason":"shifted","host":"a1","cell":"default"}`
+	if ev, err := Decode([]byte(shift)); err != nil || ev.Region != "r1" || ev.To != health.ShiftShifted || string(Encode(&ev)) != shift {
+		t.Errorf("shift event decoded %+v, %v", ev, err)
+	}
+	for _, bad := range []string{`{`, `{"check":"","from":"healthy","to":"unhealthy"}`, `{"check":"a","from":"up","to":"unhealthy"}`,
+		`{"region":"r1","from":"healthy","to":"unhealthy"}`, `{"check":"a","region":"r1","from":"serving","to":"shifted"}`} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s): no error", bad)
 		}

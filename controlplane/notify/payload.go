@@ -56,8 +56,12 @@ func Decode(b []byte) (health.Event, error) {
 		return health.Event{}, fmt.Errorf("decoding an event: %w", err)
 	}
 	states := map[string]bool{health.StateHealthy: true, health.StateUnhealthy: true}
-	if p.Check == "" || !states[p.From] || !states[p.To] {
-		return health.Event{}, fmt.Errorf("decoding an event: check %q from %q to %q", p.Check, p.From, p.To)
+	// A traffic shift's event names its region instead of a check.
+	if p.Region != "" {
+		states = map[string]bool{health.ShiftServing: true, health.ShiftShifted: true}
+	}
+	if (p.Check == "") == (p.Region == "") || !states[p.From] || !states[p.To] {
+		return health.Event{}, fmt.Errorf("decoding an event: check %q, region %q from %q to %q", p.Check, p.Region, p.From, p.To)
 	}
 	return p.Event(), nil
 }
