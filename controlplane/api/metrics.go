@@ -105,6 +105,7 @@ type Metrics struct {
 	rrlLimited  *prometheus.Desc
 	rrlSlip     *prometheus.Desc
 	rrlDrop     *prometheus.Desc
+	shifted     *prometheus.Desc
 }
 
 type udpBytes struct{ in, out atomic.Uint64 }
@@ -170,6 +171,7 @@ func NewMetrics(src Source) *Metrics {
 		rrlLimited:  prometheus.NewDesc("steadydns_rrl_limited_total", "Replies over the response rate limit (server.rrl), by the path that accounted them: slipped and dropped together.", []string{"path"}, nil),
 		rrlSlip:     prometheus.NewDesc("steadydns_rrl_slipped_total", "Replies over the response rate limit sent truncated (TC=1, no records), by path.", []string{"path"}, nil),
 		rrlDrop:     prometheus.NewDesc("steadydns_rrl_dropped_total", "Replies over the response rate limit not sent, by path.", []string{"path"}, nil),
+		shifted:     prometheus.NewDesc("steadydns_shift_remaining_seconds", "Time left of each traffic shift in force, by region, where this host aggregates: the region's answers are out until it ends.", []string{"region"}, nil),
 		udpOut:      prometheus.NewDesc("steadydns_udp_bytes_out_total", "Bytes of the DNS replies the fallback sent over UDP, by the qtype of their query (known types, else \"other\").", []string{"qtype"}, nil),
 	}
 }
@@ -264,7 +266,7 @@ func (m *Metrics) ObserveReload(err error) {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
 		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.natsRefused, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
-		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop} {
+		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop, m.shifted} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
@@ -368,6 +370,12 @@ func (m *Metrics) collectChecks(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(m.votesOver, prometheus.GaugeValue, float64(dropped))
+	if a := m.src.Aggregator(); a != nil {
+		now := time.Now()
+		for _, s := range a.Shifts(now) {
+			ch <- prometheus.MustNewConstMetric(m.shifted, prometheus.GaugeValue, s.Expires.Sub(now).Seconds(), s.Region)
+		}
+	}
 }
 
 func b2f(b bool) float64 {

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +97,15 @@ func TestShifts(t *testing.T) {
 	}
 	if want := []string{"198.18.1.5 unhealthy: region r1 is shifted away", "198.18.1.6 healthy: no_results"}; !slices.Equal(answers, want) {
 		t.Errorf("geo's answers %q, want %q", answers, want)
+	}
+	resp, err := http.Get(s.http.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^steadydns_shift_remaining_seconds\{region="r1"\} 1[78]\d\d(\.\d+)?(e\+03)?$`).Match(body) {
+		t.Errorf("/metrics lacks r1's shift with about 30 minutes left:\n%s", regexp.MustCompile(`(?m)^steadydns_shift.*$`).FindAll(body, -1))
 	}
 	var evs struct{ Events []map[string]any }
 	s.get(t, "/api/v1/events", &evs)
