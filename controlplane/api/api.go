@@ -20,6 +20,7 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/history"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/selection"
 )
@@ -31,6 +32,9 @@ type State interface {
 	Source
 	Events() *health.EventLog
 	Records() *records.Compiled
+	// History is the results of this host's prober; nil where it probes
+	// nothing.
+	History() *history.Store
 	// SetAdmin and SetExternal change a check's state: on a single host
 	// in its aggregator, in a fleet in every aggregator.
 	SetAdmin(id, value string) error
@@ -83,6 +87,7 @@ func Handler(st State, m *Metrics) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) { events(w, r, st) })
+	mux.HandleFunc("GET /api/v1/checks/{id}/history", func(w http.ResponseWriter, r *http.Request) { checkHistory(w, r, st) })
 	return mux
 }
 

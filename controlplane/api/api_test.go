@@ -23,6 +23,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
 	"github.com/steadydns/steadydns/controlplane/healthtable"
+	"github.com/steadydns/steadydns/controlplane/history"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/prober"
@@ -82,6 +83,7 @@ type server struct {
 	index    *health.Index
 	metrics  *api.Metrics
 	http     *httptest.Server
+	history  *history.Store // this host's prober's results
 }
 
 func (s *server) XDPOutcomes() (map[string]uint64, error) {
@@ -91,6 +93,7 @@ func (s *server) Aggregator() *health.Aggregator { return s.agg }
 func (s *server) Table() *edge.Table             { return s.table }
 func (s *server) Events() *health.EventLog       { return &s.events }
 func (s *server) Records() *records.Compiled     { return s.compiled }
+func (s *server) History() *history.Store        { return s.history }
 
 // entry is check id's entry in the table.
 func (s *server) entry(id string) uint32 {
@@ -140,7 +143,7 @@ func newServerWith(t *testing.T, cfgText string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cfg: cfg}
+	s := &server{cfg: cfg, history: history.New()}
 	if s.index, err = health.AssignConfig(cfg, nil); err != nil {
 		t.Fatal(err)
 	}

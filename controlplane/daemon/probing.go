@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/history"
+	"github.com/steadydns/steadydns/controlplane/state"
 	"github.com/steadydns/steadydns/prober"
 )
 
@@ -24,6 +27,10 @@ type probing struct {
 	region string
 	period time.Duration
 	emit   func(frame []byte) // to the aggregator in process, or the fleet
+	// history keeps the results, written to dir (server.state_dir)
+	// every historyGap and at the stop.
+	history *history.Store
+	dir     string
 
 	stopLoop context.CancelFunc
 	loop     sync.WaitGroup
@@ -36,15 +43,34 @@ func openProbing(cfg *config.Config, host, region string, netns prober.Netns, ob
 	if err != nil {
 		return nil, err
 	}
+	hist := history.New()
+	dir := cfg.Server.StateDir
+	// The history is for people: one that cannot be read is started
+	// over rather than stopping the start.
+	if saved, err := state.LoadHistory(dir); err != nil {
+		slog.Warn("starting without the check history", "error", err)
+	} else {
+		hist.Restore(saved)
+	}
 	sched := prober.NewScheduler(prober.Options{Netns: netns, OnResult: func(r prober.Result) {
 		framer.Record(r)
+		hist.Add(r.ID, r.Time, r.Healthy, r.Latency)
 		observe(r)
 	}})
-	return &probing{sched: sched, framer: framer, region: region, period: cfg.Aggregation.PushInterval, emit: emit}, nil
+	return &probing{sched: sched, framer: framer, region: region, period: cfg.Aggregation.PushInterval, emit: emit, history: hist, dir: dir}, nil
+}
+
+// historyGap is how often the history file is written: losing the last
+// minutes of it to a crash costs no answer, and it holds every bucket.
+const historyGap = time.Minute
+
+func (pr *probing) saveHistory() error {
+	return state.SaveHistory(pr.dir, pr.history.Snapshot(), time.Now())
 }
 
 // apply hands the scheduler and the framer the plan's probes.
 func (pr *probing) apply(p *Plan) error {
+	pr.history.Retain(p.Config.Checks.Has)
 	probes := pr.probes(p)
 	if err := pr.sched.Update(probes); err != nil {
 		return err
@@ -71,11 +97,26 @@ func (pr *probing) probes(p *Plan) map[string]prober.Probe {
 func (pr *probing) start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	pr.stopLoop = stop
-	pr.loop.Add(1)
+	pr.loop.Add(2)
 	go func() {
 		defer pr.loop.Done()
 		background()
 		pr.framer.Run(ctx, pr.period, pr.emit)
+	}()
+	go func() {
+		defer pr.loop.Done()
+		t := time.NewTicker(historyGap)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := pr.saveHistory(); err != nil {
+				slog.Warn("saving the check history", "error", err)
+			}
+		}
 	}()
 	return nil
 }
@@ -83,7 +124,7 @@ func (pr *probing) start() error {
 func (pr *probing) stop(context.Context, bool) error {
 	pr.stopLoop()
 	pr.loop.Wait()
-	return nil
+	return pr.saveHistory()
 }
 
 func (pr *probing) close(context.Context) error { pr.sched.Close(); return nil }

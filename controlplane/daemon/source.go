@@ -7,6 +7,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/history"
 	"github.com/steadydns/steadydns/controlplane/records"
 )
 
@@ -113,4 +114,12 @@ func (d *Daemon) Fleet() api.FleetView {
 		v.NATSRefused = map[string]uint64{"publish": r.Publish, "subscribe": r.Subscribe, "client": r.Clients, "route": r.Routes}
 	}
 	return v
+}
+
+// History implements api.State: the results of this host's prober.
+func (d *Daemon) History() *history.Store {
+	if d.probe == nil {
+		return nil
+	}
+	return d.probe.history
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/history"
 )
 
 // Version is the file's format. A file of another version is not read:
@@ -119,12 +120,19 @@ func Save(dir string, f File) error {
 	if len(b) > MaxBytes {
 		return fmt.Errorf("writing the state file: %d bytes, more than %d", len(b), MaxBytes)
 	}
+	return write(dir, name, b)
+}
+
+// write writes b as the file name in dir, making dir if needed, through
+// a temporary file that is synced and renamed over the old one, so a
+// crash at any point leaves the old file or the new one.
+func write(dir, name string, b []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("making the state directory: %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, name+".*")
 	if err != nil {
-		return fmt.Errorf("writing the state file: %w", err)
+		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
 	}
 	_, err = tmp.Write(b)
 	if err == nil {
@@ -134,11 +142,11 @@ func Save(dir string, f File) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), Path(dir))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("writing the state file: %w", err)
+		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
 	}
 	// The rename is durable once the directory is.
 	d, err := os.Open(dir)
@@ -234,4 +242,62 @@ func lastAside(dir string) (string, error) {
 	// Unix times of the same number of digits sort as strings; a count
 	// after one sorts after it.
 	return filepath.Join(dir, slices.Max(names)), nil
+}
+
+// historyName is the history file's name in server.state_dir.
+const historyName = "history.json"
+
+// historyVersion is the history file's format.
+const historyVersion = 1
+
+// History is the history file's content: each check's results, by id.
+// It is kept apart from the state file, which is written on every
+// change: the history is larger and written less often.
+type History struct {
+	Version int
+	Written time.Time
+	Checks  map[string]history.Series
+}
+
+// SaveHistory writes checks' series as the history file in dir, as Save
+// writes the state file.
+func SaveHistory(dir string, checks map[string]history.Series, now time.Time) error {
+	b, err := json.Marshal(History{Version: historyVersion, Written: now, Checks: checks})
+	if err != nil {
+		return fmt.Errorf("encoding the history file: %w", err)
+	}
+	if len(b) > MaxBytes {
+		return fmt.Errorf("writing the history file: %d bytes, more than %d", len(b), MaxBytes)
+	}
+	return write(dir, historyName, b)
+}
+
+// LoadHistory reads the history file in dir; a missing one is no
+// history. Unlike the state file's, a history file that cannot be used
+// is an error the caller may start without: no answer depends on it.
+func LoadHistory(dir string) (map[string]history.Series, error) {
+	path := filepath.Join(dir, historyName)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the history file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("reading the history file %s: %w", path, err)
+	case len(b) > MaxBytes:
+		return nil, fmt.Errorf("reading the history file %s: larger than %d bytes", path, MaxBytes)
+	}
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("decoding the history file %s: %w", path, err)
+	}
+	if h.Version != historyVersion {
+		return nil, fmt.Errorf("reading the history file %s: format version %d, this build reads %d", path, h.Version, historyVersion)
+	}
+	return h.Checks, nil
 }

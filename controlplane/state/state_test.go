@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/history"
 	"github.com/steadydns/steadydns/controlplane/state"
 )
 
@@ -292,5 +293,28 @@ func TestRecoverCannotMove(t *testing.T) {
 		if got := movedContent(t, state.Path(dir)); got != before {
 			t.Errorf("reset %v: the file holds %q, want %q", reset, got, before)
 		}
+	}
+}
+
+// TestHistoryRoundTrip: what SaveHistory writes LoadHistory reads back;
+// no file is no history, and a file of another version an error naming
+// it.
+func TestHistoryRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if h, err := state.LoadHistory(dir); h != nil || err != nil {
+		t.Fatalf("no file: %v, %v; want nothing", h, err)
+	}
+	in := map[string]history.Series{"web1": {Fine: []history.Bucket{{1_800_000_000, 2, 1, 300, 200}}, Coarse: []history.Bucket{{1_800_000_000, 2, 1, 300, 200}}}}
+	if err := state.SaveHistory(dir, in, time.Unix(1_800_000_000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := state.LoadHistory(dir)
+	if err != nil || !reflect.DeepEqual(out, in) {
+		t.Errorf("loaded %v, %v; want %v", out, err, in)
+	}
+	path := filepath.Join(dir, "history.json")
+	os.WriteFile(path, []byte(`{"Version":9}`), 0o600)
+	if _, err := state.LoadHistory(dir); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "version 9") {
+		t.Errorf("version 9: %v, want an error naming %s and the version", err, path)
 	}
 }
