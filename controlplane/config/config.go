@@ -119,9 +119,20 @@ type Debug struct {
 
 // Zone is an RFC 1035 zone file served for an origin.
 type Zone struct {
-	Origin string // fully qualified, lowercase
-	File   string // absolute; relative paths in the config resolve against its directory
+	Origin string  // fully qualified, lowercase
+	File   string  // absolute; relative paths in the config resolve against its directory
+	DNSSEC *DNSSEC // nil: answers are signed only as the zone file signs them
 }
+
+// DNSSEC turns on online signing for a zone.
+type DNSSEC struct {
+	Keys      string // key directory, absolute; created with keys when empty
+	Algorithm string // ecdsap256sha256 (default) or ed25519, lowercase
+	Split     bool   // a KSK and a ZSK rather than one combined key
+}
+
+// DNSSEC algorithms a zone may name.
+var DNSSECAlgorithms = []string{"ecdsap256sha256", "ed25519"}
 
 // Check is one health check. Fields that do not apply to its Type keep their
 // zero value: the loader rejects keys that do not apply, so a zero value

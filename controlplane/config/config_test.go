@@ -157,6 +157,10 @@ func TestErrors(t *testing.T) {
 		{"string expected", "server:\n  listen: [\"198.18.0.2:53\"]\n  api: {host: x}\n", `config.yaml:3: server.api: expected a string, got a mapping`},
 		{"zone file missing", base + "  - origin: other.test.\n    file: zones/other.zone\n", `config.yaml:7: zones[1].file: open ` + "DIR" + `/zones/other.zone: no such file or directory`},
 		{"zone file is a directory", base + "  - origin: other.test.\n    file: .\n", `config.yaml:7: zones[1].file: DIR is a directory`},
+		{"dnssec keys missing", base + "    dnssec:\n      algorithm: ed25519\n", `config.yaml:6: zones[0].dnssec.keys: required`},
+		{"dnssec algorithm unknown", base + "    dnssec:\n      keys: k\n      algorithm: rsasha1\n", `config.yaml:8: zones[0].dnssec.algorithm: unknown algorithm "rsasha1", want one of ecdsap256sha256, ed25519`},
+		{"dnssec unknown key", base + "    dnssec:\n      keys: k\n      nsec3: true\n", `config.yaml:8: zones[0].dnssec.nsec3: unknown key`},
+		{"dnssec split not a bool", base + "    dnssec:\n      keys: k\n      split: 2\n", `config.yaml:8: zones[0].dnssec.split: expected true or false, got "2"`},
 
 		// health checks: shape
 		{"check id", base + "health_checks:\n  web.1:\n    type: tcp\n    port: 80\n", `config.yaml:7: health_checks.web.1: check id "web.1" may contain only letters, digits, '_' and '-'`},
@@ -810,5 +814,31 @@ records:
 		if len(r.Answers) != 2 || r.Answers[1].Check != "b" {
 			t.Errorf("record %s: got answers %+v, want the two of the anchor", r.Name, r.Answers)
 		}
+	}
+}
+
+func TestZoneDNSSEC(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       *DNSSEC
+	}{
+		{"off", "", nil},
+		{"defaults", "    dnssec:\n      keys: keys/example.test\n", &DNSSEC{Keys: "DIR/keys/example.test", Algorithm: "ecdsap256sha256"}},
+		{"split ed25519", "    dnssec:\n      keys: /var/lib/k\n      algorithm: ED25519\n      split: true\n", &DNSSEC{Keys: "/var/lib/k", Algorithm: "ed25519", Split: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, base+tc.yaml)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, _ := os.Getwd()
+			got := c.Zones[0].DNSSEC
+			if tc.want != nil {
+				tc.want.Keys = strings.ReplaceAll(tc.want.Keys, "DIR", dir)
+			}
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Fatalf("dnssec %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

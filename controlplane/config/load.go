@@ -157,7 +157,8 @@ var (
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined", "max_lifetime"}
 	debugKeys       = []string{"name", "allow"}
 	geoKeys         = []string{"regions"}
-	zoneKeys        = []string{"origin", "file"}
+	zoneKeys        = []string{"origin", "file", "dnssec"}
+	dnssecKeys      = []string{"keys", "algorithm", "split"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
 	answerKeys      = []string{"value", "alias", "evaluate_target_health", "check", "weight", "priority", "backup", "region"}
 	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis", "checker_timeout"}
@@ -357,7 +358,26 @@ func (d *decoder) zone(f fields) Zone {
 		}
 		z.File = abs
 	}
+	if f.has("dnssec") {
+		z.DNSSEC = d.dnssec(f.mapping("dnssec", dnssecKeys))
+	}
 	return z
+}
+
+func (d *decoder) dnssec(f fields) *DNSSEC {
+	s := &DNSSEC{Algorithm: DNSSECAlgorithms[0]}
+	f.str("keys", &s.Keys)
+	if s.Keys != "" && !filepath.IsAbs(s.Keys) {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("zones")), s.Keys))
+		if err != nil {
+			d.errorf(f.get("keys"), f.key("keys"), "resolving key directory path: %v", err)
+		}
+		s.Keys = abs
+	}
+	f.str("algorithm", &s.Algorithm)
+	s.Algorithm = strings.ToLower(s.Algorithm)
+	f.bool("split", &s.Split)
+	return s
 }
 
 func (d *decoder) record(f fields) Record {

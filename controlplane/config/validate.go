@@ -180,6 +180,14 @@ func (v *validator) zones() {
 		} else if err := readable(z.File); err != nil {
 			v.errorf(key+".file", "%v", err)
 		}
+		if s := z.DNSSEC; s != nil {
+			if s.Keys == "" {
+				v.errorf(key+".dnssec.keys", "required")
+			}
+			if !slices.Contains(DNSSECAlgorithms, s.Algorithm) {
+				v.errorf(key+".dnssec.algorithm", "unknown algorithm %q, want one of %s", s.Algorithm, strings.Join(DNSSECAlgorithms, ", "))
+			}
+		}
 	}
 }
 
