@@ -101,7 +101,11 @@ func (l *EventLog) Take(ev Event) {
 	}
 	l.events = append(l.events, ev)
 	l.mu.Unlock()
-	slog.Info("health transition", "check", ev.Check, "from", ev.From, "to", ev.To, "reason", ev.Reason, "detail", ev.Detail, "host", ev.Host)
+	subject := []any{"check", ev.Check}
+	if ev.Region != "" {
+		subject = []any{"region", ev.Region}
+	}
+	slog.Info("health transition", append(subject, "from", ev.From, "to", ev.To, "reason", ev.Reason, "detail", ev.Detail, "host", ev.Host)...)
 }
 
 // Events returns the recent transitions, oldest first.
