@@ -21,7 +21,7 @@ type Index struct {
 	checks  config.Checks
 	entries []uint32 // per check, in the config's order
 	// owners is, per table entry, the position of its check, noCheck if
-	// none, or derivedAt(d) for the d-th derived entry.
+	// none, or derivedEntry.
 	owners  []int32
 	regions []string  // server.geo's region names, by id - 1
 	derived []Derived // sorted by check position, then region
@@ -38,10 +38,11 @@ type Derived struct {
 	Region uint8  // the region's server.geo id
 }
 
-const noCheck = -1
-
-// derivedAt is how owners marks the d-th derived entry.
-func derivedAt(d int) int32 { return int32(-2 - d) }
+// What owners holds for an entry no check owns.
+const (
+	noCheck      = -1
+	derivedEntry = -2
+)
 
 // Assign gives every check a table index. Indexes already assigned in prev
 // are kept, so a reload never moves a check. A new check starts at a slot
@@ -131,7 +132,7 @@ func (x *Index) derive(pairs []pair, prev *Index, slots uint32) {
 	at := make([]uint32, len(pairs))
 	for d, p := range pairs {
 		if i, ok := prev.RegionEntry(p.check, p.region); ok && int(i) < len(x.owners) && i != 0 && x.owners[i] == noCheck {
-			at[d], x.owners[i] = i, derivedAt(d)
+			at[d], x.owners[i] = i, derivedEntry
 		}
 	}
 	for d, p := range pairs {
@@ -146,7 +147,7 @@ func (x *Index) derive(pairs []pair, prev *Index, slots uint32) {
 		for x.owners[i+1] != noCheck {
 			i = (i + 1) % slots
 		}
-		at[d], x.owners[i+1] = i+1, derivedAt(d)
+		at[d], x.owners[i+1] = i+1, derivedEntry
 	}
 	for d, p := range pairs {
 		dv := Derived{Entry: at[d], Check: noCheck, Region: uint8(slices.Index(x.regions, p.region) + 1)}
@@ -155,13 +156,13 @@ func (x *Index) derive(pairs []pair, prev *Index, slots uint32) {
 		}
 		x.derived[d] = dv
 	}
-	// Sorted for RegionEntry's search; owners follow the entries.
-	slices.SortFunc(x.derived, func(a, b Derived) int {
-		return cmp.Or(cmp.Compare(a.Check, b.Check), cmp.Compare(a.Region, b.Region))
-	})
-	for d, dv := range x.derived {
-		x.owners[dv.Entry] = derivedAt(d)
-	}
+	// Sorted for RegionEntry's search.
+	slices.SortFunc(x.derived, byCheckRegion)
+}
+
+// byCheckRegion orders derived entries by check, then region.
+func byCheckRegion(a, b Derived) int {
+	return cmp.Or(cmp.Compare(a.Check, b.Check), cmp.Compare(a.Region, b.Region))
 }
 
 // Len is the number of checks.
@@ -202,9 +203,7 @@ func (x *Index) RegionEntry(check, region string) (uint32, bool) {
 		}
 		key.Check = int32(k)
 	}
-	d, ok := slices.BinarySearchFunc(x.derived, key, func(a, b Derived) int {
-		return cmp.Or(cmp.Compare(a.Check, b.Check), cmp.Compare(a.Region, b.Region))
-	})
+	d, ok := slices.BinarySearchFunc(x.derived, key, byCheckRegion)
 	if !ok {
 		return 0, false
 	}
