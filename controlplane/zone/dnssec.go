@@ -2,6 +2,7 @@ package zone
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -9,11 +10,130 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The zone is signed offline: Lookup serves the RRSIG, NSEC and NSEC3
-// records of the zone file and never signs. Denial is best effort: for each
-// name to deny it returns the NSEC or NSEC3 record that matches the name or
-// covers it, found by canonical or hash order, with its signatures. The
-// callers pick the names as RFC 4035 §3.1.3 and RFC 5155 §7.2 list them.
+// A zone is signed offline or online.
+//
+// Offline, Lookup serves the RRSIG, NSEC and NSEC3 records of the zone file
+// and never signs. Denial is best effort: for each name to deny it returns
+// the NSEC or NSEC3 record that matches the name or covers it, found by
+// canonical or hash order, with its signatures. The callers pick the names
+// as RFC 4035 §3.1.3 and RFC 5155 §7.2 list them.
+//
+// Online (SignOnline), every set a DO lookup returns is signed as it is
+// returned, wildcard answers as if the query's name owned them, and denial
+// is compact: NOERROR with one NSEC owned by the query's name, whose next
+// name \000.name covers no other name, whose bitmap lists the types the
+// name has and, for a name that does not exist, NXNAME ("black lies",
+// draft-ietf-dnsop-compact-denial-of-existence). Nothing is precomputed
+// per name and the zone cannot be walked.
+
+// Signer signs a zone's sets online: controlplane/dnssec.Signer.
+type Signer interface {
+	DNSKEYs() []dns.RR
+	Sign(rrset []dns.RR) ([]dns.RR, error)
+}
+
+// SignOnline makes z signed by s: its apex gets s's DNSKEY set, and DO
+// lookups are signed as they are made. A zone file that holds DNSSEC
+// records of its own is signed offline already and is refused.
+func (z *Zone) SignOnline(s Signer) error {
+	for _, n := range z.nodes {
+		for _, t := range []uint16{dns.TypeDNSKEY, dns.TypeRRSIG, dns.TypeNSEC} {
+			if n.sets[t] != nil {
+				return fmt.Errorf("signing %s online: the zone file has %s records: it is signed already", z.origin, dns.TypeToString[t])
+			}
+		}
+	}
+	if len(z.hashed) > 0 {
+		return fmt.Errorf("signing %s online: the zone file has NSEC3 records: it is signed already", z.origin)
+	}
+	for _, k := range s.DNSKEYs() {
+		k = dns.Copy(k)
+		k.Header().Name = z.apex.name
+		z.apex.sets[dns.TypeDNSKEY] = append(z.apex.sets[dns.TypeDNSKEY], k)
+	}
+	z.online = s
+	return nil
+}
+
+// Online reports whether z is signed online.
+func (z *Zone) Online() bool { return z.online != nil }
+
+// Sign returns the signatures of rrset, a set of z that z does not hold
+// itself (a health-checked answer), when z is signed online; nil when not.
+func (z *Zone) Sign(rrset []dns.RR) ([]dns.RR, error) {
+	if z.online == nil || len(rrset) == 0 {
+		return nil, nil
+	}
+	return z.online.Sign(rrset)
+}
+
+// online reports whether this lookup signs as it goes.
+func (l *lookup) online() bool { return l.do && l.z.online != nil }
+
+// sign returns the signatures of rrs. A failure leaves the lookup without
+// a kind, so that it is answered SERVFAIL, never unsigned.
+func (l *lookup) sign(rrs []dns.RR) []dns.RR {
+	sigs, err := l.z.online.Sign(rrs)
+	if err != nil {
+		l.failed = true
+	}
+	return sigs
+}
+
+// blackLie returns the signed NSEC that denies name any type but types,
+// and with nxname that it exists.
+func (l *lookup) blackLie(name string, types []uint16, nxname bool) []dns.RR {
+	bitmap := append(slices.Clone(types), dns.TypeRRSIG, dns.TypeNSEC)
+	if nxname {
+		bitmap = append(bitmap, dns.TypeNXNAME)
+	}
+	slices.Sort(bitmap)
+	nsec := []dns.RR{&dns.NSEC{
+		Hdr:        dns.RR_Header{Name: name, Rrtype: dns.TypeNSEC, Class: dns.ClassINET, Ttl: l.z.negSOA[0].Header().Ttl},
+		NextDomain: `\000.` + lower(name),
+		TypeBitMap: slices.Compact(bitmap),
+	}}
+	return append(nsec, l.sign(nsec)...)
+}
+
+// dynamicDenial adds, signed online, the NSEC a dynamic set's NODATA
+// needs should its selection answer nothing: n's types but the one asked
+// and CNAME, either of which would claim the data is there.
+func (l *lookup) dynamicDenial(name string, n *node) {
+	if !l.online() {
+		return
+	}
+	types := slices.DeleteFunc(present(n), func(t uint16) bool { return t == l.qtype || t == dns.TypeCNAME })
+	l.res.Ns = append(l.res.Ns, l.blackLie(name, types, false)...)
+}
+
+// present returns the types n has, dynamic sets included, sorted.
+func present(n *node) []uint16 {
+	ts := types(n)
+	for t := range n.dynamic {
+		if !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// signedAddresses is addresses for an additional section signed online.
+func (l *lookup) signedAddresses(target string) []dns.RR {
+	n := l.z.nodes[lower(target)]
+	if n == nil {
+		return nil
+	}
+	var out []dns.RR
+	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		if set := n.sets[t]; set != nil {
+			out = append(out, set...)
+			out = append(out, l.sign(set)...)
+		}
+	}
+	return out
+}
 
 // proof returns the denial records for names, without duplicates.
 func (z *Zone) proof(names ...string) []dns.RR {

@@ -57,14 +57,14 @@ func (z *Zone) Lookup(qname string, qtype uint16, do bool) Result {
 	for hop := 1; ; hop++ {
 		next, more := l.step(name, hop == 1)
 		if !more {
-			return l.res
+			return l.result()
 		}
 		// Past here the resolver follows the chain itself: it left the
 		// zone, loops, or is too long.
 		key := lower(next)
 		if hop > maxChain || !z.holds(key) || slices.Contains(seen, key) {
 			l.res.Kind = Answer
-			return l.res
+			return l.result()
 		}
 		seen = append(seen, key)
 		name = next
@@ -72,10 +72,18 @@ func (z *Zone) Lookup(qname string, qtype uint16, do bool) Result {
 }
 
 type lookup struct {
-	z     *Zone
-	qtype uint16
-	do    bool
-	res   Result
+	z      *Zone
+	qtype  uint16
+	do     bool
+	res    Result
+	failed bool // online signing failed: no kind, so the caller fails
+}
+
+func (l *lookup) result() Result {
+	if l.failed {
+		return Result{}
+	}
+	return l.res
 }
 
 // step looks up one name of a chain. It returns the next name when it
@@ -122,6 +130,13 @@ func (l *lookup) missing(name, ceKey, closer string) (string, bool) {
 	if w := l.z.nodes["*."+ceKey]; w != nil {
 		return l.at(name, w, &wildcard{ce: ceKey, closer: closer})
 	}
+	if l.online() {
+		// A black lie: the name exists, with no data (see dnssec.go).
+		l.res.Kind = NoData
+		l.negative()
+		l.res.Ns = append(l.res.Ns, l.blackLie(name, nil, true)...)
+		return "", false
+	}
 	l.res.Kind = NXDomain
 	l.negative()
 	if l.do {
@@ -145,6 +160,7 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		r.Kind = Dynamic
 		r.DynamicName, r.DynamicType = lower(name), dns.TypeCNAME
 		l.negative()
+		l.dynamicDenial(name, n)
 	case n.sets[dns.TypeCNAME] != nil && t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC:
 		r.Answer = append(r.Answer, l.rrset(name, n, dns.TypeCNAME)...)
 		l.wildcardProof(w)
@@ -158,10 +174,13 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		r.Kind = Dynamic
 		r.DynamicName, r.DynamicType = lower(name), t
 		l.negative()
+		l.dynamicDenial(name, n)
 	default:
 		r.Kind = NoData
 		l.negative()
 		switch {
+		case l.online():
+			r.Ns = append(r.Ns, l.blackLie(name, present(n), false)...)
 		case !l.do:
 		case w != nil:
 			r.Ns = append(r.Ns, l.z.nxProof(w.ce, w.closer)...)
@@ -183,10 +202,15 @@ func (l *lookup) any(name string, n *node) []dns.RR {
 			}
 		}
 	}
-	return []dns.RR{&dns.HINFO{
+	hinfo := []dns.RR{&dns.HINFO{
 		Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: anyTTL},
 		Cpu: "RFC8482",
 	}}
+	if l.online() {
+		// A name with dynamic sets alone: signed, it validates too.
+		return append(hinfo, l.sign(hinfo)...)
+	}
+	return hinfo
 }
 
 // dname follows the DNAME at n, an ancestor of name (RFC 6672 §3.1).
@@ -194,7 +218,10 @@ func (l *lookup) dname(name string, n *node) (string, bool) {
 	r := &l.res
 	d := n.sets[dns.TypeDNAME][0].(*dns.DNAME)
 	r.Answer = append(r.Answer, d)
-	if l.do {
+	switch {
+	case l.online():
+		r.Answer = append(r.Answer, l.sign(n.sets[dns.TypeDNAME])...)
+	case l.do:
 		r.Answer = append(r.Answer, n.sigs(dns.TypeDNAME)...)
 	}
 	target := name[:len(name)-len(n.name)] + d.Target
@@ -219,10 +246,18 @@ func (l *lookup) referral(n *node) {
 	r.Kind, r.Authoritative = Referral, false
 	r.Ns = append(r.Ns, n.sets[dns.TypeNS]...)
 	if l.do {
-		if ds := n.sets[dns.TypeDS]; ds != nil {
+		ds := n.sets[dns.TypeDS]
+		switch {
+		case l.online() && ds != nil:
+			r.Ns = append(r.Ns, ds...)
+			r.Ns = append(r.Ns, l.sign(ds)...)
+		case l.online():
+			// No DS: the NSEC at the cut says so (RFC 4035 §3.1.4.1).
+			r.Ns = append(r.Ns, l.blackLie(n.name, []uint16{dns.TypeNS}, false)...)
+		case ds != nil:
 			r.Ns = append(r.Ns, ds...)
 			r.Ns = append(r.Ns, n.sigs(dns.TypeDS)...)
-		} else {
+		default:
 			r.Ns = append(r.Ns, l.z.proof(lower(n.name))...) // an unsigned delegation
 		}
 	}
@@ -252,7 +287,11 @@ func (l *lookup) additional(rrs []dns.RR) {
 			continue
 		}
 		done = append(done, key)
-		l.res.Extra = append(l.res.Extra, l.z.addresses(key, l.do)...)
+		if l.online() {
+			l.res.Extra = append(l.res.Extra, l.signedAddresses(key)...)
+		} else {
+			l.res.Extra = append(l.res.Extra, l.z.addresses(key, l.do)...)
+		}
 	}
 }
 
@@ -292,7 +331,10 @@ func (l *lookup) negative() {
 	} else {
 		l.res.Ns = append(l.res.Ns, l.z.negSOA...)
 	}
-	if l.do {
+	switch {
+	case l.online():
+		l.res.Ns = append(l.res.Ns, l.sign(l.z.negSOA)...)
+	case l.do:
 		l.res.Ns = append(l.res.Ns, l.z.negSigs...)
 	}
 }
@@ -301,7 +343,10 @@ func (l *lookup) negative() {
 // by name.
 func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
 	out := owned(n.sets[t], name)
-	if l.do {
+	switch {
+	case l.online():
+		out = append(out, l.sign(out)...)
+	case l.do:
 		out = append(out, owned(n.sigs(t), name)...)
 	}
 	return out

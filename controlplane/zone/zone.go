@@ -36,6 +36,8 @@ type Zone struct {
 	// The SOA and its signatures as NODATA and NXDOMAIN carry them, with
 	// the TTL of RFC 2308 §5.
 	negSOA, negSigs []dns.RR
+
+	online Signer // signs answers as they are made; nil for an unsigned or offline-signed zone
 }
 
 type node struct {
