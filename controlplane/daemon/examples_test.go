@@ -24,22 +24,23 @@ import (
 //
 //	#   [when COND[, COND]: ][from ADDR: ]NAME TYPE -> RESULT
 //
-// COND is "CHECK down"; RESULT is the CNAME targets and addresses
+// COND is "CHECK down" or "REGION shifted"; RESULT is the CNAME targets and addresses
 // answered, "one of ADDR..." (a single answer, each of them seen over
 // many queries), nodata or servfail.
 var expectLine = regexp.MustCompile(`^#\s+(?:when ([^:]+): )?(?:from (\S+): )?(\S+) (A|AAAA|CNAME) -> (.+)$`)
 
 type expectation struct {
 	line   int
-	down   []string
-	from   string
+	down    []string
+	shifted []string // regions shifted away
+	from    string
 	name   string
 	qtype  uint16
 	result string
 }
 
 func (x expectation) String() string {
-	return fmt.Sprintf("line %d: down %v from %q: %s %s -> %s", x.line, x.down, x.from, x.name, dns.TypeToString[x.qtype], x.result)
+	return fmt.Sprintf("line %d: down %v shifted %v from %q: %s %s -> %s", x.line, x.down, x.shifted, x.from, x.name, dns.TypeToString[x.qtype], x.result)
 }
 
 func readExpectations(t *testing.T, path string) []expectation {
@@ -61,9 +62,13 @@ func readExpectations(t *testing.T, path string) []expectation {
 			if cond = strings.TrimSpace(cond); cond == "" {
 				continue
 			}
+			if region, ok := strings.CutSuffix(cond, " shifted"); ok {
+				x.shifted = append(x.shifted, region)
+				continue
+			}
 			check, ok := strings.CutSuffix(cond, " down")
 			if !ok {
-				t.Fatalf("%s:%d: condition %q is not CHECK down", path, n, cond)
+				t.Fatalf("%s:%d: condition %q is not CHECK down or REGION shifted", path, n, cond)
 			}
 			x.down = append(x.down, check)
 		}
@@ -142,8 +147,35 @@ func runExample(t *testing.T, src, path string) {
 			t.Fatalf("setting %s %s: %s", check, state, resp.Status)
 		}
 	}
+	// The regions some line shifts, shifted away or back for each line.
+	var regions []string
+	for _, x := range expect {
+		for _, r := range x.shifted {
+			if !slices.Contains(regions, r) {
+				regions = append(regions, r)
+			}
+		}
+	}
+	shift := func(region string, away bool) {
+		req, _ := http.NewRequest(http.MethodDelete, "http://127.0.0.1:9153/api/v1/shifts/"+region, nil)
+		if away {
+			req, _ = http.NewRequest(http.MethodPut, "http://127.0.0.1:9153/api/v1/shifts/"+region, strings.NewReader(`{"duration": "10m", "reason": "example"}`))
+		}
+		resp, err := api.Do(req)
+		if err != nil {
+			t.Fatalf("shifting %s away (%v): %v", region, away, err)
+		}
+		resp.Body.Close()
+		// Cancelling a shift there is not is 404, and changes nothing.
+		if resp.StatusCode != http.StatusNoContent && (away || resp.StatusCode != http.StatusNotFound) {
+			t.Fatalf("shifting %s away (%v): %s", region, away, resp.Status)
+		}
+	}
 	sources := map[string]bool{env.Client.V4.String(): true}
 	for _, x := range expect {
+		for _, r := range regions {
+			shift(r, slices.Contains(x.shifted, r))
+		}
 		for _, c := range x.down {
 			if !slices.Contains(forced, c) {
 				t.Fatalf("%v: %q is no check of the example that an override sets", x, c)
