@@ -189,7 +189,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 		switch {
 		case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, q.qtype):
 			rrs, n = res.Answer, len(res.Answer)
-		case res.Kind == zone.Dynamic && res.DynamicType == q.qtype && len(res.Answer) == 0 && v.Records != nil:
+		case res.Kind == zone.Dynamic && res.DynamicType == q.qtype && len(res.Answer) == 0 && v.Records != nil && !(q.do && z.Online()):
 			// Not a CNAME set's name: the handler follows the CNAME.
 			dynName, dynType = res.DynamicName, res.DynamicType
 		default:

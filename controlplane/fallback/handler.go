@@ -169,10 +169,11 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 		return done(dns.RcodeYXDomain, OutcomeYXDomain)
 	case zone.Dynamic:
 		query := Query{Client: client, ECS: subnet(qopt)}
+		do := qopt != nil && qopt.Do()
 		if res.DynamicType == dns.TypeCNAME {
-			return done(s.cname(m, opt, v, q, res, query, qopt != nil && qopt.Do()))
+			return done(s.cname(m, opt, v, q, res, query, do, signer(z, do)))
 		}
-		return done(s.dynamic(m, opt, v.Records, q, res, query, sc))
+		return done(s.dynamic(m, opt, v.Records, q, res, query, sc, signer(z, do)))
 	}
 	// No kind: the name was not in the zone Find returned. Fail rather
 	// than guess.
@@ -181,9 +182,17 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 	return done(dns.RcodeServerFailure, OutcomeServFail)
 }
 
+// signer returns z when a reply must carry z's online signatures.
+func signer(z *zone.Zone, do bool) *zone.Zone {
+	if do && z != nil && z.Online() {
+		return z
+	}
+	return nil
+}
+
 // dynamic fills m from the selection for a dynamic set and returns the
-// rcode and outcome.
-func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query, sc *scratch) (int, string) {
+// rcode and outcome. With sz, the zone signs the answer it selected.
+func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question, res zone.Result, query Query, sc *scratch, sz *zone.Zone) (int, string) {
 	var sel Selection
 	ok := false
 	switch {
@@ -230,6 +239,17 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 			answer = append(answer, &r.rr)
 		}
 	}
+	if sz != nil {
+		// Exactly the answers this reply holds; signed by content, so
+		// each set the selection produces is signed once per refresh.
+		sigs, err := sz.Sign(answer[len(answer)-n:])
+		if err != nil {
+			m.Authoritative = false
+			m.Answer, m.Ns, m.Extra = nil, nil, nil
+			return dns.RcodeServerFailure, OutcomeServFail
+		}
+		answer = append(answer, sigs...)
+	}
 	m.Answer = answer
 	return dns.RcodeSuccess, OutcomeNoError
 }
@@ -242,7 +262,9 @@ func (s *Server) dynamic(m *dns.Msg, opt *dns.OPT, recs Records, q dns.Question,
 // or after maxChain names, where the resolver follows it itself; the
 // rcode is that of the last name (RFC 6604). A CNAME query gets the
 // CNAME alone.
-func (s *Server) cname(m *dns.Msg, opt *dns.OPT, v *View, q dns.Question, res zone.Result, query Query, do bool) (int, string) {
+//
+// With sz, each CNAME is signed by the zone that owns it, sz first.
+func (s *Server) cname(m *dns.Msg, opt *dns.OPT, v *View, q dns.Question, res zone.Result, query Query, do bool, sz *zone.Zone) (int, string) {
 	fail := func() (int, string) {
 		m.Authoritative = false
 		m.Answer, m.Ns, m.Extra = nil, nil, nil
@@ -251,7 +273,7 @@ func (s *Server) cname(m *dns.Msg, opt *dns.OPT, v *View, q dns.Question, res zo
 	seen := []string{dns.CanonicalName(q.Name)}
 	for hop := 0; ; hop++ {
 		if res.DynamicType != dns.TypeCNAME {
-			return s.dynamic(m, opt, v.Records, q, res, query, nil)
+			return s.dynamic(m, opt, v.Records, q, res, query, nil, sz)
 		}
 		if v.Records == nil {
 			return fail()
@@ -268,20 +290,31 @@ func (s *Server) cname(m *dns.Msg, opt *dns.OPT, v *View, q dns.Question, res zo
 		if sel.Action == NoData {
 			return dns.RcodeSuccess, OutcomeNoData
 		}
-		m.Answer = append(m.Answer[:len(m.Answer):len(m.Answer)], &dns.CNAME{
+		cn := []dns.RR{&dns.CNAME{
 			Hdr:    dns.RR_Header{Name: chainEnd(q.Name, m.Answer), Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: sel.TTL},
 			Target: sel.Target,
-		})
+		}}
+		if sz != nil {
+			sigs, err := sz.Sign(cn)
+			if err != nil {
+				return fail()
+			}
+			cn = append(cn, sigs...)
+		}
+		m.Answer = append(m.Answer[:len(m.Answer):len(m.Answer)], cn...)
 		m.Ns, m.Extra = nil, nil
 		z := v.Zones.Find(sel.Target)
 		if q.Qtype == dns.TypeCNAME || z == nil || hop+1 >= maxChain || slices.Contains(seen, sel.Target) {
 			return dns.RcodeSuccess, OutcomeNoError
 		}
 		seen = append(seen, sel.Target)
+		sz = signer(z, do)
 		res = z.Lookup(sel.Target, q.Qtype, do)
 		m.Answer = append(m.Answer, res.Answer...)
 		m.Ns, m.Extra = res.Ns, res.Extra
 		switch res.Kind {
+		case 0:
+			return fail() // a signature failed: never answer unsigned
 		case zone.Dynamic:
 			continue
 		case zone.NoData:

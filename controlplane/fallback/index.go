@@ -173,7 +173,8 @@ func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) (indexed, boo
 	case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, qtype):
 		return indexed{n: len(res.Answer), signed: z.Signed(), answers: appendRRs(nil, res.Answer)}, true
 	case res.Kind == zone.Dynamic && res.DynamicType == qtype && len(res.Answer) == 0 && v.Records != nil:
-		return indexed{dynName: res.DynamicName, dynType: res.DynamicType}, true
+		// Signed online, DO gets the answer's signatures from the handler.
+		return indexed{dynName: res.DynamicName, dynType: res.DynamicType, signed: z.Online()}, true
 	}
 	return indexed{}, false
 }
@@ -202,7 +203,7 @@ func (x *wireIndex) find(key []byte) (indexed, bool) {
 		n := binary.LittleEndian.Uint32(e[entN:])
 		if e[entDyn] == 1 {
 			d := x.dyn[n]
-			return indexed{dynName: d.name, dynType: d.typ}, true
+			return indexed{dynName: d.name, dynType: d.typ, signed: e[entSigned] == 1}, true
 		}
 		alen := int(binary.LittleEndian.Uint32(e[entAnsLen:]))
 		a := e[entHeader+klen:]

@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"crypto"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/controlplane/dnssec"
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
 
@@ -111,5 +114,125 @@ www  A    198.18.1.1
 				}
 			}
 		}
+	}
+}
+
+// onlineZone loads text for origin, marks dyn A and cname CNAME dynamic
+// and signs it online with a new CSK.
+func onlineZone(t *testing.T, origin, text string, dyn ...string) (*zone.Zone, []dns.RR) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir+"/online.zone", text)
+	z, err := zone.Load(origin, dir+"/online.zone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range dyn {
+		typ := dns.TypeA
+		if strings.HasPrefix(name, "cname.") {
+			typ = dns.TypeCNAME
+		}
+		if err := z.MarkDynamic(name, typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := dnssec.Generate(dir+"/keys", origin, dns.ED25519, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dnssec.NewSigner(origin, keys, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := z.SignOnline(s); err != nil {
+		t.Fatal(err)
+	}
+	return z, s.DNSKEYs()
+}
+
+// verified returns the section's sets as "TYPE" in order, failing the test
+// for a set without a signature that verifies.
+func verified(t *testing.T, section []dns.RR, keys []dns.RR) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < len(section); {
+		h := section[i].Header()
+		if h.Rrtype == dns.TypeRRSIG {
+			t.Errorf("a signature with no set before it: %v", section[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(section) && section[j].Header().Rrtype == h.Rrtype && strings.EqualFold(section[j].Header().Name, h.Name) {
+			j++
+		}
+		set := section[i:j]
+		out = append(out, dns.TypeToString[h.Rrtype])
+		if j >= len(section) || section[j].Header().Rrtype != dns.TypeRRSIG {
+			t.Errorf("%s %s unsigned", h.Name, dns.TypeToString[h.Rrtype])
+			i = j
+			continue
+		}
+		sig := section[j].(*dns.RRSIG)
+		if err := sig.Verify(keys[0].(*dns.DNSKEY), set); err != nil || sig.TypeCovered != h.Rrtype {
+			t.Errorf("%s %s: signature %v: %v", h.Name, dns.TypeToString[h.Rrtype], sig, err)
+		}
+		i = j + 1
+	}
+	return out
+}
+
+func TestOnlineSigned(t *testing.T) {
+	z, keys := onlineZone(t, "online.test.", `$TTL 3600
+@    SOA  ns1 hostmaster 1 7200 900 1209600 300
+@    NS   ns1
+ns1  A    198.18.0.53
+www  A    198.18.1.1
+`, "dyn.online.test.", "down.online.test.", "cname.online.test.")
+	recs := &fakeRecords{sets: map[string]Selection{
+		"dyn.online.test. A":       {Action: Answer, TTL: 30, Addrs: []netip.Addr{netip.MustParseAddr("198.18.2.1"), netip.MustParseAddr("198.18.2.2")}},
+		"down.online.test. A":      {Action: NoData, TTL: 30},
+		"cname.online.test. CNAME": {Action: Answer, TTL: 30, Target: "dyn.online.test."},
+	}}
+	ts := start(t, &View{Zones: zone.NewZones(z), Records: recs})
+	tests := []struct {
+		name       string
+		q          *dns.Msg
+		answer, ns []string
+	}{
+		{"zone data", withEDNS(query("WWW.online.test.", dns.TypeA), 1232, true), []string{"A"}, nil},
+		{"dnskey", withEDNS(query("online.test.", dns.TypeDNSKEY), 1232, true), []string{"DNSKEY"}, nil},
+		{"health-checked set", withEDNS(query("dyn.online.test.", dns.TypeA), 1232, true), []string{"A"}, nil},
+		{"health-checked cname", withEDNS(query("cname.online.test.", dns.TypeA), 1232, true), []string{"CNAME", "A"}, nil},
+		{"all down nodata", withEDNS(query("down.online.test.", dns.TypeA), 1232, true), nil, []string{"SOA", "NSEC"}},
+		{"nodata", withEDNS(query("www.online.test.", dns.TypeTXT), 1232, true), nil, []string{"SOA", "NSEC"}},
+		{"nxdomain", withEDNS(query("nothere.online.test.", dns.TypeA), 1232, true), nil, []string{"SOA", "NSEC"}},
+	}
+	for _, tt := range tests {
+		for _, network := range []string{"udp", "tcp"} {
+			r := new(dns.Msg)
+			if err := r.Unpack(ts.exchange(t, network, pack(t, tt.q))); err != nil {
+				t.Fatal(err)
+			}
+			ts.outcome(t)
+			if r.Rcode != dns.RcodeSuccess {
+				t.Errorf("%s over %s: rcode %s, want NOERROR", tt.name, network, dns.RcodeToString[r.Rcode])
+			}
+			if got := verified(t, r.Answer, keys); !slices.Equal(got, tt.answer) {
+				t.Errorf("%s over %s: answer %v, want %v signed", tt.name, network, got, tt.answer)
+			}
+			if got := verified(t, r.Ns, keys); !slices.Equal(got, tt.ns) {
+				t.Errorf("%s over %s: authority %v, want %v signed", tt.name, network, got, tt.ns)
+			}
+		}
+	}
+	// Without DO the same sets come unsigned, through the fast path too.
+	r := new(dns.Msg)
+	if err := r.Unpack(ts.exchange(t, "udp", pack(t, withEDNS(query("dyn.online.test.", dns.TypeA), 1232, false)))); err != nil {
+		t.Fatal(err)
+	}
+	ts.outcome(t)
+	if len(r.Answer) != 2 {
+		t.Errorf("without DO: %v, want the two addresses alone", r.Answer)
 	}
 }
