@@ -52,8 +52,8 @@ func (c *Compiled) resolveAliases(cfg *config.Config) error {
 func (s *Set) copyOf(t *Set) {
 	v := t.Value
 	v.Zone, v.Ttl, v.TtlDegraded = s.Value.Zone, s.Value.Ttl, s.Value.TtlDegraded
-	// The alias is a health-checked set, which is never signed.
-	v.Flags &^= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+	// Signed as the alias's own zone is, not as the target's.
+	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 	s.Value = v
 	s.Policy = t.Policy
 	s.Addrs, s.Targets, s.Checks, s.Regions = t.Addrs, nil, t.Checks, t.Regions

@@ -27,7 +27,7 @@ type Set struct {
 	Targets []string     // per slot: a CNAME's target or an alias's, "" for an address
 	Checks  []string     // per slot: the check id, "" when always healthy
 	Regions []string     // per slot: the answer's region, "" for none
-	Value   bpf.SteadydnsRrset
+	Value   bpf.Set
 	// Fallback keeps the set out of the data plane's record table: a
 	// CNAME set, which XDP does not answer, or one that mixes an alias
 	// with other answers, whose selection nests the target's.
@@ -70,8 +70,8 @@ func (c *Compiled) Lookup(name string, qtype uint16) *Set {
 }
 
 // Entries are the record map contents.
-func (c *Compiled) Entries() map[loader.RecordKey]*bpf.SteadydnsRrset {
-	m := make(map[loader.RecordKey]*bpf.SteadydnsRrset, len(c.Sets))
+func (c *Compiled) Entries() map[loader.RecordKey]*bpf.Set {
+	m := make(map[loader.RecordKey]*bpf.Set, len(c.Sets))
 	for _, s := range c.Sets {
 		if !s.Fallback {
 			m[s.Key()] = &s.Value
@@ -116,6 +116,10 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		// Past the zones XDP holds SOAs for, the index past them: its
 		// NODATA goes to the fallback.
 		s.Value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
+		if z.Online() {
+			// XDP passes its DO queries to the fallback, which signs.
+			s.Value.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+		}
 		c.add(s)
 	}
 	for _, z := range zones {
@@ -178,13 +182,20 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check,
 	v.MaxAnswers = uint8(r.MaxAnswers)
 	v.Stale = uint8(stale[r.Stale])
 	primaries := 0
+	// A set of more candidates than its slot keeps is a pool: the loader
+	// puts them in the pool map.
+	cands := v.Cand[:]
+	if len(r.Answers) > len(cands) {
+		v.Pool = make([]bpf.SteadydnsCandidate, len(r.Answers))
+		cands = v.Pool
+	}
 	if r.Type == dns.TypeCNAME {
 		// A CNAME RRset holds one record (RFC 2181 §10.1).
 		v.MaxAnswers = 1
 		s.Fallback = true
 	}
 	for j, a := range r.Answers {
-		c := &v.Cand[j]
+		c := &cands[j]
 		setAddr(c, a.Value)
 		check := a.Check
 		if a.EvaluateTargetHealth {

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/dnssec"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/zone"
 )
@@ -165,7 +167,7 @@ func TestCompilePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tc.field(&c.Lookup("www.example.test.", dns.TypeA).Value); uint32(got) != tc.want {
+			if got := tc.field(&c.Lookup("www.example.test.", dns.TypeA).Value.SteadydnsRrset); uint32(got) != tc.want {
 				t.Errorf("compiled to %d, want %d", got, tc.want)
 			}
 		})
@@ -273,5 +275,51 @@ func TestDataPlanePolicy(t *testing.T) {
 	}
 	if got, ok := DataPlanePolicy("random"); ok {
 		t.Errorf("random: %d, want none", got)
+	}
+}
+
+// TestSignedOnline: every set of a zone signed online, health-checked or
+// not, carries RR_SIGNED, so XDP passes its DO queries to the fallback.
+func TestSignedOnline(t *testing.T) {
+	for _, online := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(zoneText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(cfgText+"  - name: lb.example.test.\n    type: A\n    answers: [{alias: www.example.test.}]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if online {
+			keys, err := dnssec.Generate(filepath.Join(dir, "keys"), "example.test.", dns.ED25519, false, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := dnssec.NewSigner("example.test.", keys, time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := z.SignOnline(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		index := map[[2]string]uint32{{"a", ""}: 7, {"b", ""}: 9, {"b", "eu"}: 11}
+		c, err := Compile(cfg, []*zone.Zone{z}, func(id, region string) (uint32, bool) { i, ok := index[[2]string{id, region}]; return i, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"www.example.test.", "ns1.example.test.", "lb.example.test."} {
+			s := c.Lookup(name, dns.TypeA)
+			if s == nil {
+				t.Fatalf("%s A not compiled", name)
+			}
+			if got := s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0; got != online {
+				t.Errorf("online %v: %s A signed flag %v", online, name, got)
+			}
+		}
 	}
 }
