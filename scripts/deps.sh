@@ -20,6 +20,8 @@ command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v ethtool >/dev/null || need+=(ethtool)
 # The metric check's tests query a real Prometheus.
 command -v prometheus >/dev/null || need+=(prometheus)
+# The status page's test loads it in a real browser.
+command -v chromium >/dev/null || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"

@@ -88,6 +88,10 @@ func Handler(st State, m *Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) { events(w, r, st) })
 	mux.HandleFunc("GET /api/v1/checks/{id}/history", func(w http.ResponseWriter, r *http.Request) { checkHistory(w, r, st) })
+	mux.HandleFunc("GET /api/v1/traffic", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, m.traffic()) })
+	page := pageHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /ui/{file}", page)
 	return mux
 }
 
@@ -254,8 +258,9 @@ func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
+	cands := v.Candidates()
 	for j := range s.Addrs {
-		c := &v.Cand[j]
+		c := &cands[j]
 		// NODATA and SERVFAIL answer no candidate, whatever set the
 		// selection gathered before deciding so.
 		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0

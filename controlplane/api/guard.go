@@ -44,9 +44,10 @@ type Access struct {
 	// refuses every write.
 	WriteToken string
 	// ReadToken, when set, is what the reads need (or WriteToken), but
-	// /healthz and /readyz: a supervisor or a load balancer asks those
-	// without credentials, and they tell nothing of the config. Empty
-	// leaves the reads open.
+	// /healthz, /readyz and the status page's files: a supervisor or a
+	// load balancer asks the first without credentials, a browser loads
+	// the page before its script has the token, and none tells anything
+	// of the config. Empty leaves the reads open.
 	ReadToken string
 	// Hosts are the names a request's Host may give besides localhost
 	// and IP literals: the API's own listen host, server.api_hosts.
@@ -82,7 +83,7 @@ func Guard(h http.Handler, a Access) http.Handler {
 				unauthorized(w, "this request needs the API's write token as Authorization: Bearer <token>: the file server.api_token_file, or api.token in server.state_dir when that is unset")
 				return
 			}
-		case a.ReadToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz":
+		case a.ReadToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !isPage(r.URL.Path):
 			if !same(token, a.ReadToken) && !same(token, a.WriteToken) {
 				unauthorized(w, "this read needs the API's read token (server.api_read_token_file) or its write token as Authorization: Bearer <token>")
 				return

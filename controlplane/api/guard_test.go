@@ -123,13 +123,14 @@ func TestNoWriteToken(t *testing.T) {
 	})
 }
 
-// TestReadToken: with a read token every read but /healthz and /readyz
-// needs it or the write token; the read token does not write.
+// TestReadToken: with a read token every read but /healthz, /readyz and
+// the status page's files needs it or the write token; the read token
+// does not write.
 func TestReadToken(t *testing.T) {
 	s := newServer(t)
 	base := serveGuarded(t, s, api.Access{WriteToken: "w-token", ReadToken: "r-token"})
 	var rs []request
-	for _, path := range []string{"/api/v1/checks", "/api/v1/records", "/api/v1/events", "/metrics"} {
+	for _, path := range []string{"/api/v1/checks", "/api/v1/records", "/api/v1/events", "/metrics", "/api/v1/traffic", "/api/v1/checks/web1/history"} {
 		rs = append(rs,
 			request{"GET " + path + " without a token", http.MethodGet, path, "", nil, http.StatusUnauthorized},
 			request{"HEAD " + path + " without a token", http.MethodHead, path, "", nil, http.StatusUnauthorized},
@@ -141,6 +142,11 @@ func TestReadToken(t *testing.T) {
 	rs = append(rs,
 		request{"healthz without a token", http.MethodGet, "/healthz", "", nil, http.StatusOK},
 		request{"readyz without a token", http.MethodGet, "/readyz", "", nil, http.StatusOK},
+		request{"the status page without a token", http.MethodGet, "/", "", nil, http.StatusOK},
+		request{"the page's script without a token", http.MethodGet, "/ui/app.js", "", nil, http.StatusOK},
+		request{"no such page file without a token", http.MethodGet, "/ui/nope.js", "", nil, http.StatusNotFound},
+		request{"the page's directory without a token", http.MethodGet, "/ui/", "", nil, http.StatusUnauthorized},
+		request{"below the page's files without a token", http.MethodGet, "/ui/a/b", "", nil, http.StatusUnauthorized},
 		request{"an unknown path without a token", http.MethodGet, "/api/v1/nope", "", nil, http.StatusUnauthorized},
 		request{"admin with the read token", http.MethodPut, "/api/v1/checks/web1/admin", "down", auth("r-token"), http.StatusUnauthorized},
 		request{"reload with the read token", http.MethodPost, "/api/v1/reload", "", auth("r-token"), http.StatusUnauthorized},

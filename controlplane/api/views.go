@@ -67,7 +67,8 @@ type FleetView struct {
 	Region           string                       `json:"region,omitempty"`
 	Cell             string                       `json:"cell,omitempty"` // the cell this host's prober and aggregator belong to
 	ConfigHash       string                       `json:"config_hash"`
-	ConfigSource     string                       `json:"config_source"` // file or nats
+	ConfigSource     string                       `json:"config_source"`       // file or nats
+	PushSeconds      float64                      `json:"push_period_seconds"` // aggregation.push_interval: how often the status page refreshes
 	Revision         uint64                       `json:"config_revision,omitempty"`
 	Refused          uint64                       `json:"config_revisions_refused,omitempty"`
 	Following        string                       `json:"following,omitempty"`       // the aggregator whose tables this edge writes, in the first cell

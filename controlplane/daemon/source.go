@@ -76,7 +76,8 @@ func (d *Daemon) Ready() error {
 // Fleet implements api.Source.
 func (d *Daemon) Fleet() api.FleetView {
 	p := d.plan.Load()
-	v := api.FleetView{ID: d.id.hostID(), Region: d.id.Region, ConfigHash: fmt.Sprintf("%016x", p.Config.Hash), ConfigSource: p.Config.Cluster.Config}
+	v := api.FleetView{ID: d.id.hostID(), Region: d.id.Region, ConfigHash: fmt.Sprintf("%016x", p.Config.Hash), ConfigSource: p.Config.Cluster.Config,
+		PushSeconds: p.Config.Aggregation.PushInterval.Seconds()}
 	for _, r := range config.Roles {
 		if d.id.has(r) {
 			v.Roles = append(v.Roles, string(r))
