@@ -24,6 +24,8 @@ commands:
                             validate the fleet sections and store them, with the zone files, in the NATS config bucket
   keygen  --id NAME --role ROLES [--cell C] [--region R] [--out FILE]
                             write a host's NKey seed (mode 0600) and print its line for cluster.nats.hosts
+  dnssec  keygen|ds --config FILE --zone NAME | status --config FILE [--zone NAME]
+                            make a signed zone's keys, print its DS records (SHA-256), or say where each key stands
   state   --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto
           | shift REGION --duration D --reason TEXT | unshift REGION
                             send an admin or external state change, or a traffic shift, to every aggregator with an admin key
@@ -54,6 +56,8 @@ func main() {
 		err = configCmd(args)
 	case "keygen":
 		err = keygen(args)
+	case "dnssec":
+		err = dnssecCmd(args, os.Stdout)
 	case "state":
 		err = stateCmd(args)
 	case "status":

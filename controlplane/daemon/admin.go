@@ -93,7 +93,7 @@ func sendState(ctx context.Context, cfg *config.Config, id Identity, s transport
 	}
 	defer conn.Close()
 	// The hash the hosts serve under folds in the table's layout.
-	p, err := Build(cfg, nil)
+	p, err := build(cfg, nil, false)
 	if err != nil {
 		return err
 	}

@@ -36,12 +36,21 @@ type Plan struct {
 // Build loads the zones and compiles the records of cfg. prev is the
 // current check-to-entry assignment, which it keeps. The plan's config is
 // cfg.Served(): every error about cfg comes before it.
-func Build(cfg *config.Config, prev *health.Index) (*Plan, error) {
+func Build(cfg *config.Config, prev *health.Index) (*Plan, error) { return build(cfg, prev, true) }
+
+// build is Build; with signing clear, a zone signed online whose keys are
+// not on this host stays unsigned, for a plan that is never served.
+func build(cfg *config.Config, prev *health.Index, signing bool) (*Plan, error) {
 	p := &Plan{Config: cfg}
 	for i, zc := range cfg.Zones {
 		z, err := zone.Load(zc.Origin, zc.File)
 		if err != nil {
 			return nil, cfg.Errorf(fmt.Sprintf("zones[%d].file", i), "%v", err)
+		}
+		if zc.DNSSEC != nil {
+			if err := signOnline(cfg, i, z, signing); err != nil {
+				return nil, err
+			}
 		}
 		p.Zones = append(p.Zones, z)
 	}
@@ -82,10 +91,23 @@ func loadOptions(cfg *config.Config) loader.Options {
 		BPFFS:          cfg.Server.BPFFS,
 		HealthCapacity: uint32(cfg.Aggregation.TableSize),
 		RecordCapacity: uint32(cfg.Server.MaxRecords),
+		PoolCapacity:   loader.PoolsFor(pools(cfg)),
 		Servers:        xdpAddrs(cfg.Server.Listen),
 		NSID:           cfg.Server.NSID,
 		RRL:            rrl.Options(cfg.Server.RRL),
 	}
+}
+
+// pools is how many of cfg's records are pools: more answers than a
+// record table slot holds.
+func pools(cfg *config.Config) int {
+	n := 0
+	for _, r := range cfg.Records {
+		if len(r.Answers) > loader.MaxCandidates {
+			n++
+		}
+	}
+	return n
 }
 
 // Check validates a config file as serve would, without touching the
@@ -101,7 +123,7 @@ func check(path string, onHost bool) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := Build(cfg, nil)
+	p, err := build(cfg, nil, false)
 	if err != nil {
 		return nil, err
 	}

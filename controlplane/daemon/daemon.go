@@ -108,6 +108,8 @@ func (d *Daemon) start(opts Options) error {
 		if err != nil {
 			return err
 		}
+	} else if _, err := MakeKeys(cfg, ""); err != nil {
+		return err
 	}
 	p, err := Build(cfg, nil)
 	if err != nil {
@@ -338,6 +340,11 @@ func (d *Daemon) reloadWith(cfg *config.Config) error {
 	}
 	if cur.Aggregation.TableSize != cfg.Aggregation.TableSize {
 		return cfg.Errorf("aggregation.table_size", "the table size changed: restart to apply it")
+	}
+	if cfg.Cluster.Config != config.ConfigNATS {
+		if _, err := MakeKeys(cfg, ""); err != nil {
+			return err
+		}
 	}
 	p, err := Build(cfg, d.plan.Load().Index)
 	if err != nil {

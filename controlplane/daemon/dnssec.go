@@ -1,0 +1,71 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/dnssec"
+	"github.com/steadydns/steadydns/controlplane/zone"
+)
+
+// MakeKeys creates the keys of each zone of cfg signed online whose key
+// directory holds none, or of the one zone only when only is set, and
+// returns the keys of those zones. serve runs it for a config of its own;
+// a config from the bucket never makes keys, since every signing host of
+// a fleet must sign with the same ones.
+func MakeKeys(cfg *config.Config, only string) ([]*dnssec.Key, error) {
+	var all []*dnssec.Key
+	found := false
+	for i, zc := range cfg.Zones {
+		if only != "" && zc.Origin != only {
+			continue
+		}
+		found = true
+		key := fmt.Sprintf("zones[%d].dnssec", i)
+		if zc.DNSSEC == nil {
+			if only != "" {
+				return nil, cfg.Errorf(key, "zone %s is not signed: it has no dnssec", zc.Origin)
+			}
+			continue
+		}
+		alg, _ := dnssec.Algorithm(zc.DNSSEC.Algorithm) // the config checked it
+		keys, err := dnssec.Ensure(zc.DNSSEC.Keys, zc.Origin, alg, zc.DNSSEC.Split, time.Now())
+		if err != nil {
+			return nil, cfg.Errorf(key+".keys", "%v", err)
+		}
+		all = append(all, keys...)
+	}
+	if !found {
+		return nil, fmt.Errorf("no zone %s in the config", only)
+	}
+	return all, nil
+}
+
+// signOnline signs z, the zone of zones[i], with its keys. Without keys it
+// fails when must is set, rather than serve a signed zone unsigned;
+// otherwise (check, admin) the zone stays unsigned.
+func signOnline(cfg *config.Config, i int, z *zone.Zone, must bool) error {
+	zc := cfg.Zones[i]
+	key := fmt.Sprintf("zones[%d].dnssec.keys", i)
+	keys, err := dnssec.Load(zc.DNSSEC.Keys, zc.Origin)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return cfg.Errorf(key, "%v", err)
+	}
+	if len(keys) == 0 {
+		if must {
+			return cfg.Errorf(key, "no keys for %s in %s: copy them there, or run steadydns dnssec keygen", zc.Origin, zc.DNSSEC.Keys)
+		}
+		return nil
+	}
+	s, err := dnssec.NewSigner(zc.Origin, keys, time.Now)
+	if err != nil {
+		return cfg.Errorf(key, "%v", err)
+	}
+	if err := z.SignOnline(s); err != nil {
+		return cfg.Errorf(fmt.Sprintf("zones[%d].dnssec", i), "%v", err)
+	}
+	return nil
+}
