@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -229,12 +230,54 @@ func DebugTXT(st State, name string) []string {
 	if len(sets) == 0 {
 		return append(out, "no health-checked record set "+name)
 	}
+	var checks []string
 	for _, r := range sets {
 		for _, a := range r.Answers {
 			out = append(out, fmt.Sprintf("%s %s check=%s healthy=%s in=%s reason=%s", r.Type, a.Value, dashed(a.Check), yesNo(a.Healthy), yesNo(a.In), a.Reason))
+			if a.Check != "" && !slices.Contains(checks, a.Check) {
+				checks = append(checks, a.Check)
+			}
+		}
+	}
+	statuses := st.Statuses()
+	for _, id := range checks {
+		if i := slices.IndexFunc(statuses, func(s health.Status) bool { return s.ID == id }); i >= 0 {
+			out = append(out, voteStrings(&statuses[i])...)
 		}
 	}
 	return out
+}
+
+// maxTXT is the most a TXT string holds.
+const maxTXT = 255
+
+// voteStrings says how each checker voted on a check, by region, in as
+// many strings as the votes need: "check web1 votes healthy=1/2:
+// eu/p1=up us/p2=down"; a vote left out of the quorum, for a checker not
+// heard within aggregation.checker_timeout, is marked "(stale)". Only an
+// aggregator has votes; another host says so.
+func voteStrings(s *health.Status) []string {
+	head := fmt.Sprintf("check %s votes healthy=%d/%d:", s.ID, s.Healthy, s.Checkers)
+	if len(s.Votes) == 0 {
+		return []string{head + " none on this host, which does not aggregate"}
+	}
+	var out []string
+	line := head
+	for _, v := range s.Votes {
+		word := v.Checker + "=" + map[bool]string{true: "up", false: "down"}[v.Healthy]
+		if v.Region != "" {
+			word = v.Region + "/" + word
+		}
+		if !v.Counted {
+			word += "(stale)"
+		}
+		if len(line)+1+len(word) > maxTXT {
+			out = append(out, line)
+			line = head
+		}
+		line += " " + word
+	}
+	return append(out, line)
 }
 
 func dashed(s string) string {

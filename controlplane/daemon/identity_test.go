@@ -86,16 +86,23 @@ func TestIdentityOverTheWire(t *testing.T) {
 		for _, class := range []uint16{dns.ClassINET, dns.ClassCHAOS} {
 			r := e.ask(t, "udp", v4, chaos("WWW.example.test._debug.steadydns.", class))
 			got := txts(r)
-			if r.Rcode != dns.RcodeSuccess || len(got) != 3 || !strings.HasPrefix(got[0], "table version=") {
+			if r.Rcode != dns.RcodeSuccess || len(got) != 5 || !strings.HasPrefix(got[0], "table version=") {
 				t.Fatalf("debug TXT class %s: rcode %s %q", dns.ClassToString[class], dns.RcodeToString[r.Rcode], got)
 			}
+			// The checks' votes follow: the one checker, this host, with no
+			// region, votes what its probes say whatever the override.
 			for i, want := range []string{
 				"A 198.18.1.1 check=web1 healthy=no in=no reason=unhealthy: admin_down",
 				"A 198.18.1.2 check=web2 healthy=yes in=yes reason=healthy: ",
+				"check web1 votes healthy=",
+				"check web2 votes healthy=",
 			} {
 				if !strings.HasPrefix(got[i+1], want) {
 					t.Errorf("debug TXT class %s line %d: %q, want %q…", dns.ClassToString[class], i+1, got[i+1], want)
 				}
+			}
+			if !strings.Contains(got[3], " "+host+"=") {
+				t.Errorf("debug TXT class %s: %q, want the vote of checker %s", dns.ClassToString[class], got[3], host)
 			}
 		}
 		// The same client over IPv6 is outside the allowed prefixes.
