@@ -179,17 +179,22 @@ struct query {
 
 /* Statistics of the candidate set the policy picks from. */
 struct set_stats {
-	__u32 mask;      /* members */
-	__u32 low_mask;  /* members with the lowest priority among them */
+	__u64 mask;      /* members */
+	__u64 low_mask;  /* members with the lowest priority among them */
 	__u32 low_prio;
 	__u32 wsum;      /* sum of weights */
 };
+
+/* The places of the answer order: MAX_ANSWERS, and past them room for the
+ * stores of candidates not taken (select_set), a power of two the place
+ * is masked to. */
+#define PICK_PLACES (2 * MAX_ANSWERS)
 
 struct pick {
 	__u32 action;        /* enum action */
 	__u32 degraded;      /* a present candidate is down: ttl_degraded applies */
 	__u32 n;             /* answers, in order[0..n) */
-	__u8 order[MAX_CANDIDATES];       /* candidate slots to answer, in answer order */
+	__u8 order[PICK_PLACES];  /* candidates to answer, in answer order */
 	__u64 sum;           /* the answers' precomputed sums (rr_sum), added up */
 };
 
@@ -198,6 +203,10 @@ struct draw {
 	__u32 open;
 	__u32 rnd;
 	__u32 turn;
+	/* The set's size, which each loop of select_set reads afresh: the
+	 * verifier then learns nothing from where one loop stopped, and the
+	 * paths out of a loop are one state. */
+	__u32 n;
 };
 
 /* What write_reply needs besides the query: the reply's parts decided in
@@ -229,7 +238,7 @@ struct scratch {
 	 * the slot before its sequence count is checked again: the reply is
 	 * then written into the packet from here, so a set rewritten
 	 * meanwhile is caught before the packet changes. */
-	__u8 ans[MAX_CANDIDATES][16] __attribute__((aligned(8)));
+	__u8 ans[PICK_PLACES][16] __attribute__((aligned(8)));
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));

@@ -81,6 +81,35 @@ var policyCases = []policyCase{
 		down: []string{"c1"}, allowed: [][]string{{"198.18.1.2"}}},
 	{name: "geo unknown client gets every region", record: "answers: [{value: 198.18.1.1, check: c1, region: eu}, {value: 198.18.1.2, check: c2, region: us}]",
 		client: "198.18.9.9", allowed: [][]string{{"198.18.1.1", "198.18.1.2"}}},
+	{name: "pool failover to the lowest priority, past the slot's eight", record: "policy: failover\n    answers: [" + poolAnswers(20, 18) + "]",
+		allowed: [][]string{{"198.18.1.19", "198.18.1.20"}}},
+	{name: "pool failover to the next priority, eight of eighteen", record: "policy: failover\n    answers: [" + poolAnswers(20, 18) + "]",
+		down: []string{"c2"}, allowed: [][]string{addrs(1, 8)}},
+	{name: "pool of 64, its last candidate the one healthy", record: "answers: [" + poolAnswers(64, 63) + "]",
+		down: []string{"c1"}, allowed: [][]string{{"198.18.1.64"}}},
+}
+
+// poolAnswers is n answers 198.18.1.1 … n: the first lead of them with
+// check c1 and priority 1, the rest with check c2 and priority 0.
+func poolAnswers(n, lead int) string {
+	var as []string
+	for i := 1; i <= n; i++ {
+		check, prio := "c2", 0
+		if i <= lead {
+			check, prio = "c1", 1
+		}
+		as = append(as, fmt.Sprintf("{value: 198.18.1.%d, check: %s, priority: %d}", i, check, prio))
+	}
+	return strings.Join(as, ", ")
+}
+
+// addrs is 198.18.1.from … to, in order.
+func addrs(from, to int) []string {
+	var as []string
+	for i := from; i <= to; i++ {
+		as = append(as, fmt.Sprintf("198.18.1.%d", i))
+	}
+	return as
 }
 
 const policyZone = `$ORIGIN example.test.

@@ -39,6 +39,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rec_tags SEC(".maps");
 
+/* The pools (struct rec_pool): the candidates of the sets of more than
+ * MAX_CANDIDATES, so that the slot of every set stays the size of a set
+ * of MAX_CANDIDATES. Memory-mappable, written in place as the slots are;
+ * the loader sizes it for the configured pools, with room to spare. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, struct rec_pool);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rec_pools SEC(".maps");
+
 /* log2 of the record table's live region: the sets sit in its first
  * 1 << bits slots, the smallest power of two that keeps them at a load of
  * at most one half, so a small zone's sets share few pages and the TLB

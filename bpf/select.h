@@ -19,35 +19,36 @@
  * jump, and a jump on health mispredicts as often as health differs from
  * one query to the next, so a half-failed table would cost more than a
  * healthy one. These helpers take their operands through an empty asm,
- * which hides the comparison from clang, so the arithmetic stays
- * arithmetic. Every operand is below 2^32. */
+ * which hides the comparison from clang, and their results too, so that
+ * clang cannot tell a result is 0 or 1 and turn what uses it into a jump:
+ * the arithmetic stays arithmetic. */
 static __always_inline __u64 opaque(__u64 x)
 {
 	asm volatile("" : "+r"(x));
 	return x;
 }
 
-/* is_below is 1 if a < b, else 0: the sign of their 64-bit difference. */
+/* is_below is 1 if a < b, else 0: the sign of their 64-bit difference,
+ * for a and b below 2^63. */
 static __always_inline __u64 is_below(__u64 a, __u64 b)
 {
-	return opaque(a - b) >> 63;
+	return opaque(opaque(a - b) >> 63);
 }
 
 /* is_set is 1 if x is not 0, else 0: x or its negation has the top bit
- * set unless x is 0. The empty asm hides the whole of it: clang knows
- * that expression of x for x != 0, and would branch on it. */
+ * set unless x is 0. */
 static __always_inline __u64 is_set(__u64 x)
 {
-	return opaque(x | (0 - x)) >> 63;
+	return opaque(opaque(x | (0 - x)) >> 63);
 }
 
 /* choose is c ? a : b, for c 0 or 1. */
 static __always_inline __u64 choose(__u64 c, __u64 a, __u64 b)
 {
-	return b ^ ((a ^ b) & -c);
+	return b ^ ((a ^ b) & -opaque(c));
 }
 
-static __always_inline void set_add(volatile struct set_stats *s, __u32 bit,
+static __always_inline void set_add(volatile struct set_stats *s, __u64 bit,
 				    __u32 prio, __u32 weight)
 {
 	if (!bit)
@@ -62,40 +63,59 @@ static __always_inline void set_add(volatile struct set_stats *s, __u32 bit,
 	}
 }
 
-/* The index of the r-th (0-based) member of mask, or 0 if there is none;
- * mask holds candidates below n only. */
-static __always_inline __u32 nth_member(__u32 mask, __u32 r, __u32 n)
+/* The loops over a set's candidates are unrolled eight turns at a time:
+ * a set in its slot whole, a pool in rounds of eight. Unrolled further,
+ * a pool's loops keep more values live than the BPF stack holds. */
+#define SET_UNROLL _Pragma("clang loop unroll_count(8)")
+_Static_assert(MAX_CANDIDATES <= 8, "SET_UNROLL unrolls a set in its slot whole");
+
+/* past reports whether a loop over a set's candidates stops before
+ * candidate i, of n. The test is made at every step-th candidate only, a
+ * constant once unrolled, so that a pool, step POOL_BLOCK, gives the
+ * verifier a path per block it may end at, not one per candidate.
+ * Candidates past n up to there are visited, and every mask keeps to the
+ * present ones. */
+static __always_inline int past(__u32 i, __u32 n, __u32 step)
 {
-	__u32 at = 0, seen = 0;
-#pragma unroll
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
+	return i % step == 0 && i >= n;
+}
+
+/* The index of the r-th (0-based) member of mask, or 0 if there is none;
+ * mask holds candidates below n only. Without a branch on mask, which
+ * follows health: no branch to mispredict, and one path for the verifier
+ * through a pool's 64 turns. weighted_member is the same. */
+static __always_inline __u32 nth_member(__u64 mask, __u32 r, const volatile __u32 *np,
+					const __u32 kk, const __u32 step)
+{
+	__u32 n = *np;
+	__u64 at = 0, seen = 0;
+SET_UNROLL
+	for (__u32 i = 0; i < kk; i++) {
+		if (past(i, n, step))
 			break;
-		if (mask & (1u << i)) {
-			if (seen == r)
-				at = i;
-			seen++;
-		}
+		__u64 in = (mask >> i) & 1;
+		at = choose(in & (1 - is_set(seen ^ r)), i, at);
+		seen += in;
 	}
 	return at;
 }
 
 /* The member of mask that a weighted draw r < wsum lands on. */
-static __always_inline __u32 weighted_member(const struct rrset *rr,
-					     __u32 mask, __u32 r, __u32 n)
+static __always_inline __u32 weighted_member(const struct candidate *cand,
+					     __u64 mask, __u32 r, const volatile __u32 *np,
+					     const __u32 kk, const __u32 step)
 {
-	__u32 at = 0, acc = 0, found = 0;
-#pragma unroll
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
+	__u32 n = *np;
+	__u64 at = 0, acc = 0, found = 0;
+SET_UNROLL
+	for (__u32 i = 0; i < kk; i++) {
+		if (past(i, n, step))
 			break;
-		if (mask & (1u << i)) {
-			acc += rr->cand[i].weight;
-			if (!found && r < acc) {
-				at = i;
-				found = 1;
-			}
-		}
+		__u64 in = (mask >> i) & 1;
+		acc += cand[i].weight & -in;
+		__u64 hit = in & (1 - found) & is_below(r, acc);
+		at = choose(hit, i, at);
+		found |= hit;
 	}
 	return at;
 }
@@ -148,16 +168,16 @@ static __always_inline __u32 answer_ttl(const struct rrset *rr, __u32 degraded)
  * together, if they reach it; else all, failing open, with the action
  * when_all_down says once nothing is healthy and min_healthy is 0. An
  * empty set never reaches it. */
-static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
-				      __u32 up, __u32 bup, __u32 all)
+static __always_inline __u64 eligible(struct pick *p, const struct rrset *rr,
+				      __u64 up, __u64 bup, __u64 all)
 {
 	_Static_assert((int)ACT_ANSWER == (int)WHEN_DOWN_ANSWER_ALL &&
 		       (int)ACT_NODATA == (int)WHEN_DOWN_NODATA &&
 		       (int)ACT_SERVFAIL == (int)WHEN_DOWN_SERVFAIL, "when_all_down is its action");
-	__u32 both = up | bup;
+	__u64 both = up | bup;
 	__u64 mh = rr->min_healthy;
-	__u64 ok_up = is_set(up) & (1 - is_below(__builtin_popcount(up), mh));
-	__u64 ok_both = is_set(both) & (1 - is_below(__builtin_popcount(both), mh));
+	__u64 ok_up = is_set(up) & (1 - is_below(__builtin_popcountll(up), mh));
+	__u64 ok_both = is_set(both) & (1 - is_below(__builtin_popcountll(both), mh));
 	p->action = rr->when_all_down & -((1 - is_set(both)) & (1 - is_set(mh)));
 	return choose(ok_up, up, choose(ok_both, both, all));
 }
@@ -166,11 +186,11 @@ static __always_inline __u32 eligible(struct pick *p, const struct rrset *rr,
  * of the answer order, as it is picked: the reply is written from there,
  * once the slot's sequence count shows the set was not rewritten while it
  * was read. */
-static __always_inline void pick_answer(struct scratch *s, const struct rrset *rr,
-					__u32 o, __u32 c)
+static __always_inline void pick_answer(struct scratch *s, const struct candidate *cand,
+					__u32 o, __u32 c, const __u32 kk)
 {
-	__u64 *d = (__u64 *)s->ans[o & (K - 1)];
-	const __u64 *a = (const __u64 *)rr->cand[c & (K - 1)].addr;
+	__u64 *d = (__u64 *)s->ans[o & (PICK_PLACES - 1)];
+	const __u64 *a = (const __u64 *)cand[c & (kk - 1)].addr;
 	d[0] = a[0];
 	d[1] = a[1];
 }
@@ -181,7 +201,7 @@ static __always_inline void pick_answer(struct scratch *s, const struct rrset *r
 static __always_inline __u32 health_bit(const __u64 *bits, __u32 wmask, __u32 idx)
 {
 	__u32 word = idx / 64;
-	return (bits[word & wmask] >> (idx & 63)) & (word <= wmask);
+	return (bits[word & wmask] >> (idx & 63)) & (1 - is_below(wmask, word));
 }
 
 /* select_one is select_answers for a set of at most one candidate, by the
@@ -208,7 +228,7 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
 	__u32 an = is_set(e) & is_set(limit);
 	p->order[0] = 0;
 	p->n = an;
-	pick_answer(s, rr, 0, 0);
+	pick_answer(s, rr->cand, 0, 0, K);
 	p->sum = rr->rr_sum[0] & -(__u64)an;
 	return 0;
 }
@@ -245,58 +265,47 @@ static __always_inline int select_static(struct scratch *s, const struct rrset *
 	return 0;
 }
 
-/* select_answers decides which candidates to answer and leaves the result
- * in s->pick. order ranks the candidates' regions for this client (NULL:
- * no geo); stride is a static set's bytes per address, STATIC_STRIDE_A or
- * STATIC_STRIDE_AAAA by the query's type. s->draw carries the rest of the
- * query's inputs: open (answer as if every candidate were healthy: no
- * table yet, or stale with answer_all), the random draw and the
- * round-robin turn, taken on every query.
+/* select_set is select_answers for a set of n candidates at cand, their
+ * sums at sums: the set's own (K of them, step 1) or a pool's
+ * (POOL_CANDIDATES, step POOL_BLOCK). kk and step are constants, so each
+ * size has its code unrolled for it.
  *
  * The scan builds bitmasks without a branch per candidate: healthy,
  * backup, present, and the geo rank as two bit planes. Every set the
  * decision needs is then an AND of them; only the chosen set's lowest
  * priority and weight sum take a second pass, in map memory. */
-static __always_inline int select_answers(struct scratch *s,
-					     const struct rrset *rr,
-					     const struct geo_order *order, __u32 stride)
+static __always_inline int select_set(struct scratch *s, const struct rrset *rr,
+				      const struct candidate *cand, const __u16 *sums,
+				      __u32 n, const struct geo_order *order,
+				      const __u64 *bits, __u32 wmask,
+				      const __u32 kk, const __u32 step)
 {
-	if (!s || !rr)
-		return -1;
 	__u32 open = s->draw.open, rnd = s->draw.rnd, rr_turn = s->draw.turn;
 	struct pick *p = &s->pick;
-	__u32 zero = 0, wmask = health_word_mask;
-	const __u64 *bits = bpf_map_lookup_elem(&health_bits, &zero);
-	if (!bits)
-		return -1;
-	__u32 n = rr->n;
-	if (n > K)
-		n = K;
-	if (n <= 1)
-		return select_one(s, rr, n, open, bits, wmask);
-	if (rr->flags & RR_STATIC)
-		return select_static(s, rr, n, stride);
-	__u32 present = (__u32)((1ULL << n) - 1);
+	volatile __u32 *np = &s->draw.n;
+	*np = n;
+	/* Bits 0..n-1, for n up to 64 and without a branch. */
+	__u64 present = ((1ULL << (n & 63)) - 1) | -(__u64)(n >> 6);
 
 	/* The scan: health and backup of every candidate, once. The work
 	 * depends on the set's size, never on health: the slots past n hold
 	 * no candidate, and every mask below keeps to present. It carries no
 	 * more than the two masks, so that they stay in registers: BPF has
 	 * ten, and every value past them goes through the stack. */
-	__u32 healthy = 0, backup = 0;
-#pragma unroll
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
+	__u64 healthy = 0, backup = 0;
+SET_UNROLL
+	for (__u32 i = 0, m = *np; i < kk; i++) {
+		if (past(i, m, step))
 			break;
-		const struct candidate *c = &rr->cand[i];
-		healthy |= health_bit(bits, wmask, c->check) << i;
-		backup |= (c->flags & CAND_BACKUP) << i;
+		const struct candidate *c = &cand[i];
+		healthy |= (__u64)health_bit(bits, wmask, c->check) << i;
+		backup |= (__u64)(c->flags & CAND_BACKUP) << i;
 	}
 	/* Open: every candidate counts as healthy. */
-	healthy |= present & -open;
-	__u32 up_all = present & healthy & ~backup;   /* healthy primaries */
-	__u32 bup_all = present & healthy & backup;   /* healthy backups */
-	__u32 prim_all = present & ~backup;           /* every primary */
+	healthy |= present & -(__u64)open;
+	__u64 up_all = present & healthy & ~backup;   /* healthy primaries */
+	__u64 bup_all = present & healthy & backup;   /* healthy backups */
+	__u64 prim_all = present & ~backup;           /* every primary */
 
 	/* Geo: every candidate's rank, as two bit planes, then the nearest
 	 * rank with a healthy primary; with none in any rank, the nearest
@@ -307,23 +316,23 @@ static __always_inline int select_answers(struct scratch *s,
 	 * geo every candidate ranks 0: the branch is on the set's
 	 * configuration, never on health, so the work stays the same at
 	 * every health level. */
-	__u32 rmask = ~0u;
+	__u64 rmask = ~0ULL;
 	if (order) {
-		__u32 rb0 = 0, rb1 = 0;
-#pragma unroll
-		for (__u32 i = 0; i < K; i++) {
-			if (i >= n)
+		__u64 rb0 = 0, rb1 = 0;
+SET_UNROLL
+		for (__u32 i = 0, m = *np; i < kk; i++) {
+			if (past(i, m, step))
 				break;
 			/* The rank, clamped to GEO_RANKS - 1 = 3 without a branch. */
-			__u32 r = order->rank[rr->cand[i].region & (MAX_REGIONS - 1)];
-			__u32 far = ((r >> 2) + 63) >> 6;
+			__u64 r = order->rank[cand[i].region & (MAX_REGIONS - 1)];
+			__u64 far = ((r >> 2) + 63) >> 6;
 			r = (r & 3) | (far * 3);
 			rb0 |= (r & 1) << i;
 			rb1 |= ((r >> 1) & 1) << i;
 		}
 		_Static_assert(GEO_RANKS == 4, "the rank is kept as two bit planes");
-		__u32 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
-		__u32 kinds[3] = {prim_all, bup_all, up_all};
+		__u64 rank[GEO_RANKS] = {~rb0 & ~rb1, rb0 & ~rb1, ~rb0 & rb1, rb0 & rb1};
+		__u64 kinds[3] = {prim_all, bup_all, up_all};
 		rmask = rank[0];
 #pragma unroll
 		for (__u32 k = 0; k < 3; k++) {
@@ -332,9 +341,9 @@ static __always_inline int select_answers(struct scratch *s,
 				rmask = choose(is_set(kinds[k] & rank[r]), rank[r], rmask);
 		}
 	}
-	__u32 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
+	__u64 up = up_all & rmask, bup = bup_all & rmask, all = prim_all & rmask;
 
-	__u32 e = eligible(p, rr, up, bup, all);
+	__u64 e = eligible(p, rr, up, bup, all);
 	p->degraded = is_set(present & ~healthy);
 
 	/* The chosen set's lowest priority and weight sum, for the policies
@@ -348,16 +357,18 @@ static __always_inline int select_answers(struct scratch *s,
 		st->low_mask = 0;
 		st->low_prio = ~0u;
 		st->wsum = 0;
-#pragma unroll
-		for (__u32 i = 0; i < K; i++) {
-			if (i >= n)
+SET_UNROLL
+		for (__u32 i = 0, m = *np; i < kk; i++) {
+			if (past(i, m, step))
 				break;
-			set_add(st, e & (1u << i), rr->cand[i].priority, rr->cand[i].weight);
+			set_add(st, e & (1ULL << i), cand[i].priority, cand[i].weight);
 		}
 	}
 
-	__u32 pc = __builtin_popcount(e);
-	__u32 mask = e, start = 0, limit = rr->max_answers;
+	__u32 pc = __builtin_popcountll(e);
+	__u64 mask = e;
+	__u32 start = 0, limit = choose(is_below(MAX_ANSWERS, rr->max_answers),
+					MAX_ANSWERS, rr->max_answers);
 	switch (rr->policy) {
 	case POLICY_FAILOVER:
 		mask = st->low_mask;
@@ -367,18 +378,18 @@ static __always_inline int select_answers(struct scratch *s,
 		__u32 wsum = st->wsum;
 		limit = 1;
 		if (wsum)
-			start = weighted_member(rr, mask, rnd % wsum, n);
+			start = weighted_member(cand, mask, rnd % wsum, np, kk, step);
 		else if (pc)
-			start = nth_member(mask, rnd % pc, n);
+			start = nth_member(mask, rnd % pc, np, kk, step);
 		break;
 	}
 	case POLICY_ROUND_ROBIN:
 		if (pc)
-			start = nth_member(mask, rr_turn % pc, n);
+			start = nth_member(mask, rr_turn % pc, np, kk, step);
 		break;
 	default: /* POLICY_MULTIVALUE */
 		if (pc > limit)
-			start = nth_member(mask, rnd % pc, n);
+			start = nth_member(mask, rnd % pc, np, kk, step);
 		break;
 	}
 
@@ -390,19 +401,19 @@ static __always_inline int select_answers(struct scratch *s,
 	 * taken one moves the place on, so that a place is written over
 	 * until a member holds it, and the places past the last are never
 	 * read. */
-	start &= K - 1;
-	__u32 rot = ((mask >> start) | (mask << ((n - start) & (K - 1)))) & present;
-	__u32 lmask = limit >= K ? (1u << K) - 1 : (1u << limit) - 1;
+	start &= kk - 1;
+	__u64 rot = ((mask >> start) | (mask << ((n - start) & (kk - 1)))) & present;
+	__u64 lmask = (1ULL << limit) - 1;
 	__u64 j = start, cnt = 0, sum = 0;
-#pragma unroll
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
+SET_UNROLL
+	for (__u32 i = 0, m = *np; i < kk; i++) {
+		if (past(i, m, step))
 			break;
 		__u64 take = (rot >> i) & (lmask >> cnt) & 1;
-		__u32 o = cnt & (K - 1), c = j & (K - 1);
+		__u32 o = cnt & (PICK_PLACES - 1), c = j & (kk - 1);
 		p->order[o] = c;
-		pick_answer(s, rr, o, c);
-		sum += rr->rr_sum[c] & -take;
+		pick_answer(s, cand, o, c, kk);
+		sum += sums[c] & -take;
 		cnt += take;
 		/* The next candidate: j + 1, or 0 past the last. */
 		__u64 next = j + 1;
@@ -411,6 +422,43 @@ static __always_inline int select_answers(struct scratch *s,
 	p->n = cnt;
 	p->sum = sum;
 	return 0;
+}
+
+/* select_answers decides which candidates to answer and leaves the result
+ * in s->pick. order ranks the candidates' regions for this client (NULL:
+ * no geo); stride is a static set's bytes per address, STATIC_STRIDE_A or
+ * STATIC_STRIDE_AAAA by the query's type. s->draw carries the rest of the
+ * query's inputs: open (answer as if every candidate were healthy: no
+ * table yet, or stale with answer_all), the random draw and the
+ * round-robin turn, taken on every query. The branches here are on the
+ * set's configuration: its size, whether it is static or a pool. */
+static __always_inline int select_answers(struct scratch *s,
+					     const struct rrset *rr,
+					     const struct geo_order *order, __u32 stride)
+{
+	if (!s || !rr)
+		return -1;
+	__u32 zero = 0, wmask = health_word_mask;
+	const __u64 *bits = bpf_map_lookup_elem(&health_bits, &zero);
+	if (!bits)
+		return -1;
+	__u32 n = rr->n;
+	if (rr->flags & RR_POOL) {
+		__u32 idx = rr->pool;
+		const struct rec_pool *pl = bpf_map_lookup_elem(&rec_pools, &idx);
+		if (!pl)
+			return -1;
+		n = choose(is_below(POOL_CANDIDATES, n), POOL_CANDIDATES, n);
+		return select_set(s, rr, pl->cand, pl->rr_sum, n, order, bits, wmask,
+				  POOL_CANDIDATES, POOL_BLOCK);
+	}
+	if (n > K)
+		n = K;
+	if (n <= 1)
+		return select_one(s, rr, n, s->draw.open, bits, wmask);
+	if (rr->flags & RR_STATIC)
+		return select_static(s, rr, n, stride);
+	return select_set(s, rr, rr->cand, rr->rr_sum, n, order, bits, wmask, K, 1);
 }
 
 #endif

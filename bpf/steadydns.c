@@ -471,7 +471,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 	__u32 rsize = qtype == TYPE_A ? 16 : 28;
 	__u32 base = rp->dns_off & 0x7f;
 	__u64 tail = rp->tail;
-	if (an > K || q_end > KEEP_MAX)
+	if (an > MAX_ANSWERS || q_end > KEEP_MAX)
 		return -1;
 	if (shrink(ctx, (__s32)rlen - (__s32)rp->dns_len))
 		return -1;
@@ -499,7 +499,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 		     (__u64)bpf_htons(CLASS_IN) << 32 | (__u64)(ttl & 0xffff) << 48;
 	__u32 rec1 = (ttl >> 16) | (__u32)bpf_htons(rsize - 12) << 16;
 	if (qtype == TYPE_A) {
-		for (__u32 i = 0; i < K; i++) {
+		for (__u32 i = 0; i < MAX_ANSWERS; i++) {
 			if (i >= an)
 				break;
 			__u8 *p = data + frame_at(off);
@@ -511,7 +511,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 			off += 16;
 		}
 	} else {
-		for (__u32 i = 0; i < K; i++) {
+		for (__u32 i = 0; i < MAX_ANSWERS; i++) {
 			if (i >= an)
 				break;
 			__u8 *p = data + frame_at(off);
@@ -762,7 +762,7 @@ int steadydns(struct xdp_md *ctx)
 	if (p->action == ACT_ANSWER) {
 		/* The selection copied the answers' addresses out as it
 		 * picked them, and added up their sums. */
-		an = p->n > K ? K : p->n;
+		an = p->n > MAX_ANSWERS ? MAX_ANSWERS : p->n;
 		ttl = answer_ttl(rr, p->degraded);
 		tail += p->sum + (__u64)an * bpf_htonl(ttl);
 	}

@@ -109,6 +109,9 @@ type SteadydnsLimits uint32
 
 const (
 	SteadydnsLimitsMAX_CANDIDATES     SteadydnsLimits = 8
+	SteadydnsLimitsPOOL_CANDIDATES    SteadydnsLimits = 64
+	SteadydnsLimitsPOOL_BLOCK         SteadydnsLimits = 16
+	SteadydnsLimitsMAX_ANSWERS        SteadydnsLimits = 8
 	SteadydnsLimitsMSG_MAX            SteadydnsLimits = 1024
 	SteadydnsLimitsNAME_MAX_WIRE      SteadydnsLimits = 255
 	SteadydnsLimitsNAME_HEAD          SteadydnsLimits = 48
@@ -204,6 +207,12 @@ const (
 	SteadydnsPolicyPOLICY_ROUND_ROBIN SteadydnsPolicy = 3
 )
 
+type SteadydnsRecPool struct {
+	_     structs.HostLayout
+	RrSum [64]uint16
+	Cand  [64]SteadydnsCandidate
+}
+
 type SteadydnsRecSlot struct {
 	_        structs.HostLayout
 	Seq      uint32
@@ -268,6 +277,7 @@ const (
 	SteadydnsRrsetFlagsRR_SIGNED SteadydnsRrsetFlags = 1
 	SteadydnsRrsetFlagsRR_GEO    SteadydnsRrsetFlags = 2
 	SteadydnsRrsetFlagsRR_STATIC SteadydnsRrsetFlags = 4
+	SteadydnsRrsetFlagsRR_POOL   SteadydnsRrsetFlags = 8
 )
 
 type SteadydnsScratch struct {
@@ -297,21 +307,21 @@ type SteadydnsScratch struct {
 		Open uint32
 		Rnd  uint32
 		Turn uint32
+		N    uint32
 	}
 	Chosen struct {
 		_       structs.HostLayout
-		Mask    uint32
-		LowMask uint32
+		Mask    uint64
+		LowMask uint64
 		LowPrio uint32
 		Wsum    uint32
 	}
-	_    [4]byte
 	Pick struct {
 		_        structs.HostLayout
 		Action   uint32
 		Degraded uint32
 		N        uint32
-		Order    [8]uint8
+		Order    [16]uint8
 		_        [4]byte
 		Sum      uint64
 	}
@@ -330,7 +340,7 @@ type SteadydnsScratch struct {
 		Opt    uint8
 		_      [4]byte
 	}
-	Ans [8][16]uint8
+	Ans [16][16]uint8
 	Buf [1092]uint8
 	_   [4]byte
 }
@@ -395,6 +405,7 @@ const (
 	SteadydnsMapHealthBits     = "health_bits"
 	SteadydnsMapHealthMeta     = "health_meta"
 	SteadydnsMapRecBits        = "rec_bits"
+	SteadydnsMapRecPools       = "rec_pools"
 	SteadydnsMapRecTags        = "rec_tags"
 	SteadydnsMapRecords        = "records"
 	SteadydnsMapRrCounter      = "rr_counter"
@@ -483,6 +494,7 @@ type SteadydnsMapSpecs struct {
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
 	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
@@ -543,6 +555,7 @@ type SteadydnsMaps struct {
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecPools   *ebpf.Map `ebpf:"rec_pools"`
 	RecTags    *ebpf.Map `ebpf:"rec_tags"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
@@ -564,6 +577,7 @@ func (m *SteadydnsMaps) Close() error {
 		m.HealthBits,
 		m.HealthMeta,
 		m.RecBits,
+		m.RecPools,
 		m.RecTags,
 		m.Records,
 		m.RrCounter,

@@ -8,9 +8,10 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 
-/* K, the candidates per record set, which every query visits. A build may
- * set it with -DCANDIDATES=N: a power of two, at most 32 (the selection
- * keeps sets as 32-bit masks and indexes slots with & (K - 1)). */
+/* K, the candidates a record set keeps in its slot, which every query
+ * visits. A build may set it with -DCANDIDATES=N: a power of two, at most
+ * MAX_ANSWERS (a zone file's set answers every candidate, and the
+ * selection indexes slots with & (K - 1)). */
 #ifndef CANDIDATES
 #define CANDIDATES 8
 #endif
@@ -21,6 +22,15 @@
  * would leave behind. */
 enum limits {
 	MAX_CANDIDATES = CANDIDATES,
+	/* A set of more candidates is a pool: its candidates live in the
+	 * pool map (struct rec_pool), up to POOL_CANDIDATES, and the
+	 * selection visits them in blocks of POOL_BLOCK, every one of the
+	 * blocks the set reaches into. */
+	POOL_CANDIDATES = 64,
+	POOL_BLOCK = 16,
+	/* The most answers a reply carries, whatever the set's size:
+	 * max_answers is at most this. */
+	MAX_ANSWERS = 8,
 	/* The DNS message is copied into a per-CPU buffer of this size;
 	 * longer queries go to the fallback. */
 	MSG_MAX = 1024,
@@ -69,8 +79,10 @@ enum limits {
 	RRL_TICK_NS = 1000000,
 };
 
-_Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= 32,
-	       "MAX_CANDIDATES must be a power of two, at most 32");
+_Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= MAX_ANSWERS,
+	       "MAX_CANDIDATES must be a power of two, at most MAX_ANSWERS");
+_Static_assert(POOL_CANDIDATES == 64 && POOL_CANDIDATES % POOL_BLOCK == 0,
+	       "a pool is one 64-bit mask, in whole blocks");
 
 #define MSG_MASK (MSG_MAX - 1)
 
@@ -111,6 +123,9 @@ enum rrset_flags {
 	 * are all its candidates in order at any health, which the program
 	 * writes without the selection's scan. */
 	RR_STATIC = 4,
+	/* A pool: the candidates and their sums are in the pool map, at
+	 * the set's pool index. */
+	RR_POOL = 8,
 };
 
 struct candidate {
@@ -125,7 +140,7 @@ struct candidate {
 struct rrset {
 	__u32 ttl;
 	__u32 ttl_degraded;  /* 0: unset */
-	__u8 n;              /* candidates in use, 0..K */
+	__u8 n;              /* candidates in use, 0..K, or up to POOL_CANDIDATES in a pool */
 	__u8 policy;         /* enum policy */
 	__u8 when_all_down;  /* enum when_all_down */
 	__u8 max_answers;
@@ -150,8 +165,21 @@ struct rrset {
 		 * the pair the CPU fetches together. A set of one is the same
 		 * either way: its address starts cand[0], its check is 0. */
 		__u8 packed[MAX_CANDIDATES * 16];
+		/* A set flagged RR_POOL: its entry of the pool map. */
+		__u32 pool;
 	};
 };
+
+/* A pool's candidates and their sums (struct rrset's rr_sum and cand),
+ * an entry of the pool map. Its set's slot holds its index, and the
+ * control plane writes an entry only while that slot's sequence count is
+ * odd, and reuses it only once the slot has moved on: the count that
+ * guards a set's fields guards its pool too. Candidates past the set's n
+ * are zero. */
+struct rec_pool {
+	__u16 rr_sum[POOL_CANDIDATES];
+	struct candidate cand[POOL_CANDIDATES];
+} __attribute__((aligned(64)));
 
 /* Slot states of the record table. */
 enum slot_state {

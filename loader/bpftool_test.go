@@ -46,7 +46,8 @@ func TestBpftoolDump(t *testing.T) {
 
 	// Field names each map's dump must show.
 	want := map[string][]string{
-		"records":     {"seq", "state", "qtype", "hash", "name_head", "name_tail", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum"},
+		"records":     {"seq", "state", "qtype", "hash", "name_head", "name_tail", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum", "pool"},
+		"rec_pools":   {"rr_sum", "cand", "addr", "check", "weight", "priority", "region"},
 		"health":      {"state", "reason"},
 		"health_bits": {},
 		"rec_bits":    {},

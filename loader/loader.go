@@ -31,6 +31,7 @@ type Options struct {
 	BPFFS          string       // base pin directory
 	HealthCapacity uint32       // entries in the health table
 	RecordCapacity uint32       // record sets the record table holds; 0: DefaultRecordCapacity
+	PoolCapacity   uint32       // pools (sets of more than MaxCandidates) the pool map holds; 0: DefaultPoolCapacity
 	Servers        []netip.Addr // addresses XDP answers for
 	// NSID is the value replies carry in an NSID option (RFC 5001) when
 	// the query asks for it, at most MaxNSID bytes; empty turns it off.
@@ -99,7 +100,7 @@ func Load(opts Options) (*Objects, error) {
 		o.Close()
 		return nil, err
 	}
-	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecBits, specs.Records.MaxEntries, opts.RecordCapacity)
+	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecPools.FD(), o.RecBits, specs.Records.MaxEntries, opts.RecordCapacity, specs.RecPools.MaxEntries)
 	if err != nil {
 		o.Close()
 		return nil, err
@@ -137,6 +138,10 @@ func prepareSpec(spec *ebpf.CollectionSpec, opts *Options) (*ebpf.CollectionSpec
 	slots := TableSlots(opts.RecordCapacity)
 	specs.Records.MaxEntries = slots
 	specs.RecTags.MaxEntries = slots
+	if opts.PoolCapacity == 0 {
+		opts.PoolCapacity = DefaultPoolCapacity
+	}
+	specs.RecPools.MaxEntries = opts.PoolCapacity
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, nil, err
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 )
 
-// MaxCandidates is K, the candidates per record set (MAX_CANDIDATES).
+// MaxCandidates is K, the candidates a record set keeps in its slot
+// (MAX_CANDIDATES); a set of more is a pool (MaxPoolCandidates).
 const MaxCandidates = len(bpf.SteadydnsRrset{}.Cand)
 
 // RecordKey identifies a record set in the data plane: the lowercased wire
@@ -95,11 +96,14 @@ func liveBits(n int, maxBits uint32) uint32 {
 // placement of every set in it. The sets sit in the table's first
 // 1 << bits slots, the live region, which grows and shrinks with their
 // count; the rec_bits map tells the program its size. tags is the hot
-// index (rec_tags), one word a slot, which write keeps with the slots.
+// index (rec_tags), one word a slot, which write keeps with the slots;
+// pools the pool map (rec_pools), whose entries it writes with the slots
+// that name them.
 type recordTable struct {
 	mu       sync.Mutex
 	mem      []byte
 	tags     []byte
+	pools    *poolTable
 	live     *ebpf.Map // rec_bits
 	bits     uint32    // of the live region
 	maxBits  uint32    // of the whole table
@@ -108,11 +112,12 @@ type recordTable struct {
 	index    map[RecordKey]uint32
 }
 
-// openRecordTable maps the records map and its hot index and reads the
-// placement of the sets already in it, which a pinned map keeps across
-// restarts, with the size of its live region. The index is rewritten from
-// the slots, so it holds what they hold whatever an earlier process left.
-func openRecordTable(fd, tagsFD int, live *ebpf.Map, slots, capacity uint32) (*recordTable, error) {
+// openRecordTable maps the records map, its hot index and the pool map,
+// and reads the placement of the sets already in them, which pinned maps
+// keep across restarts, with the size of its live region and the pool
+// entries the sets name. The index is rewritten from the slots, so it
+// holds what they hold whatever an earlier process left.
+func openRecordTable(fd, tagsFD, poolsFD int, live *ebpf.Map, slots, capacity, pools uint32) (*recordTable, error) {
 	mem, err := unix.Mmap(fd, 0, int(slots)*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping the record table: %w", err)
@@ -122,7 +127,14 @@ func openRecordTable(fd, tagsFD int, live *ebpf.Map, slots, capacity uint32) (*r
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("mapping the record table's index: %w", err)
 	}
-	t := &recordTable{mem: mem, tags: tags, live: live, maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
+	pmem, err := unix.Mmap(poolsFD, 0, int(pools)*poolSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(mem)
+		unix.Munmap(tags)
+		return nil, fmt.Errorf("mapping the pool map: %w", err)
+	}
+	t := &recordTable{mem: mem, tags: tags, pools: &poolTable{mem: pmem, owner: map[RecordKey]uint32{}}, live: live,
+		maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
 	var b uint32
 	if err := live.Lookup(uint32(0), &b); err != nil {
 		t.close()
@@ -146,6 +158,18 @@ func openRecordTable(fd, tagsFD int, live *ebpf.Map, slots, capacity uint32) (*r
 		k := RecordKey{Wire: slotName(s), Qtype: s.Qtype}
 		t.heads[j] = slotHead{used: true, dist: s.Dist, key: k, hash: s.Hash}
 		t.index[k] = j
+		if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) != 0 {
+			t.pools.owner[k] = *poolIndex(&s.Rr)
+		}
+	}
+	used := map[uint32]bool{}
+	for _, i := range t.pools.owner {
+		used[i] = true
+	}
+	for i := range uint32(pools) {
+		if !used[i] {
+			t.pools.free = append(t.pools.free, i)
+		}
 	}
 	return t, nil
 }
@@ -183,8 +207,8 @@ func (t *recordTable) close() error {
 	if t == nil || t.mem == nil {
 		return nil
 	}
-	err := errors.Join(unix.Munmap(t.mem), unix.Munmap(t.tags))
-	t.mem, t.tags = nil, nil
+	err := errors.Join(unix.Munmap(t.mem), unix.Munmap(t.tags), unix.Munmap(t.pools.mem))
+	t.mem, t.tags, t.pools.mem = nil, nil, nil
 	return err
 }
 
@@ -212,21 +236,25 @@ func bytesOf(s *bpf.SteadydnsRecSlot) []byte {
 
 // write puts v into slot j under the slot's sequence count: odd while the
 // bytes change, so a query reading the slot meanwhile sees the count odd
-// or changed and leaves the set to the fallback. A write that would change
+// or changed and leaves the set to the fallback. A pool's entry, p if not
+// nil, is written within the same odd count. A write that would change
 // nothing is skipped. The count itself is not copied from v. The slot's
 // tag in the hot index follows its content: a query that finds the new
 // tag finds the set written, and one that meets the old tag reads a slot
 // whose hash or name is not its own and probes on.
-func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot) {
+func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, p *pool) {
 	dst := bytesOf(t.slot(j))
 	src := bytesOf(v)
-	if string(dst[4:]) == string(src[4:]) {
+	if string(dst[4:]) == string(src[4:]) && (p == nil || t.pools.unchanged(p.index, p.entry)) {
 		return
 	}
 	seq := &t.slot(j).Seq
 	// An odd count left by a writer that died mid-write is rounded down.
 	base := atomic.LoadUint32(seq) &^ 1
 	atomic.StoreUint32(seq, base+1)
+	if p != nil {
+		t.pools.store(p.index, p.entry)
+	}
 	storeOrdered(dst, src)
 	atomic.StoreUint32(seq, base+2)
 	t.setTag(j, v)
@@ -274,9 +302,15 @@ func setSeqFence(vars *bpf.SteadydnsVariableSpecs) error {
 	return nil
 }
 
-// encode is the slot content of a set.
-func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.SteadydnsRecSlot {
-	s := &bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: *v}
+// encode is the slot content of a set, and for a pool its entry, to be
+// written at index.
+func encode(k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) (*bpf.SteadydnsRecSlot, *pool) {
+	s := &bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: v.SteadydnsRrset}
+	var p *pool
+	if v.Pool != nil {
+		rr, entry := EncodePool(k.Qtype, v, index)
+		s.Rr, p = rr, &pool{index, entry}
+	}
 	// The name's head lives in the slot's first cache line, the rest
 	// after the set (struct rec_slot).
 	for i, b := range k.Wire {
@@ -286,13 +320,16 @@ func encode(k RecordKey, h uint64, dist uint8, v *bpf.SteadydnsRrset) *bpf.Stead
 			s.NameTail[i-len(s.NameHead)] = int8(b)
 		}
 	}
+	if p != nil {
+		return s, p
+	}
 	for i := range s.Rr.Cand {
 		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
 	}
 	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_STATIC) != 0 {
 		pack(k.Qtype, &s.Rr)
 	}
-	return s
+	return s, nil
 }
 
 // pack rewrites a static set's candidates as their addresses alone, back
@@ -336,20 +373,47 @@ func answerSum(qtype uint16, c *bpf.SteadydnsCandidate) uint16 {
 // one takes the first slot from its home whose set is nearer its own home
 // (Robin Hood), and the sets it displaces move one slot on each; they are
 // written from the end of the chain back, so every set stays readable
-// somewhere along its probe while its copy moves.
-func (t *recordTable) put(k RecordKey, v *bpf.SteadydnsRrset) error {
+// somewhere along its probe while its copy moves. A pool keeps its pool
+// entry, or takes a free one; a set that stops being a pool frees its
+// entry once its slot no longer names it.
+func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 	if len(k.Wire) == 0 || len(k.Wire) > int(bpf.SteadydnsLimitsNAME_MAX_WIRE) {
 		return fmt.Errorf("writing record set %q/%d: wire name of %d bytes", k.Wire, k.Qtype, len(k.Wire))
 	}
+	if v.Pool != nil && (int(v.N) > MaxPoolCandidates || len(v.Pool) > MaxPoolCandidates) {
+		return fmt.Errorf("writing record set %q/%d: %d candidates, at most %d", k.Wire, k.Qtype, max(int(v.N), len(v.Pool)), MaxPoolCandidates)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	_, kept := t.index[k]
+	if !kept && len(t.index) >= t.capacity {
+		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
+	}
+	var index uint32
+	if v.Pool != nil {
+		var err error
+		if index, err = t.pools.claim(k); err != nil {
+			return err
+		}
+	}
+	err := t.place(k, v, index)
+	switch {
+	case err != nil && !kept:
+		t.pools.release(k)
+	case err == nil && v.Pool == nil:
+		t.pools.release(k)
+	}
+	return err
+}
+
+// place writes a set, v, whose pool entry is index if it is a pool, into
+// its slot or, for a new one, into the table; t.mu is held.
+func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
 	if j, ok := t.index[k]; ok {
 		h := t.heads[j]
-		t.write(j, encode(k, h.hash, h.dist, v))
+		s, p := encode(k, h.hash, h.dist, v, index)
+		t.write(j, s, p)
 		return nil
-	}
-	if len(t.index) >= t.capacity {
-		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
 	}
 	if b := liveBits(len(t.index)+1, t.maxBits); b > t.bits {
 		if err := t.resize(b); err != nil {
@@ -387,13 +451,14 @@ func (t *recordTable) put(k RecordKey, v *bpf.SteadydnsRrset) error {
 	for i := len(chain) - 1; i >= 0; i-- {
 		m := chain[i]
 		var s *bpf.SteadydnsRecSlot
+		var p *pool
 		if m.head.key == k {
-			s = encode(k, h, m.head.dist, v)
+			s, p = encode(k, h, m.head.dist, v, index)
 		} else {
 			s = t.copyOf(t.index[m.head.key])
 			s.Dist = m.head.dist
 		}
-		t.write(m.to, s)
+		t.write(m.to, s, p)
 		t.heads[m.to] = m.head
 		t.index[m.head.key] = m.to
 	}
@@ -429,13 +494,15 @@ func (t *recordTable) remove(k RecordKey) {
 		s := t.copyOf(next)
 		s.Dist--
 		n.dist--
-		t.write(j, s)
+		t.write(j, s, nil)
 		t.heads[j] = n
 		t.index[n.key] = j
 		j = next
 	}
-	t.write(j, &bpf.SteadydnsRecSlot{})
+	t.write(j, &bpf.SteadydnsRecSlot{}, nil)
 	t.heads[j] = slotHead{}
+	// The set's slot holds another set now, or none.
+	t.pools.release(k)
 }
 
 // place puts a set into heads on paper, from its home in a live region of
@@ -495,7 +562,7 @@ func (t *recordTable) resize(b uint32) error {
 			if old.used && old.key != key && !moved[old.key] {
 				next = t.copyOf(to)
 			}
-			t.write(to, cur)
+			t.write(to, cur, nil)
 			moved[key] = true
 			if next == nil {
 				break
@@ -508,7 +575,7 @@ func (t *recordTable) resize(b uint32) error {
 	}
 	for j := range uint32(1) << max(b, t.bits) {
 		if !heads[j].used && t.slot(j).State != uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
-			t.write(j, &bpf.SteadydnsRecSlot{})
+			t.write(j, &bpf.SteadydnsRecSlot{}, nil)
 		}
 	}
 	t.heads, t.index, t.bits = heads, index, b
@@ -539,9 +606,16 @@ func (t *recordTable) keys() []RecordKey {
 // RecordCapacity is the number of record sets the table holds.
 func (o *Objects) RecordCapacity() int { return o.records.capacity }
 
-// PutRecord inserts or replaces a record set. Each slot is written under
-// its sequence count, so the program reads a set whole or not at all.
+// PutRecord inserts or replaces a record set of up to MaxCandidates
+// candidates. Each slot is written under its sequence count, so the
+// program reads a set whole or not at all.
 func (o *Objects) PutRecord(k RecordKey, v *bpf.SteadydnsRrset) error {
+	return o.records.put(k, &bpf.Set{SteadydnsRrset: *v})
+}
+
+// PutSet is PutRecord for a set of any size: a pool's candidates go to
+// the pool map, written with its slot.
+func (o *Objects) PutSet(k RecordKey, v *bpf.Set) error {
 	return o.records.put(k, v)
 }
 
@@ -559,12 +633,14 @@ func (o *Objects) RecordKeys() ([]RecordKey, error) {
 // SyncRecords makes the table hold exactly sets. It deletes the sets no
 // longer wanted before it writes, so that the table never holds more than
 // the larger of the old and the new count: new sets fit whenever they fit
-// on their own. A kept set is replaced in place and never missing (and not
-// written at all when unchanged); a removed one only leaves a moment early,
-// and XDP passes its queries to the fallback.
-func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
-	if len(sets) > o.records.capacity {
-		return fmt.Errorf("writing %d record sets: the table holds %d", len(sets), o.records.capacity)
+// on their own. Sets that are no pools are written before the pools, so
+// that a set that stops being one frees its entry first. A kept set is
+// replaced in place and never missing (and not written at all when
+// unchanged); a removed one only leaves a moment early, and XDP passes
+// its queries to the fallback.
+func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
+	if err := o.FitRecords(sets); err != nil {
+		return err
 	}
 	for _, k := range o.records.keys() {
 		if _, ok := sets[k]; !ok {
@@ -575,10 +651,33 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.SteadydnsRrset) error {
 	if err := o.records.fit(len(sets)); err != nil {
 		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
 	}
-	for k, v := range sets {
-		if err := o.PutRecord(k, v); err != nil {
-			return err
+	for _, pools := range []bool{false, true} {
+		for k, v := range sets {
+			if (v.Pool != nil) != pools {
+				continue
+			}
+			if err := o.records.put(k, v); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// FitRecords reports whether sets fit the record table and the pool map,
+// which SyncRecords checks before it changes anything.
+func (o *Objects) FitRecords(sets map[RecordKey]*bpf.Set) error {
+	if len(sets) > o.records.capacity {
+		return fmt.Errorf("writing %d record sets: the table holds %d", len(sets), o.records.capacity)
+	}
+	pools := 0
+	for _, v := range sets {
+		if v.Pool != nil {
+			pools++
+		}
+	}
+	if c := o.records.pools.capacity(); pools > c {
+		return fmt.Errorf("writing %d record sets of more than %d candidates: the pool map holds %d; a restart sizes it for them", pools, MaxCandidates, c)
 	}
 	return nil
 }

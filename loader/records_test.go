@@ -23,10 +23,10 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	sets := func(labels ...string) map[RecordKey]*bpf.SteadydnsRrset {
-		m := map[RecordKey]*bpf.SteadydnsRrset{}
+	sets := func(labels ...string) map[RecordKey]*bpf.Set {
+		m := map[RecordKey]*bpf.Set{}
 		for _, l := range labels {
-			m[RecordKey{Wire: wire(l), Qtype: 1}] = &bpf.SteadydnsRrset{Ttl: 60}
+			m[RecordKey{Wire: wire(l), Qtype: 1}] = &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60}}
 		}
 		return m
 	}
@@ -184,10 +184,10 @@ func TestRecordTableLiveRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	sets := func(n int) map[RecordKey]*bpf.SteadydnsRrset {
-		m := map[RecordKey]*bpf.SteadydnsRrset{}
+	sets := func(n int) map[RecordKey]*bpf.Set {
+		m := map[RecordKey]*bpf.Set{}
 		for i := range n {
-			m[RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}] = &bpf.SteadydnsRrset{Ttl: uint32(i + 1)}
+			m[RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}] = &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: uint32(i + 1)}}
 		}
 		return m
 	}

@@ -27,14 +27,14 @@ func slotWords(s []byte, words []uint64) (seq uint32, ok bool) {
 func TestSlotWrite(t *testing.T) {
 	mem := make([]uint64, 2*slotSize/8) // aligned, as the mapping is
 	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 2*slotSize), tags: make([]byte, 2*tagSize)}
-	v := encode(RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.SteadydnsRrset{Ttl: 60, N: 1})
+	v, _ := encode(RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}, 0)
 	for i, c := range []struct {
 		ttl       uint32
 		seq, want uint32
 	}{{60, 0, 2}, {60, 2, 2}, {61, 2, 4}, {62, 5, 6}} {
 		tab.slot(1).Seq = c.seq
 		v.Rr.Ttl = c.ttl
-		tab.write(1, v)
+		tab.write(1, v, nil)
 		s := tab.slot(1)
 		if s.Seq != c.want {
 			t.Errorf("write %d: count %d, want %d", i, s.Seq, c.want)
@@ -67,7 +67,7 @@ func TestSlotWriteOrdered(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; !done.Load(); i++ {
-			tab.write(0, &sets[i&1])
+			tab.write(0, &sets[i&1], nil)
 		}
 	})
 	words := make([]uint64, (slotSize-8)/8)

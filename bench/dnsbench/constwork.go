@@ -85,6 +85,13 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 	sizes := slices.Clone(r.o.ConstantWorkSizes)
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
+	// Pools (K past a slot's candidates) get a pool map for every set of
+	// the largest size; without them it stays at its smallest.
+	pools := slices.Max(r.o.ConstantWorkK) > loader.MaxCandidates
+	var poolCap uint32
+	if pools {
+		poolCap = loader.PoolsFor(2 * sizes[len(sizes)-1])
+	}
 	opts := loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
 		HealthCapacity: healthTableSize,
@@ -92,6 +99,7 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 		// less than a server's default, so that a quick run measures a
 		// table of the size a server has.
 		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], recordTableSize)),
+		PoolCapacity:   poolCap,
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
 	}
 	o, err := loader.Load(opts)
@@ -131,7 +139,7 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 		return nil, err
 	}
 	for _, n := range sizes {
-		if why := fits(2 * n); why != "" {
+		if why := fits(2*n, pools); why != "" {
 			w.Skipped = append(w.Skipped, why)
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue

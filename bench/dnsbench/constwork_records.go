@@ -25,10 +25,11 @@ func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(healthTableSize-2)
 
 // putRecordSets writes a set of qtype (A or AAAA) with k health-checked
 // candidates for each of n names, of Options.ConstantWorkPolicy,
-// answering up to k; a failover set's candidates rank in order, a
-// weighted set's weigh alike. With Options.ConstantWorkStatic a set is a
-// zone file's instead: no check, flagged RR_STATIC, which the loader
-// packs and the program answers without a selection.
+// answering up to k, at most MAX_ANSWERS; a set of more than
+// loader.MaxCandidates is a pool. A failover set's candidates rank in
+// order, a weighted set's weigh alike. With Options.ConstantWorkStatic a
+// set is a zone file's instead: no check, flagged RR_STATIC, which the
+// loader packs and the program answers without a selection.
 func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
 	policy, ok := records.DataPlanePolicy(opt.ConstantWorkPolicy)
 	if !ok {
@@ -40,23 +41,27 @@ func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error
 		if err != nil {
 			return fmt.Errorf("packing %s: %w", nameOf(i), err)
 		}
-		v := bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(k), Policy: uint8(policy)}
+		v := bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 300, N: uint8(k), MaxAnswers: uint8(min(k, maxAnswers)), Policy: uint8(policy)}}
 		if opt.ConstantWorkStatic {
 			v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
 		}
+		if k > loader.MaxCandidates {
+			v.Pool = make([]bpf.SteadydnsCandidate, k)
+		}
+		cs := v.Candidates()
 		for j := range k {
 			if qtype == dns.TypeA {
 				a := [4]byte{198, 19, byte(j), byte(i)}
-				copy(v.Cand[j].Addr[:], a[:])
+				copy(cs[j].Addr[:], a[:])
 			} else {
-				v.Cand[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
+				cs[j].Addr = [16]byte{0xfd, 0x53, 0, 0x19, 13: byte(j), 14: byte(i >> 8), 15: byte(i)}
 			}
-			v.Cand[j].Priority, v.Cand[j].Weight = uint8(j), 1
+			cs[j].Priority, cs[j].Weight = uint8(j), 1
 			if !opt.ConstantWorkStatic {
-				v.Cand[j].Check = checkOf(i, j, k)
+				cs[j].Check = checkOf(i, j, k)
 			}
 		}
-		if err := o.PutRecord(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
+		if err := o.PutSet(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
 			return err
 		}
 	}
@@ -85,10 +90,13 @@ func expectedAnswers(k, down int, opt Options) int {
 		return 1
 	}
 	if down == 50 && k > 1 && !opt.ConstantWorkStatic {
-		return k / 2
+		return min(k/2, maxAnswers)
 	}
-	return k
+	return min(k, maxAnswers)
 }
+
+// maxAnswers is the most answers a reply carries (MAX_ANSWERS).
+const maxAnswers = int(bpf.SteadydnsLimitsMAX_ANSWERS)
 
 // checkReply runs one frame and checks that the reply is an answer with
 // the expected number of records and valid checksums.
@@ -116,11 +124,15 @@ func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
 	return nil
 }
 
-// fits says why a record table for n sets would not fit in memory here,
-// or "": the kernel reserves every slot of it, and it must leave half of
-// the available memory free.
-func fits(n int) string {
+// fits says why a record table for n sets, and a pool map for as many
+// pools if pools is set, would not fit in memory here, or "": the kernel
+// reserves every slot of them, and they must leave half of the available
+// memory free.
+func fits(n int, pools bool) string {
 	need := loader.TableBytes(uint32(n))
+	if pools {
+		need += loader.PoolBytes(loader.PoolsFor(n))
+	}
 	avail, err := memAvailable()
 	if err != nil {
 		return fmt.Sprintf("%d names: %v", n, err)

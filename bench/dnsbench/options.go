@@ -43,7 +43,7 @@ type Options struct {
 	// The constant-work fields keep results.json's keys, which match the
 	// --work-* flags that set them.
 	ConstantWorkSizes []int `json:"WorkNames"` // zone sizes of the constant-work runs; none skips them
-	ConstantWorkK     []int `json:"WorkK"`     // candidates per set in the constant-work runs, each 1 … loader.MaxCandidates
+	ConstantWorkK     []int `json:"WorkK"`     // candidates per set in the constant-work runs, each 1 … loader.MaxPoolCandidates
 	// ConstantWorkStatic makes the constant-work sets a zone file's: flagged
 	// RR_STATIC, with no health check, so that every query takes the
 	// static path and answers all K at every share down.
@@ -148,8 +148,11 @@ func (o *Options) check() error {
 	// A set answering one, or a static set, answers the same at any K.
 	oneAnswer := o.ConstantWorkPolicy == config.PolicyFailover || o.ConstantWorkPolicy == config.PolicyWeighted
 	for _, k := range o.ConstantWorkK {
-		if k < 1 || k > loader.MaxCandidates {
-			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxCandidates)
+		if k < 1 || k > loader.MaxPoolCandidates {
+			return fmt.Errorf("constant-work K %d: want 1 to %d, the candidates a set holds", k, loader.MaxPoolCandidates)
+		}
+		if k > loader.MaxCandidates && o.ConstantWorkStatic {
+			return fmt.Errorf("constant-work K %d: a zone file's set of more than %d stays with the fallback", k, loader.MaxCandidates)
 		}
 		if k > 1 && k%2 == 1 && !o.ConstantWorkStatic && !oneAnswer {
 			return fmt.Errorf("constant-work K %d: want 1 or an even K for %s sets, whose count up at 50%% down must be the same in every set", k, o.ConstantWorkPolicy)

@@ -96,6 +96,20 @@ type StageParseOutcomeCounts struct {
 	RrlDropped   uint64
 }
 
+type StageParseRecPool struct {
+	_     structs.HostLayout
+	RrSum [64]uint16
+	Cand  [64]struct {
+		_        structs.HostLayout
+		Addr     [16]uint8
+		Check    uint32
+		Weight   uint8
+		Priority uint8
+		Flags    uint8
+		Region   uint8
+	}
+}
+
 type StageParseRecSlot struct {
 	_        structs.HostLayout
 	Seq      uint32
@@ -177,21 +191,21 @@ type StageParseScratch struct {
 		Open uint32
 		Rnd  uint32
 		Turn uint32
+		N    uint32
 	}
 	Chosen struct {
 		_       structs.HostLayout
-		Mask    uint32
-		LowMask uint32
+		Mask    uint64
+		LowMask uint64
 		LowPrio uint32
 		Wsum    uint32
 	}
-	_    [4]byte
 	Pick struct {
 		_        structs.HostLayout
 		Action   uint32
 		Degraded uint32
 		N        uint32
-		Order    [8]uint8
+		Order    [16]uint8
 		_        [4]byte
 		Sum      uint64
 	}
@@ -210,7 +224,7 @@ type StageParseScratch struct {
 		Opt    uint8
 		_      [4]byte
 	}
-	Ans [8][16]uint8
+	Ans [16][16]uint8
 	Buf [1092]uint8
 	_   [4]byte
 }
@@ -253,6 +267,7 @@ const (
 	StageParseMapHealthBits     = "health_bits"
 	StageParseMapHealthMeta     = "health_meta"
 	StageParseMapRecBits        = "rec_bits"
+	StageParseMapRecPools       = "rec_pools"
 	StageParseMapRecTags        = "rec_tags"
 	StageParseMapRecords        = "records"
 	StageParseMapRrCounter      = "rr_counter"
@@ -341,6 +356,7 @@ type StageParseMapSpecs struct {
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
 	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
@@ -401,6 +417,7 @@ type StageParseMaps struct {
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecPools   *ebpf.Map `ebpf:"rec_pools"`
 	RecTags    *ebpf.Map `ebpf:"rec_tags"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
@@ -422,6 +439,7 @@ func (m *StageParseMaps) Close() error {
 		m.HealthBits,
 		m.HealthMeta,
 		m.RecBits,
+		m.RecPools,
 		m.RecTags,
 		m.Records,
 		m.RrCounter,

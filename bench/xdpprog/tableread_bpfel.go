@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type TableReadRecPool struct {
+	_     structs.HostLayout
+	RrSum [64]uint16
+	Cand  [64]struct {
+		_        structs.HostLayout
+		Addr     [16]uint8
+		Check    uint32
+		Weight   uint8
+		Priority uint8
+		Flags    uint8
+		Region   uint8
+	}
+}
+
 type TableReadRecSlot struct {
 	_        structs.HostLayout
 	Seq      uint32
@@ -53,6 +67,7 @@ type TableReadRecSlot struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TableReadMapRecBits    = "rec_bits"
+	TableReadMapRecPools   = "rec_pools"
 	TableReadMapRecTags    = "rec_tags"
 	TableReadMapRecords    = "records"
 	TableReadProgTableRead = "table_read"
@@ -107,9 +122,10 @@ type TableReadProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TableReadMapSpecs struct {
-	RecBits *ebpf.MapSpec `ebpf:"rec_bits"`
-	RecTags *ebpf.MapSpec `ebpf:"rec_tags"`
-	Records *ebpf.MapSpec `ebpf:"records"`
+	RecBits  *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecPools *ebpf.MapSpec `ebpf:"rec_pools"`
+	RecTags  *ebpf.MapSpec `ebpf:"rec_tags"`
+	Records  *ebpf.MapSpec `ebpf:"records"`
 }
 
 // TableReadVariableSpecs contains global variables before they are loaded into the kernel.
@@ -138,14 +154,16 @@ func (o *TableReadObjects) Close() error {
 //
 // It can be passed to LoadTableReadObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TableReadMaps struct {
-	RecBits *ebpf.Map `ebpf:"rec_bits"`
-	RecTags *ebpf.Map `ebpf:"rec_tags"`
-	Records *ebpf.Map `ebpf:"records"`
+	RecBits  *ebpf.Map `ebpf:"rec_bits"`
+	RecPools *ebpf.Map `ebpf:"rec_pools"`
+	RecTags  *ebpf.Map `ebpf:"rec_tags"`
+	Records  *ebpf.Map `ebpf:"records"`
 }
 
 func (m *TableReadMaps) Close() error {
 	return _TableReadClose(
 		m.RecBits,
+		m.RecPools,
 		m.RecTags,
 		m.Records,
 	)

@@ -66,7 +66,7 @@ func run(args []string) error {
 	prefix := fs.String("prefix", d.Prefix, "name prefix of the test hosts' namespaces and links (at most 5 bytes)")
 	pushRounds := fs.Int("push-rounds", d.PushRounds, "aggregator pushes per cell per run; 0 skips the aggregator")
 	work := fs.String("work-names", "1000,1000000", "zone sizes of the constant-work runs, comma-separated; empty skips them")
-	workK := fs.String("work-k", join(d.ConstantWorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxCandidates))
+	workK := fs.String("work-k", join(d.ConstantWorkK), fmt.Sprintf("candidates per set in the constant-work runs, comma-separated, each 1 to %d", loader.MaxPoolCandidates))
 	workStatic := fs.Bool("work-static", false, "make the constant-work sets a zone file's (static, no health check) instead of health-checked")
 	workPolicy := fs.String("work-policy", string(d.ConstantWorkPolicy), "the constant-work sets' policy: multivalue, failover, weighted or round_robin")
 	compare := fs.String("compare-object", "", "the XDP object of another build (its bpf/steadydns_bpfel.o), measured against this build's in the constant-work runs")

@@ -15,10 +15,15 @@ import (
 	"github.com/steadydns/steadydns/prober"
 )
 
-// MaxCandidates is K, the number of candidates a record can hold. The XDP
-// program visits all K on every query, so a record with more answers is
-// rejected rather than truncated.
-const MaxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
+// MaxCandidates is the number of candidates a record can hold: up to
+// MAX_CANDIDATES in its slot of the record table, more in the pool map.
+// The XDP program visits all of them on every query, so a record with
+// more answers is rejected rather than truncated. MaxAnswers is the most
+// one reply carries, max_answers' bound and default.
+const (
+	MaxCandidates = int(bpf.SteadydnsLimitsPOOL_CANDIDATES)
+	MaxAnswers    = int(bpf.SteadydnsLimitsMAX_ANSWERS)
+)
 
 // MaxNSID is the longest server.nsid in bytes, what the XDP program
 // carries.
@@ -216,7 +221,7 @@ type Record struct {
 	Type        uint16      // dns.TypeA, dns.TypeAAAA or dns.TypeCNAME
 	TTL         uint32      // default 60
 	Policy      Policy      // default multivalue
-	MaxAnswers  int         // default MaxCandidates
+	MaxAnswers  int         // default MaxAnswers
 	WhenAllDown WhenAllDown // default answer_all
 	MinHealthy  MinHealthy
 	TTLDegraded uint32      // TTL while any candidate is down; 0 means TTL

@@ -233,7 +233,7 @@ records:
 		{"type unsupported", base + "records:\n  - name: www.example.test.\n    type: MX\n    answers: [{value: 198.18.1.1}]\n", `config.yaml:8: records[0].type: unsupported type "MX", want A, AAAA or CNAME`},
 		{"duplicate record", base + "records:\n  - name: www.example.test.\n    type: A\n    answers: [{value: 198.18.1.1}]\n  - name: WWW.example.test\n    type: a\n    answers: [{value: 198.18.1.2}]\n", `config.yaml:10: records[1].name: duplicate record www.example.test. A, first at line 7`},
 		{"answers missing", base + "records:\n  - name: www.example.test.\n    type: A\n", `config.yaml:7: records[0].answers: at least one answer is required`},
-		{"too many answers", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n" + answers(9), `config.yaml:9: records[0].answers: record has 9 answers, at most 8 are allowed`},
+		{"too many answers", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n" + answers(65), `config.yaml:9: records[0].answers: record has 65 answers, at most 64 are allowed`},
 		{"only backups", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - { value: 198.18.1.1, backup: true }\n", `config.yaml:9: records[0].answers: every answer is a backup: at least one must not be`},
 		{"duplicate answer", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - value: 198.18.1.1\n      - value: 198.18.1.1\n", `config.yaml:11: records[0].answers[1].value: duplicate answer 198.18.1.1, first at line 10`},
 		{"answer value missing", base + "records:\n  - name: www.example.test.\n    type: A\n    answers:\n      - weight: 2\n", `config.yaml:10: records[0].answers[0].value: required: an address, or alias: a name`},
@@ -418,17 +418,17 @@ func TestFull(t *testing.T) {
 			{Value: addr("198.18.1.3"), Check: "web", Backup: true},
 		},
 	}, {
-		Name: "www.example.test.", Type: dns.TypeAAAA, TTL: 60, Policy: "weighted", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all",
+		Name: "www.example.test.", Type: dns.TypeAAAA, TTL: 60, Policy: "weighted", MaxAnswers: MaxAnswers, WhenAllDown: "answer_all",
 		MinHealthy: MinHealthy{Count: 1}, Stale: "keep",
 		Answers: []Answer{
 			{Value: addr("fd53::10"), Check: "deploy", Weight: 255},
 			{Value: addr("fd53::11"), Weight: 1},
 		},
 	}, {
-		Name: "example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep",
+		Name: "example.test.", Type: dns.TypeA, TTL: 60, Policy: "multivalue", MaxAnswers: MaxAnswers, WhenAllDown: "answer_all", Stale: "keep",
 		Answers: []Answer{{Alias: "www.example.test.", EvaluateTargetHealth: true, Weight: 1}},
 	}, {
-		Name: "cdn.example.test.", Type: dns.TypeCNAME, TTL: 60, Policy: "multivalue", MaxAnswers: MaxCandidates, WhenAllDown: "answer_all", Stale: "keep",
+		Name: "cdn.example.test.", Type: dns.TypeCNAME, TTL: 60, Policy: "multivalue", MaxAnswers: MaxAnswers, WhenAllDown: "answer_all", Stale: "keep",
 		Answers: []Answer{{Target: "www.example.test.", Check: "web1", Weight: 1}},
 	}})
 	same(t, "Aggregation", c.Aggregation, Aggregation{

@@ -381,7 +381,7 @@ func (d *decoder) dnssec(f fields) *DNSSEC {
 }
 
 func (d *decoder) record(f fields) Record {
-	r := Record{TTL: 60, Policy: PolicyMultivalue, MaxAnswers: MaxCandidates, WhenAllDown: WhenAllDownAnswerAll, Stale: StaleKeep}
+	r := Record{TTL: 60, Policy: PolicyMultivalue, MaxAnswers: MaxAnswers, WhenAllDown: WhenAllDownAnswerAll, Stale: StaleKeep}
 	f.str("name", &r.Name)
 	if r.Name != "" {
 		r.Name = dns.Fqdn(strings.ToLower(r.Name))

@@ -454,8 +454,8 @@ func (v *validator) records() {
 		oneOf(v, key("policy"), r.Policy, policies...)
 		oneOf(v, key("when_all_down"), r.WhenAllDown, whenAllDowns...)
 		oneOf(v, key("stale_policy"), r.Stale, stalePolicies...)
-		if r.MaxAnswers < 1 || r.MaxAnswers > MaxCandidates {
-			v.errorf(key("max_answers"), "%d out of range 1-%d", r.MaxAnswers, MaxCandidates)
+		if r.MaxAnswers < 1 || r.MaxAnswers > MaxAnswers {
+			v.errorf(key("max_answers"), "%d out of range 1-%d", r.MaxAnswers, MaxAnswers)
 		}
 		v.answers(r, key)
 		if r.Type == dns.TypeCNAME {

@@ -88,6 +88,11 @@ func (e *edgeServer) takeTable(m transport.Message, stale uint64) {
 // apply writes geo, the zones' SOAs and the record sets into the maps,
 // and gives the fallback the plan's zones and records.
 func (e *edgeServer) apply(p *Plan) error {
+	// Sets the maps cannot hold (more pools than the pool map was sized
+	// for at start) leave everything as it was: a restart resizes it.
+	if err := e.objs.FitRecords(p.Compiled.Entries()); err != nil {
+		return err
+	}
 	if e.merge != nil {
 		e.merge.Configure(p.Config.CellNames(), p.entryCells())
 	}

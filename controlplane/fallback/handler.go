@@ -355,8 +355,8 @@ type scratch struct {
 	rrs  []dns.RR
 	a    []aRecord
 	aaaa []aaaaRecord
-	// The addresses of a selection: a set has at most maxCandidates.
-	addrs [maxCandidates]netip.Addr
+	// The addresses of a selection, at most maxAnswers.
+	addrs [maxAnswers]netip.Addr
 }
 
 // addrRoom is the room a selection's addresses are appended to.

@@ -40,16 +40,16 @@ const (
 type Selection struct {
 	Action Action
 	TTL    uint32
-	Addrs  []netip.Addr // in answer order; at most maxCandidates
+	Addrs  []netip.Addr // in answer order; at most maxAnswers
 	Target string       // a CNAME set's answer: the target name, lowercase fqdn
 	// ECSScope is echoed as the SCOPE PREFIX-LENGTH when the query had ECS
 	// (RFC 7871 §7.2.1); 0 sends no ECS option, as XDP does.
 	ECSScope uint8
 }
 
-// maxCandidates is the most candidates a set has, and so the most
-// addresses a selection answers.
-const maxCandidates = int(bpf.SteadydnsLimitsMAX_CANDIDATES)
+// maxAnswers is the most addresses a selection answers, whatever the
+// set's size.
+const maxAnswers = int(bpf.SteadydnsLimitsMAX_ANSWERS)
 
 // View is what the server answers from; a reload swaps it whole.
 type View struct {

@@ -14,18 +14,23 @@ type cand struct {
 }
 
 // set builds a record set of policy with TTL 60 (30 when degraded).
-func set(policy bpf.SteadydnsPolicy, maxAnswers uint8, cs ...cand) *bpf.SteadydnsRrset {
-	s := &bpf.SteadydnsRrset{Ttl: 60, TtlDegraded: 30, N: uint8(len(cs)), Policy: uint8(policy), MaxAnswers: maxAnswers}
+func set(policy bpf.SteadydnsPolicy, maxAnswers uint8, cs ...cand) *bpf.Set {
+	s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, TtlDegraded: 30, N: uint8(len(cs)), Policy: uint8(policy), MaxAnswers: maxAnswers}}
+	cand := s.Cand[:]
+	if len(cs) > len(cand) {
+		s.Pool = make([]bpf.SteadydnsCandidate, len(cs))
+		cand = s.Pool
+	}
 	for i, c := range cs {
-		s.Cand[i] = bpf.SteadydnsCandidate{Check: uint32(1 + i), Weight: c.weight, Priority: c.prio, Region: c.region}
+		cand[i] = bpf.SteadydnsCandidate{Check: uint32(1 + i), Weight: c.weight, Priority: c.prio, Region: c.region}
 		if c.backup {
-			s.Cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+			cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
 		}
 	}
 	return s
 }
 
-func with(s *bpf.SteadydnsRrset, edit func(*bpf.SteadydnsRrset)) *bpf.SteadydnsRrset {
+func with(s *bpf.Set, edit func(*bpf.Set)) *bpf.Set {
 	edit(s)
 	return s
 }
@@ -33,7 +38,7 @@ func with(s *bpf.SteadydnsRrset, edit func(*bpf.SteadydnsRrset)) *bpf.SteadydnsR
 // table is a health table in which entry 0 and the checks of every slot
 // but the down ones are up.
 func table(down ...int) []bool {
-	up := make([]bool, 1+selection.K)
+	up := make([]bool, 1+selection.MaxCandidates)
 	for i := range up {
 		up[i] = true
 	}
@@ -62,7 +67,7 @@ var (
 // set) and the one outcome both sides must give.
 type policyCase struct {
 	name      string
-	set       *bpf.SteadydnsRrset
+	set       *bpf.Set
 	up        []bool
 	order     *bpf.SteadydnsGeoOrder
 	meta      *bpf.SteadydnsTableMeta
@@ -109,36 +114,36 @@ var policyCases = []policyCase{
 	{name: "failover among backups by priority", set: set(failover, 8, cand{}, cand{backup: true, prio: 2}, cand{backup: true, prio: 1}), up: table(0),
 		want: outcome{action: answer, order: []int{2}, degraded: true, ttl: 30}},
 	{name: "min_healthy keeps failing open whatever when_all_down says", up: table(0, 1),
-		set: with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.SteadydnsRrset) {
+		set: with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.Set) {
 			s.MinHealthy, s.WhenAllDown = 2, uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA)
 		}),
 		want: outcome{action: answer, order: []int{0, 1, 2}, degraded: true, ttl: 30}},
 	{name: "min_healthy met", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 		want: outcome{action: answer, order: []int{1, 2}, degraded: true, ttl: 30}},
 	{name: "min_healthy short takes the healthy backups before failing open", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 		want: outcome{action: answer, order: []int{1, 2}, degraded: true, ttl: 30}},
 	{name: "min_healthy short even with the backups fails open", up: table(0, 2),
-		set:  with(set(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 		want: outcome{action: answer, order: []int{0, 1}, degraded: true, ttl: 30}},
 	{name: "when_all_down nodata", up: table(0, 1),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) }),
 		want: outcome{action: nodata, order: []int{0, 1}, degraded: true, ttl: 30}},
 	{name: "when_all_down servfail", up: table(0, 1),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_SERVFAIL) }),
 		want: outcome{action: servfail, order: []int{0, 1}, degraded: true, ttl: 30}},
 	{name: "when_all_down waits for the backups", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) }),
+		set:  with(set(multivalue, 8, cand{}, cand{backup: true}), func(s *bpf.Set) { s.WhenAllDown = uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) }),
 		want: outcome{action: answer, order: []int{1}, degraded: true, ttl: 30}},
 	{name: "ttl_degraded unset keeps the ttl", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.TtlDegraded = 0 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.TtlDegraded = 0 }),
 		want: outcome{action: answer, order: []int{1}, degraded: true, ttl: 60}},
 	{name: "a down check past n does not degrade", up: table(2),
-		set:  with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.N = 2 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.Set) { s.N = 2 }),
 		want: outcome{action: answer, order: []int{0, 1}, ttl: 60}},
 	{name: "a check past the table is down", up: table(),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.Cand[1].Check = 1 << 20 }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.Cand[1].Check = 1 << 20 }),
 		want: outcome{action: answer, order: []int{0}, degraded: true, ttl: 30}},
 	{name: "geo own region", set: set(multivalue, 8, cand{region: 2}, cand{region: 1}), up: table(), order: euOrder,
 		want: outcome{action: answer, order: []int{1}, ttl: 60}},
@@ -163,18 +168,18 @@ var policyCases = []policyCase{
 		meta: &bpf.SteadydnsTableMeta{Version: 8, ArrivedNs: 1000e9, StaleAfterNs: 1},
 		want: outcome{action: answer, order: []int{1}, degraded: true, ttl: 30}},
 	{name: "stale table under answer_all answers all", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
 		meta: &bpf.SteadydnsTableMeta{Version: 8, ArrivedNs: 1000e9, StaleAfterNs: 1},
 		want: outcome{action: answer, order: []int{0, 1}, ttl: 60, open: true}},
 	{name: "stale_after old exactly is not stale yet", up: table(0),
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
 		meta: &bpf.SteadydnsTableMeta{Version: 8, ArrivedNs: 1000e9, StaleAfterNs: 1e9},
 		want: outcome{action: answer, order: []int{1}, degraded: true, ttl: 30}},
 	{name: "stale_after 0 never goes stale", up: table(0), now: 1 << 62,
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
 		want: outcome{action: answer, order: []int{1}, degraded: true, ttl: 30}},
 	{name: "a clock before the arrival wraps to stale", up: table(0), now: 999e9,
-		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
+		set:  with(set(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.Stale = uint8(bpf.SteadydnsStalePolicySTALE_ANSWER_ALL) }),
 		meta: &bpf.SteadydnsTableMeta{Version: 8, ArrivedNs: 1000e9, StaleAfterNs: 1e9},
 		want: outcome{action: answer, order: []int{0, 1}, ttl: 60, open: true}},
 }

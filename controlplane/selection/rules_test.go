@@ -27,27 +27,33 @@ const (
 	roundRobin = bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN
 )
 
-// rrset builds a record set of policy with TTL 60, 30 when degraded.
-func rrset(policy bpf.SteadydnsPolicy, maxAnswers uint8, cs ...cand) *bpf.SteadydnsRrset {
-	s := &bpf.SteadydnsRrset{Ttl: 60, TtlDegraded: 30, N: uint8(len(cs)), Policy: uint8(policy), MaxAnswers: maxAnswers}
+// rrset builds a record set of policy with TTL 60, 30 when degraded: a
+// pool if it has more than K candidates.
+func rrset(policy bpf.SteadydnsPolicy, maxAnswers uint8, cs ...cand) *bpf.Set {
+	s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, TtlDegraded: 30, N: uint8(len(cs)), Policy: uint8(policy), MaxAnswers: maxAnswers}}
+	cand := s.Cand[:]
+	if len(cs) > len(cand) {
+		s.Pool = make([]bpf.SteadydnsCandidate, len(cs))
+		cand = s.Pool
+	}
 	for i, c := range cs {
-		s.Cand[i] = bpf.SteadydnsCandidate{Check: uint32(1 + i), Weight: c.weight, Priority: c.prio, Region: c.region}
+		cand[i] = bpf.SteadydnsCandidate{Check: uint32(1 + i), Weight: c.weight, Priority: c.prio, Region: c.region}
 		if c.backup {
-			s.Cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+			cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
 		}
 	}
 	return s
 }
 
 // edit applies f to s and returns it, to write a variant inline.
-func edit(s *bpf.SteadydnsRrset, f func(*bpf.SteadydnsRrset)) *bpf.SteadydnsRrset {
+func edit(s *bpf.Set, f func(*bpf.Set)) *bpf.Set {
 	f(s)
 	return s
 }
 
 // mask is the slot set of slots.
-func mask(slots ...int) uint32 {
-	var m uint32
+func mask(slots ...int) uint64 {
+	var m uint64
 	for _, s := range slots {
 		m |= 1 << s
 	}
@@ -76,7 +82,7 @@ type want struct {
 	order    []int
 	degraded bool
 	ttl      uint32
-	eligible uint32
+	eligible uint64
 	failOpen bool
 }
 
@@ -89,7 +95,7 @@ func (w want) String() string {
 // client's ranking, whether the table is open, the draw and the turn.
 type selCase struct {
 	name      string
-	set       *bpf.SteadydnsRrset
+	set       *bpf.Set
 	down      []int
 	ranks     Ranks
 	open      bool
@@ -131,8 +137,8 @@ var (
 )
 
 func TestSelectMultivalue(t *testing.T) {
-	three := func() *bpf.SteadydnsRrset { return rrset(multivalue, 3, cand{}, cand{}, cand{}) }
-	four := func(maxAnswers uint8) *bpf.SteadydnsRrset {
+	three := func() *bpf.Set { return rrset(multivalue, 3, cand{}, cand{}, cand{}) }
+	four := func(maxAnswers uint8) *bpf.Set {
 		return rrset(multivalue, maxAnswers, cand{}, cand{}, cand{}, cand{})
 	}
 	runCases(t, []selCase{
@@ -150,19 +156,19 @@ func TestSelectMultivalue(t *testing.T) {
 		{name: "an empty set fails open to nothing", set: rrset(multivalue, 8),
 			want: want{action: answer, ttl: 60, failOpen: true}},
 		{name: "a down check past n neither degrades nor answers", down: []int{2},
-			set:  edit(three(), func(s *bpf.SteadydnsRrset) { s.N = 2 }),
+			set:  edit(three(), func(s *bpf.Set) { s.N = 2 }),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1)}},
 		{name: "candidates sharing a check go down together", down: []int{0},
-			set:  edit(three(), func(s *bpf.SteadydnsRrset) { s.Cand[2].Check = 1 }),
+			set:  edit(three(), func(s *bpf.Set) { s.Cand[2].Check = 1 }),
 			want: want{action: answer, order: []int{1}, degraded: true, ttl: 30, eligible: mask(1)}},
 		{name: "ttl_degraded 0 keeps the ttl when degraded", down: []int{0},
-			set:  edit(three(), func(s *bpf.SteadydnsRrset) { s.TtlDegraded = 0 }),
+			set:  edit(three(), func(s *bpf.Set) { s.TtlDegraded = 0 }),
 			want: want{action: answer, order: []int{1, 2}, degraded: true, ttl: 60, eligible: mask(1, 2)}},
 	})
 }
 
 func TestSelectFailover(t *testing.T) {
-	prios := func() *bpf.SteadydnsRrset {
+	prios := func() *bpf.Set {
 		return rrset(failover, 8, cand{prio: 1}, cand{prio: 0}, cand{prio: 2}, cand{prio: 0})
 	}
 	runCases(t, []selCase{
@@ -182,7 +188,7 @@ func TestSelectFailover(t *testing.T) {
 }
 
 func TestSelectWeighted(t *testing.T) {
-	w := func() *bpf.SteadydnsRrset {
+	w := func() *bpf.Set {
 		return rrset(weighted, 8, cand{weight: 10}, cand{weight: 0}, cand{weight: 30})
 	}
 	all := mask(0, 1, 2)
@@ -211,7 +217,7 @@ func TestSelectWeighted(t *testing.T) {
 }
 
 func TestSelectRoundRobin(t *testing.T) {
-	three := func(max uint8) *bpf.SteadydnsRrset { return rrset(roundRobin, max, cand{}, cand{}, cand{}) }
+	three := func(max uint8) *bpf.Set { return rrset(roundRobin, max, cand{}, cand{}, cand{}) }
 	runCases(t, []selCase{
 		{name: "turn 0 starts at the first", set: three(2), turn: 0,
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1, 2)}},
@@ -230,7 +236,7 @@ func TestSelectRoundRobin(t *testing.T) {
 }
 
 func TestSelectBackup(t *testing.T) {
-	pb := func() *bpf.SteadydnsRrset { return rrset(multivalue, 8, cand{}, cand{backup: true}) }
+	pb := func() *bpf.Set { return rrset(multivalue, 8, cand{}, cand{backup: true}) }
 	runCases(t, []selCase{
 		{name: "held back while a primary is healthy", set: pb(),
 			want: want{action: answer, order: []int{0}, ttl: 60, eligible: mask(0)}},
@@ -252,8 +258,8 @@ func TestSelectBackup(t *testing.T) {
 }
 
 func TestSelectMinHealthy(t *testing.T) {
-	three := func(minHealthy, wad uint8) *bpf.SteadydnsRrset {
-		return edit(rrset(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.MinHealthy, s.WhenAllDown = minHealthy, wad })
+	three := func(minHealthy, wad uint8) *bpf.Set {
+		return edit(rrset(multivalue, 8, cand{}, cand{}, cand{}), func(s *bpf.Set) { s.MinHealthy, s.WhenAllDown = minHealthy, wad })
 	}
 	runCases(t, []selCase{
 		{name: "met answers the healthy", set: three(2, 0), down: []int{0},
@@ -263,37 +269,37 @@ func TestSelectMinHealthy(t *testing.T) {
 		{name: "short answers whatever when_all_down says", set: three(2, noData), down: []int{0, 1, 2},
 			want: want{action: answer, order: []int{0, 1, 2}, degraded: true, ttl: 30, eligible: mask(0, 1, 2), failOpen: true}},
 		{name: "enough primaries hold the backups back",
-			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1)}},
 		{name: "short, healthy backups join the primaries before failing open", down: []int{0},
-			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{1, 2}, degraded: true, ttl: 30, eligible: mask(1, 2)}},
 		{name: "backups alone reach it when no primary is healthy", down: []int{0, 1},
 			set: edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}, cand{backup: true}),
-				func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+				func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{2, 3}, degraded: true, ttl: 30, eligible: mask(2, 3)}},
 		{name: "short even with the backups fails open to every primary", down: []int{0},
-			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 3 }),
+			set:  edit(rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}), func(s *bpf.Set) { s.MinHealthy = 3 }),
 			want: want{action: answer, order: []int{0, 1}, degraded: true, ttl: 30, eligible: mask(0, 1), failOpen: true}},
 		{name: "the policy picks among primaries and backups together", down: []int{0},
 			set: edit(rrset(failover, 8, cand{prio: 1}, cand{prio: 1}, cand{backup: true, prio: 0}),
-				func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+				func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{2}, degraded: true, ttl: 30, eligible: mask(1, 2)}},
 		{name: "more than the set has fails open with all healthy",
-			set:  edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 5 }),
+			set:  edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.MinHealthy = 5 }),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1), failOpen: true}},
 		{name: "short under failover answers the lowest priority of all", down: []int{0, 1},
-			set:  edit(rrset(failover, 8, cand{}, cand{prio: 1}, cand{prio: 1}), func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+			set:  edit(rrset(failover, 8, cand{}, cand{prio: 1}, cand{prio: 1}), func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{0}, degraded: true, ttl: 30, eligible: mask(0, 1, 2), failOpen: true}},
 	})
 }
 
 func TestSelectWhenAllDown(t *testing.T) {
-	two := func(wad uint8) *bpf.SteadydnsRrset {
-		return edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = wad })
+	two := func(wad uint8) *bpf.Set {
+		return edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.WhenAllDown = wad })
 	}
-	withBackup := func(wad uint8) *bpf.SteadydnsRrset {
-		return edit(rrset(multivalue, 8, cand{}, cand{backup: true}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = wad })
+	withBackup := func(wad uint8) *bpf.Set {
+		return edit(rrset(multivalue, 8, cand{}, cand{backup: true}), func(s *bpf.Set) { s.WhenAllDown = wad })
 	}
 	runCases(t, []selCase{
 		{name: "answer_all answers every primary", set: two(0), down: []int{0, 1},
@@ -337,7 +343,7 @@ func TestSelectGeo(t *testing.T) {
 			want: want{action: answer, order: []int{2}, degraded: true, ttl: 30, eligible: mask(2), failOpen: true}},
 		{name: "min_healthy short, the region's backups join before the next region", ranks: euRanks,
 			set: edit(rrset(multivalue, 8, cand{region: 1}, cand{region: 1, backup: true}, cand{region: 2}, cand{region: 2}),
-				func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+				func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1)}},
 		{name: "a rank past the last counts as the last",
 			set: rrset(multivalue, 8, cand{region: 4}, cand{region: 1}, cand{region: 7}), down: []int{1}, ranks: euRanks,
@@ -347,7 +353,7 @@ func TestSelectGeo(t *testing.T) {
 			want: want{action: answer, order: []int{0}, degraded: true, ttl: 30, eligible: mask(0)}},
 		{name: "min_healthy short fails open in the region, not over to the next", ranks: euRanks, down: []int{0},
 			set: edit(rrset(multivalue, 8, cand{region: 1}, cand{region: 1}, cand{region: 2}, cand{region: 2}),
-				func(s *bpf.SteadydnsRrset) { s.MinHealthy = 2 }),
+				func(s *bpf.Set) { s.MinHealthy = 2 }),
 			want: want{action: answer, order: []int{0, 1}, degraded: true, ttl: 30, eligible: mask(0, 1), failOpen: true}},
 		{name: "no ranking answers every region", set: rrset(multivalue, 8, cand{region: 2}, cand{region: 1}),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1)}},
@@ -363,7 +369,7 @@ func TestSelectOpen(t *testing.T) {
 		{name: "backups stay back", set: rrset(multivalue, 8, cand{}, cand{backup: true}), down: []int{0}, open: true,
 			want: want{action: answer, order: []int{0}, ttl: 60, eligible: mask(0)}},
 		{name: "when_all_down does not apply", down: []int{0, 1}, open: true,
-			set:  edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.SteadydnsRrset) { s.WhenAllDown = servFail }),
+			set:  edit(rrset(multivalue, 8, cand{}, cand{}), func(s *bpf.Set) { s.WhenAllDown = servFail }),
 			want: want{action: answer, order: []int{0, 1}, ttl: 60, eligible: mask(0, 1)}},
 		{name: "the policy still applies", set: rrset(failover, 8, cand{prio: 1}, cand{prio: 0}), down: []int{0, 1}, open: true,
 			want: want{action: answer, order: []int{1}, ttl: 60, eligible: mask(0, 1)}},
@@ -425,10 +431,10 @@ func TestDraw(t *testing.T) {
 }
 
 func TestPickTTL(t *testing.T) {
-	rr := &bpf.SteadydnsRrset{Ttl: 300, TtlDegraded: 20}
-	unset := &bpf.SteadydnsRrset{Ttl: 300}
+	rr := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 300, TtlDegraded: 20}}
+	unset := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 300}}
 	for _, c := range []struct {
-		rr       *bpf.SteadydnsRrset
+		rr       *bpf.Set
 		degraded bool
 		want     uint32
 	}{
@@ -441,9 +447,12 @@ func TestPickTTL(t *testing.T) {
 }
 
 func TestNthMember(t *testing.T) {
-	for _, c := range []struct{ mask, r, want uint32 }{
+	for _, c := range []struct {
+		mask    uint64
+		r, want uint32
+	}{
 		{0b1011, 0, 0}, {0b1011, 1, 1}, {0b1011, 2, 3},
-		{0b1000_0000, 0, 7},
+		{0b1000_0000, 0, 7}, {1 << 63, 0, 63}, {1<<63 | 1<<40, 1, 63},
 		{0b1011, 3, 0}, // past the last member: slot 0, as in C
 	} {
 		if got := nthMember(c.mask, c.r); got != c.want {
@@ -452,12 +461,12 @@ func TestNthMember(t *testing.T) {
 	}
 }
 
-// TestSelectIntoAllocatesNothing: with room of K lent, a selection
-// allocates nothing and its order is the room lent.
+// TestSelectIntoAllocatesNothing: with room of MaxAnswers lent, a
+// selection allocates nothing and its order is the room lent.
 func TestSelectIntoAllocatesNothing(t *testing.T) {
 	rr := rrset(multivalue, 8, cand{}, cand{}, cand{backup: true}, cand{region: 2})
 	up := func(check uint32) bool { return check != 2 }
-	into := make([]int, 0, K)
+	into := make([]int, 0, MaxAnswers)
 	var p Pick
 	allocs := testing.AllocsPerRun(100, func() {
 		p = Select(rr, up, euRanks, false, 7, 3, into)
@@ -478,21 +487,30 @@ func TestSelectInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
 	for trial := range 20_000 {
 		k := int(K)
-		s := &bpf.SteadydnsRrset{
+		if trial%2 == 1 {
+			k = int(MaxCandidates) // a pool
+		}
+		s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{
 			Ttl: 60, TtlDegraded: 30,
 			N:           uint8(rng.IntN(k + 1)),
 			Policy:      uint8(rng.IntN(4)),
 			WhenAllDown: uint8(rng.IntN(3)),
-			MaxAnswers:  uint8(rng.IntN(k + 1)),
+			MaxAnswers:  uint8(rng.IntN(int(MaxAnswers) + 1)),
 			MinHealthy:  uint8(rng.IntN(4)),
+		}}
+		cs := s.Cand[:]
+		if k > int(K) {
+			s.Pool = make([]bpf.SteadydnsCandidate, k)
+			cs = s.Pool
 		}
-		for i := range s.Cand {
-			s.Cand[i] = bpf.SteadydnsCandidate{Check: uint32(rng.IntN(6)), Weight: uint8(rng.IntN(4) * 10),
+		for i := range cs {
+			cs[i] = bpf.SteadydnsCandidate{Check: uint32(rng.IntN(6)), Weight: uint8(rng.IntN(4) * 10),
 				Priority: uint8(rng.IntN(3)), Region: uint8(rng.IntN(5))}
 			if rng.IntN(4) == 0 {
-				s.Cand[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
+				cs[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
 			}
 		}
+		n := int(s.N)
 		var table [6]bool
 		for i := range table {
 			table[i] = rng.IntN(2) == 0
@@ -508,10 +526,13 @@ func TestSelectInvariants(t *testing.T) {
 			t.Fatalf("trial %d: %s\nset %+v\ntable %v open %v geo %v\npick %+v", trial, fmt.Sprintf(format, args...), *s, table, open, ranks != nil, p)
 		}
 
-		present := uint32(1)<<s.N - 1
-		var down uint32
-		for i := range int(s.N) {
-			if !open && !up(s.Cand[i].Check) {
+		present := uint64(1)<<n - 1
+		if n == 64 {
+			present = ^uint64(0)
+		}
+		var down uint64
+		for i := range n {
+			if !open && !up(cs[i].Check) {
 				down |= 1 << i
 			}
 		}
@@ -537,7 +558,7 @@ func TestSelectInvariants(t *testing.T) {
 		if len(p.Order) == 0 && p.Eligible != 0 && limit > 0 {
 			fail("no answer from eligible %08b", p.Eligible)
 		}
-		if want := min(limit, bits.OnesCount32(p.Eligible)); bpf.SteadydnsPolicy(s.Policy) != failover && len(p.Order) != want {
+		if want := min(limit, bits.OnesCount64(p.Eligible)); bpf.SteadydnsPolicy(s.Policy) != failover && len(p.Order) != want {
 			fail("%d answers, want %d", len(p.Order), want)
 		}
 		for i, slot := range p.Order {
@@ -546,8 +567,8 @@ func TestSelectInvariants(t *testing.T) {
 			}
 			if i > 0 {
 				// Slot order from the first answer, wrapping once.
-				prev := (p.Order[i-1] - p.Order[0] + k) % k
-				if cur := (slot - p.Order[0] + k) % k; cur <= prev {
+				prev := (p.Order[i-1] - p.Order[0] + n) % n
+				if cur := (slot - p.Order[0] + n) % n; cur <= prev {
 					fail("slot %d after %d: not in slot order from %d", slot, p.Order[i-1], p.Order[0])
 				}
 			}

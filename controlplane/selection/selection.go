@@ -12,8 +12,16 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 )
 
-// K is the number of candidate slots in a record set.
+// K is the number of candidates a record set keeps in its slot; a pool
+// holds up to MaxCandidates.
 const K = uint32(len(bpf.SteadydnsRrset{}.Cand))
+
+// MaxCandidates is the most candidates a set holds, a pool's, and
+// MaxAnswers the most a reply answers of them.
+const (
+	MaxCandidates = uint32(bpf.SteadydnsLimitsPOOL_CANDIDATES)
+	MaxAnswers    = uint32(bpf.SteadydnsLimitsMAX_ANSWERS)
+)
 
 // Action is what to answer: enum action of the data plane, so both paths
 // decide among the same results.
@@ -30,14 +38,14 @@ const (
 type Pick struct {
 	Action   Action
 	Degraded bool   // a present candidate is down: ttl_degraded applies
-	Order    []int  // candidate slots to answer, in answer order
-	Eligible uint32 // the set the policy chose from, for the API
+	Order    []int  // candidates to answer, by index, in answer order
+	Eligible uint64 // the set the policy chose from, for the API
 	FailOpen bool   // the set is every primary because too few are healthy
 }
 
 // TTL is the TTL of the answers of rr: ttl_degraded, when set, while a
 // present candidate is down. It is answer_ttl of bpf/select.h.
-func (p Pick) TTL(rr *bpf.SteadydnsRrset) uint32 {
+func (p Pick) TTL(rr *bpf.Set) uint32 {
 	if p.Degraded && rr.TtlDegraded != 0 {
 		return rr.TtlDegraded
 	}
@@ -66,9 +74,9 @@ func Draw(port, id uint16, hash uint64) uint32 {
 }
 
 // nthMember is the index of the r-th (0-based) member of mask.
-func nthMember(mask, r uint32) uint32 {
+func nthMember(mask uint64, r uint32) uint32 {
 	var at, seen uint32
-	for i := uint32(0); i < K; i++ {
+	for i := range uint32(64) {
 		if mask&(1<<i) != 0 {
 			if seen == r {
 				at = i
@@ -80,12 +88,12 @@ func nthMember(mask, r uint32) uint32 {
 }
 
 // weightedMember is the member of mask that a draw r < wsum lands on.
-func weightedMember(rr *bpf.SteadydnsRrset, mask, r uint32) uint32 {
+func weightedMember(cand []bpf.SteadydnsCandidate, mask uint64, r uint32) uint32 {
 	var at, acc uint32
 	found := false
-	for i := uint32(0); i < K; i++ {
+	for i := range uint32(len(cand)) {
 		if mask&(1<<i) != 0 {
-			acc += uint32(rr.Cand[i].Weight)
+			acc += uint32(cand[i].Weight)
 			if !found && r < acc {
 				at, found = i, true
 			}
@@ -106,13 +114,14 @@ type Ranks func(region uint8) uint8
 // an index; ranks orders regions for the client; open answers as if every
 // candidate were healthy. rnd and turn are the random draw and the
 // round-robin turn of this query. The pick's order is appended to into[:0]:
-// room of K the caller lends keeps a query free of allocations.
-func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32, into []int) Pick {
-	n := min(uint32(rr.N), K)
-	var healthy, backup uint32
-	var rank [GeoRanks]uint32
+// room of MaxAnswers the caller lends keeps a query free of allocations.
+func Select(rr *bpf.Set, up func(check uint32) bool, ranks Ranks, open bool, rnd, turn uint32, into []int) Pick {
+	cand := rr.Candidates()
+	n := uint32(len(cand))
+	var healthy, backup uint64
+	var rank [GeoRanks]uint64
 	for i := range n {
-		c := &rr.Cand[i]
+		c := &cand[i]
 		if open || up(c.Check) {
 			healthy |= 1 << i
 		}
@@ -125,7 +134,10 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, ope
 		}
 		rank[r] |= 1 << i
 	}
-	present := uint32(1)<<n - 1
+	present := uint64(1)<<n - 1
+	if n == 64 {
+		present = ^uint64(0)
+	}
 	upAll, bupAll, primAll := healthy&^backup, healthy&backup, present&^backup
 
 	// Geo: the nearest rank with a healthy primary; with none in any
@@ -133,7 +145,7 @@ func Select(rr *bpf.SteadydnsRrset, up func(check uint32) bool, ranks Ranks, ope
 	// with a primary, to fail open there.
 	rm := rank[0]
 kinds:
-	for _, kind := range [...]uint32{upAll, bupAll, primAll} {
+	for _, kind := range [...]uint64{upAll, bupAll, primAll} {
 		for _, m := range rank {
 			if m&kind != 0 {
 				rm = m
@@ -147,11 +159,11 @@ kinds:
 	// healthy backups, if together they reach it; else fail open.
 	p := Pick{Action: Answer, Degraded: present&^healthy != 0, Order: into[:0]}
 	minHealthy := int(rr.MinHealthy)
-	var e uint32
+	var e uint64
 	switch both := hp | hb; {
-	case hp != 0 && bits.OnesCount32(hp) >= minHealthy:
+	case hp != 0 && bits.OnesCount64(hp) >= minHealthy:
 		e = hp
-	case both != 0 && bits.OnesCount32(both) >= minHealthy:
+	case both != 0 && bits.OnesCount64(both) >= minHealthy:
 		e = both
 	default:
 		e = all
@@ -167,12 +179,12 @@ kinds:
 	}
 
 	// The chosen set's lowest priority and weight sum.
-	lowPrio, lowMask, wsum := ^uint32(0), uint32(0), uint32(0)
+	lowPrio, lowMask, wsum := ^uint32(0), uint64(0), uint32(0)
 	for i := range n {
 		if e&(1<<i) == 0 {
 			continue
 		}
-		c := &rr.Cand[i]
+		c := &cand[i]
 		wsum += uint32(c.Weight)
 		switch prio := uint32(c.Priority); {
 		case prio < lowPrio:
@@ -183,15 +195,15 @@ kinds:
 	}
 
 	p.Eligible = e
-	pc := uint32(bits.OnesCount32(e))
-	mask, start, limit := e, uint32(0), uint32(rr.MaxAnswers)
+	pc := uint32(bits.OnesCount64(e))
+	mask, start, limit := e, uint32(0), min(uint32(rr.MaxAnswers), MaxAnswers)
 	switch bpf.SteadydnsPolicy(rr.Policy) {
 	case bpf.SteadydnsPolicyPOLICY_FAILOVER:
 		mask = lowMask
 	case bpf.SteadydnsPolicyPOLICY_WEIGHTED:
 		limit = 1
 		if wsum != 0 {
-			start = weightedMember(rr, mask, rnd%wsum)
+			start = weightedMember(cand, mask, rnd%wsum)
 		} else if pc != 0 {
 			start = nthMember(mask, rnd%pc)
 		}
@@ -205,8 +217,8 @@ kinds:
 		}
 	}
 
-	for i := uint32(0); i < K; i++ {
-		j := (start + i) & (K - 1)
+	for i := range n {
+		j := (start + i) % n
 		if mask&(1<<j) != 0 && uint32(len(p.Order)) < limit {
 			p.Order = append(p.Order, int(j))
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // fullSet is a multivalue set of K candidates, all answered at once.
-func fullSet() *bpf.SteadydnsRrset {
+func fullSet() *bpf.Set {
 	cs := make([]cand, selection.K)
 	return set(multivalue, uint8(selection.K), cs...)
 }
@@ -116,6 +116,9 @@ func TestDifferential(t *testing.T) {
 	k := int(selection.K)
 	for trial := range 400 {
 		n := 1 + rng.IntN(k)
+		if trial%4 == 3 {
+			n = k + 1 + rng.IntN(int(selection.MaxCandidates)-k) // a pool
+		}
 		cs := make([]cand, n)
 		for i := range cs {
 			w := uint8(rng.IntN(256))
@@ -125,11 +128,12 @@ func TestDifferential(t *testing.T) {
 			cs[i] = cand{backup: rng.IntN(4) == 0, prio: uint8(rng.IntN(3)), weight: w}
 		}
 		cs[rng.IntN(n)].backup = false // config requires a primary
-		s := set(bpf.SteadydnsPolicy(rng.IntN(4)), uint8(1+rng.IntN(k)), cs...)
+		s := set(bpf.SteadydnsPolicy(rng.IntN(4)), uint8(1+rng.IntN(int(selection.MaxAnswers))), cs...)
 		s.WhenAllDown = uint8(rng.IntN(3))
 		s.MinHealthy = uint8(rng.IntN(3))
+		c := s.Candidates()
 		for i := range n {
-			s.Cand[i].Check = uint32(1 + rng.IntN(12))
+			c[i].Check = uint32(1 + rng.IntN(12))
 		}
 		in := input{Set: s, Up: make([]bool, 13), Meta: fresh, Now: now}
 		in.Up[0] = true
@@ -139,7 +143,7 @@ func TestDifferential(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			s.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 			for i := range n {
-				s.Cand[i].Region = uint8(rng.IntN(3))
+				c[i].Region = uint8(rng.IntN(3))
 			}
 			// As XDP looks the client's region up in geo_rank.
 			in.Order = &orders[clients[trial%len(clients)]]

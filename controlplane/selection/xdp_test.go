@@ -98,7 +98,7 @@ func (in input) String() string {
 	s := in.Set
 	fmt.Fprintf(&b, "set: n %d policy %d max_answers %d min_healthy %d when_all_down %d stale %d ttl %d ttl_degraded %d flags %#x\n",
 		s.N, s.Policy, s.MaxAnswers, s.MinHealthy, s.WhenAllDown, s.Stale, s.Ttl, s.TtlDegraded, s.Flags)
-	for i, c := range s.Cand {
+	for i, c := range s.Candidates() {
 		fmt.Fprintf(&b, "  slot %d: check %d weight %d priority %d flags %#x region %d\n", i, c.Check, c.Weight, c.Priority, c.Flags, c.Region)
 	}
 	var up []int
@@ -137,19 +137,28 @@ const now = 1001e9
 // randomInput draws one selection's inputs: every policy (and one value no
 // policy has, which both sides read as multivalue), max_answers and
 // min_healthy from 0 past K, weights with zeros, priorities, backups, geo
-// rankings past the last rank, n from 0 to K with junk in unused slots,
-// checks past the table's end, tables from all down to all up, and table
-// metadata around the stale boundary.
+// rankings past the last rank, n from 0 to K with junk in unused slots or
+// a pool of K+1 to MaxCandidates, checks past the table's end, tables from
+// all down to all up, and table metadata around the stale boundary.
 func randomInput(rng *rand.Rand) input {
 	k := int(selection.K)
-	s := &bpf.SteadydnsRrset{
+	s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{
 		N:           uint8(rng.IntN(k + 1)),
 		Policy:      uint8(rng.IntN(5)),
 		WhenAllDown: uint8(rng.IntN(3)),
-		MaxAnswers:  uint8(rng.IntN(k + 2)),
+		MaxAnswers:  uint8(rng.IntN(int(selection.MaxAnswers) + 3)),
 		MinHealthy:  uint8(rng.IntN(4)),
 		Stale:       uint8(rng.IntN(2)),
 		Ttl:         uint32(1 + rng.IntN(300)),
+	}}
+	cs := s.Cand[:]
+	checks := 1 + rng.IntN(12)
+	if rng.IntN(3) == 0 {
+		k = int(selection.MaxCandidates)
+		s.N = uint8(int(selection.K) + 1 + rng.IntN(k-int(selection.K)))
+		s.Pool = make([]bpf.SteadydnsCandidate, k)
+		cs = s.Pool
+		checks = 1 + rng.IntN(xdprules.HealthEntries)
 	}
 	if rng.IntN(3) == 0 {
 		s.MinHealthy = uint8(rng.IntN(k + 2))
@@ -160,13 +169,12 @@ func randomInput(rng *rand.Rand) input {
 	if rng.IntN(2) == 0 {
 		s.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 	}
-	checks := 1 + rng.IntN(12)
 	junk := rng.IntN(2) == 0
-	for i := range s.Cand {
+	for i := range cs {
 		if i >= int(s.N) && !junk {
 			break
 		}
-		c := &s.Cand[i]
+		c := &cs[i]
 		c.Check = uint32(rng.IntN(checks))
 		if rng.IntN(20) == 0 {
 			c.Check = uint32(xdprules.HealthEntries + rng.IntN(100)) // no entry: down
@@ -229,18 +237,22 @@ func randomInput(rng *rand.Rand) input {
 	return in
 }
 
-// TestXDPRandom: on 20,000 random inputs the fallback's selection gives
-// exactly what the XDP program's own code gives: the action, the answers in
-// order, the TTL, the degraded flag and the open rule.
+// TestXDPRandom: on 20,000 random inputs, a third of them pools, the
+// fallback's selection gives exactly what the XDP program's own code
+// gives: the action, the answers in order, the TTL, the degraded flag and
+// the open rule.
 func TestXDPRandom(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(9, 20))
 	actions := map[selection.Action]int{}
-	var mixed, passed int
+	var mixed, passed, pooled int
 	for range 20_000 {
 		in := randomInput(rng)
 		o := same(t, h, in)
 		actions[o.action]++
+		if slices.ContainsFunc(o.order, func(i int) bool { return i >= int(selection.K) }) {
+			pooled++
+		}
 		m, p := in.rules(o)
 		mixed += m
 		passed += p
@@ -252,8 +264,9 @@ func TestXDPRandom(t *testing.T) {
 			t.Errorf("action %d drawn %d times in 20,000: the inputs do not cover it", a, actions[a])
 		}
 	}
-	if mixed < 100 || passed < 100 {
-		t.Errorf("in 20,000 draws, %d answer backups with primaries (min_healthy) and %d pass a nearer healthy backup for a primary (geo): want 100 of each", mixed, passed)
+	if mixed < 100 || passed < 100 || pooled < 1000 {
+		t.Errorf("in 20,000 draws, %d answer backups with primaries (min_healthy), %d pass a nearer healthy backup for a primary (geo), %d answer a pool's candidate past K: want 100, 100 and 1,000",
+			mixed, passed, pooled)
 	}
 }
 
@@ -264,8 +277,8 @@ func (in input) rules(o outcome) (mixed, passed int) {
 	if o.action != selection.Answer || len(o.order) == 0 {
 		return 0, 0
 	}
-	s := in.Set
-	isBackup := func(i int) bool { return s.Cand[i].Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0 }
+	cs := in.Set.Candidates()
+	isBackup := func(i int) bool { return cs[i].Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0 }
 	var b, p bool
 	for _, i := range o.order {
 		b = b || isBackup(i)
@@ -274,14 +287,14 @@ func (in input) rules(o outcome) (mixed, passed int) {
 	if b && p {
 		mixed = 1
 	}
-	if in.Order == nil || isBackup(o.order[0]) || selection.Open(in.Meta, s.Stale, in.Now) {
+	if in.Order == nil || isBackup(o.order[0]) || selection.Open(in.Meta, in.Set.Stale, in.Now) {
 		return mixed, 0
 	}
 	rank := func(i int) uint8 {
-		return min(in.Order.Rank[int(s.Cand[i].Region)%len(in.Order.Rank)], uint8(selection.GeoRanks-1))
+		return min(in.Order.Rank[int(cs[i].Region)%len(in.Order.Rank)], uint8(selection.GeoRanks-1))
 	}
-	for i := range int(s.N) {
-		c := s.Cand[i].Check
+	for i := range cs {
+		c := cs[i].Check
 		if isBackup(i) && int(c) < len(in.Up) && in.Up[c] && rank(i) < rank(o.order[0]) {
 			passed = 1
 		}
@@ -301,7 +314,7 @@ func TestXDPEveryHealthCombination(t *testing.T) {
 		for wad := range uint8(3) {
 			for _, minHealthy := range []uint8{0, 3} {
 				for _, geo := range []*bpf.SteadydnsGeoOrder{nil, &order} {
-					s := &bpf.SteadydnsRrset{N: uint8(k), Policy: policy, WhenAllDown: wad, MaxAnswers: 3, MinHealthy: minHealthy, Ttl: 60, TtlDegraded: 10}
+					s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{N: uint8(k), Policy: policy, WhenAllDown: wad, MaxAnswers: 3, MinHealthy: minHealthy, Ttl: 60, TtlDegraded: 10}}
 					for i := range s.Cand {
 						c := &s.Cand[i]
 						c.Check = uint32(1 + i)
@@ -333,7 +346,7 @@ func TestXDPEveryHealthCombination(t *testing.T) {
 func TestDrawXDP(t *testing.T) {
 	h := harness(t)
 	rng := rand.New(rand.NewPCG(13, 17))
-	set := &bpf.SteadydnsRrset{N: 1, MaxAnswers: 1}
+	set := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{N: 1, MaxAnswers: 1}}
 	seen := map[uint32]bool{}
 	edges := []xdprules.Input{{}, {Port: 0xffff, ID: 0xffff, Hash: ^uint64(0)}, {Port: 1}, {ID: 1}, {Hash: 1}}
 	for i := range 500 {
@@ -363,8 +376,8 @@ func TestXDPStatic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 5))
 	for range 2_000 {
 		k := 2 + rng.IntN(int(selection.K)-1)
-		s := &bpf.SteadydnsRrset{N: uint8(k), MaxAnswers: uint8(k), Ttl: uint32(1 + rng.IntN(300)),
-			Policy: uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE), Flags: uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)}
+		s := &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{N: uint8(k), MaxAnswers: uint8(k), Ttl: uint32(1 + rng.IntN(300)),
+			Policy: uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE), Flags: uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)}}
 		for i := range k {
 			s.Cand[i].Addr[0], s.Cand[i].Addr[1], s.Cand[i].Addr[2], s.Cand[i].Addr[3] = 198, 18, 6, byte(i+1)
 		}

@@ -21,9 +21,10 @@ import (
 	"github.com/steadydns/steadydns/loader"
 )
 
-// HealthEntries is the size of the harness's health table. A check index
-// past it finds no entry, which the selection reads as down.
-const HealthEntries = 64
+// HealthEntries is the size of the harness's health table, room for a
+// check per candidate of the largest pool. A check index past it finds no
+// entry, which the selection reads as down.
+const HealthEntries = 128
 
 // xdpPass is what the program returns once it has written its output.
 const xdpPass = 2
@@ -37,7 +38,7 @@ type Harness struct {
 
 // Input is everything one selection reads.
 type Input struct {
-	Set   *bpf.SteadydnsRrset
+	Set   *bpf.Set               // a pool's candidates go to the harness's pool map
 	Up    []bool                 // health table: entry i is up when Up[i]; the rest are down
 	Order *bpf.SteadydnsGeoOrder // the client region's ranking of regions; nil: no geo
 	Meta  bpf.SteadydnsTableMeta // the health table's metadata, for the open rule
@@ -89,8 +90,10 @@ func Load() (*Harness, error) {
 	if err := loader.SizeHealthBits(specs.HealthBits, specs.HealthWordMask, HealthEntries); err != nil {
 		return nil, err
 	}
-	// The record table comes with the header and goes unused here.
+	// The record table comes with the header and goes unused here; the
+	// pool map holds the pool of one selection.
 	specs.Records.MaxEntries = 1
+	specs.RecPools.MaxEntries = 1
 	// The table is encoded by the loader, which encodes the server's: one
 	// layout and one stride for both.
 	h := &Harness{table: make([]byte, healthtable.Bytes(HealthEntries))}
@@ -126,7 +129,15 @@ func (h *Harness) Select(in Input) (Result, error) {
 	if err := recode(&ti.Meta, &in.Meta); err != nil {
 		return Result{}, err
 	}
-	if err := recode(&ti.Rr, in.Set); err != nil {
+	rr := in.Set.SteadydnsRrset
+	if in.Set.Pool != nil {
+		var pool *bpf.SteadydnsRecPool
+		rr, pool = loader.EncodePool(0, in.Set, 0)
+		if err := h.objs.RecPools.Put(uint32(0), pool); err != nil {
+			return Result{}, fmt.Errorf("writing the pool: %w", err)
+		}
+	}
+	if err := recode(&ti.Rr, &rr); err != nil {
 		return Result{}, err
 	}
 	if in.Order != nil {
@@ -206,6 +217,7 @@ func LoadRRL(rule bpf.RRLRule) (*RRLHarness, error) {
 	}
 	// The header's tables go unused here.
 	specs.Records.MaxEntries = 1
+	specs.RecPools.MaxEntries = 1
 	specs.Rrl.MaxEntries = 1
 	for _, s := range []struct {
 		v    *ebpf.VariableSpec

@@ -68,7 +68,7 @@ type RulesOutput struct {
 		Action   uint32
 		Degraded uint32
 		N        uint32
-		Order    [8]uint8
+		Order    [16]uint8
 		_        [4]byte
 		Sum      uint64
 	}
@@ -124,6 +124,7 @@ const (
 	RulesMapHealthMeta      = "health_meta"
 	RulesMapInputs          = "inputs"
 	RulesMapRecBits         = "rec_bits"
+	RulesMapRecPools        = "rec_pools"
 	RulesMapRecTags         = "rec_tags"
 	RulesMapRecords         = "records"
 	RulesMapRrCounter       = "rr_counter"
@@ -207,6 +208,7 @@ type RulesMapSpecs struct {
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
 	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
 	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
@@ -264,6 +266,7 @@ type RulesMaps struct {
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
 	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecPools   *ebpf.Map `ebpf:"rec_pools"`
 	RecTags    *ebpf.Map `ebpf:"rec_tags"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
@@ -287,6 +290,7 @@ func (m *RulesMaps) Close() error {
 		m.HealthMeta,
 		m.Inputs,
 		m.RecBits,
+		m.RecPools,
 		m.RecTags,
 		m.Records,
 		m.RrCounter,
