@@ -64,7 +64,7 @@ func TestTableRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A small table of its own, unpinned.
-	for _, name := range []string{"records", "rec_tags", "rec_bits"} {
+	for _, name := range []string{"records", "rec_tags", "rec_bits", "rec_pools"} {
 		spec.Maps[name].Pinning = ebpf.PinNone
 	}
 	spec.Maps["records"].MaxEntries = 1024
