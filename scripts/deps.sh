@@ -18,6 +18,8 @@ command -v jq >/dev/null || need+=(jq)
 command -v bpftool >/dev/null || need+=(bpftool)
 command -v dnsperf >/dev/null || need+=(dnsperf)
 command -v ethtool >/dev/null || need+=(ethtool)
+# The DNSSEC tests validate through a real Unbound.
+command -v unbound >/dev/null || need+=(unbound)
 # The metric check's tests query a real Prometheus.
 command -v prometheus >/dev/null || need+=(prometheus)
 # The status page's test loads it in a real browser.

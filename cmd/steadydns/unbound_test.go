@@ -1,0 +1,258 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/steadydns/steadydns/testenv"
+)
+
+const unboundZone = `$ORIGIN example.test.
+$TTL 300
+@    SOA  ns hostmaster 1 3600 600 86400 1
+@    NS   ns
+@    MX   10 mail
+@    TXT  "v=spf1 -all"
+ns   A    198.18.0.2
+mail A    198.18.0.25
+`
+
+const unboundConfig = `server:
+  interfaces: [%s]
+  xdp_mode: generic
+  listen: ["198.18.0.2:53"]
+  api: 127.0.0.1:9153
+  bpffs: %s
+  state_dir: %s
+  rrl: {rate: 0}
+zones:
+  - origin: example.test.
+    file: example.test.zone
+    dnssec:
+      keys: keys
+      split: true
+health_checks:
+  a: { type: tcp, target: 198.18.1.1, port: 80, interval: 200ms, timeout: 150ms, unhealthy_threshold: 1, healthy_threshold: 1 }
+  b: { type: tcp, target: 198.18.1.2, port: 80, interval: 200ms, timeout: 150ms, unhealthy_threshold: 1, healthy_threshold: 1 }
+records:
+  - name: www.example.test.
+    type: A
+    ttl: 1
+    policy: failover
+    answers:
+      - { value: 198.18.1.1, check: a, priority: 1 }
+      - { value: 198.18.1.2, check: b, priority: 2 }
+  - name: multi.example.test.
+    type: A
+    ttl: 1
+    answers:
+      - { value: 198.18.1.1, check: a }
+      - { value: 198.18.1.2, check: b }
+aggregation:
+  push_interval: 100ms
+`
+
+// TestUnboundValidates serves a zone signed online to a real Unbound that
+// holds its DS as trust anchor and has steadydns as its stub. Through a
+// backend's death and return, under failover and multivalue, every answer
+// validates (AD) and follows health; so do the zone's MX and TXT, NODATA
+// and NXDOMAIN, answered as black lies.
+func TestUnboundValidates(t *testing.T) {
+	testenv.SkipUnlessRoot(t)
+	unbound, err := exec.LookPath("unbound")
+	if err != nil {
+		t.Fatalf("finding unbound: %v (scripts/deps.sh installs Debian's package)", err)
+	}
+	bin := build(t)
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+
+	// The backends' health: a listener on port 80 that the test closes.
+	listen := func(i int) net.Listener {
+		var ln net.Listener
+		if err := env.Backends[i].Do(func() (err error) {
+			ln, err = net.Listen("tcp", fmt.Sprintf("198.18.1.%d:80", i+1))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return ln
+	}
+	lns := []net.Listener{listen(0), listen(1)}
+	t.Cleanup(func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	})
+
+	dir := t.TempDir()
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mounting a test bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	cfg := filepath.Join(dir, "steadydns.yaml")
+	for name, text := range map[string]string{
+		"example.test.zone": unboundZone,
+		"steadydns.yaml":    fmt.Sprintf(unboundConfig, env.Edge.Link, filepath.Join(mnt, "sd"), filepath.Join(dir, "state")),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(bin, "dnssec", "keygen", "--config", cfg, "--zone", "example.test").CombinedOutput(); err != nil {
+		t.Fatalf("dnssec keygen: %v\n%s", err, out)
+	}
+	ds, err := exec.Command(bin, "dnssec", "ds", "--config", cfg, "--zone", "example.test").Output()
+	if err != nil {
+		t.Fatalf("dnssec ds: %v", err)
+	}
+	t.Cleanup(func() {
+		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
+			t.Errorf("detach: %v\n%s", err, out)
+		}
+	})
+	serve := env.Edge.Command(bin, "serve", "--config", cfg)
+	slog, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve.Stdout, serve.Stderr = slog, slog
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		serve.Process.Kill()
+		serve.Wait()
+		slog.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(slog.Name())
+			t.Logf("serve's log:\n%s", b)
+		}
+	})
+	waitServing(t, env)
+
+	// Unbound on the client host, validating with the DS as anchor and
+	// caching nothing past a second, so that it follows health.
+	ucfg := filepath.Join(dir, "unbound.conf")
+	if err := os.WriteFile(ucfg, []byte(fmt.Sprintf(`server:
+  interface: 127.0.0.1@5353
+  do-daemonize: no
+  username: ""
+  chroot: ""
+  directory: "%s"
+  pidfile: ""
+  use-syslog: no
+  logfile: ""
+  verbosity: 1
+  val-log-level: 2
+  access-control: 127.0.0.0/8 allow
+  do-not-query-localhost: yes
+  qname-minimisation: no
+  cache-max-ttl: 1
+  cache-max-negative-ttl: 1
+  module-config: "validator iterator"
+  trust-anchor: "%s"
+  # RFC 6761 names are served empty by default.
+  local-zone: "test." nodefault
+stub-zone:
+  name: "example.test."
+  stub-addr: 198.18.0.2
+`, dir, strings.TrimSpace(string(ds)))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ub := env.Client.Command(unbound, "-d", "-c", ucfg)
+	ulog, err := os.Create(filepath.Join(dir, "unbound.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub.Stdout, ub.Stderr = ulog, ulog
+	if err := ub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ub.Process.Kill()
+		ub.Wait()
+		ulog.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(ulog.Name())
+			t.Logf("unbound's log:\n%s", b)
+		}
+	})
+
+	// resolve asks Unbound, with DO, and returns the rcode, AD and the
+	// answer's data of qtype, sorted.
+	resolve := func(name string, qtype uint16) (int, bool, []string, error) {
+		var r *dns.Msg
+		err := env.Client.Do(func() (err error) {
+			q := new(dns.Msg).SetQuestion(name, qtype)
+			q.SetEdns0(1232, true)
+			r, _, err = (&dns.Client{Timeout: 2 * time.Second}).Exchange(q, "127.0.0.1:5353")
+			return err
+		})
+		if err != nil {
+			return 0, false, nil, err
+		}
+		var data []string
+		for _, rr := range r.Answer {
+			if rr.Header().Rrtype == qtype {
+				data = append(data, strings.TrimPrefix(rr.String(), rr.Header().String()))
+			}
+		}
+		slices.Sort(data)
+		return r.Rcode, r.AuthenticatedData, data, nil
+	}
+	// expect polls until Unbound answers name with rcode and want,
+	// validated.
+	expect := func(what, name string, qtype uint16, rcode int, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, ad, data, err := resolve(name, qtype)
+			if err == nil && got == rcode && ad && slices.Equal(data, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s %s: rcode %s AD %v %v (%v), want %s AD with %v", what, name, dns.TypeToString[qtype],
+					dns.RcodeToString[got], ad, data, err, dns.RcodeToString[rcode], want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	ok := dns.RcodeSuccess
+	expect("both up", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
+	expect("both up", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
+	expect("zone data", "example.test.", dns.TypeMX, ok, "10 mail.example.test.")
+	expect("zone data", "example.test.", dns.TypeTXT, ok, `"v=spf1 -all"`)
+	expect("zone data", "mail.example.test.", dns.TypeA, ok, "198.18.0.25")
+	expect("nodata", "mail.example.test.", dns.TypeAAAA, ok)
+	expect("nodata of a health-checked name", "www.example.test.", dns.TypeTXT, ok)
+	expect("nxdomain", "nothere.example.test.", dns.TypeA, ok)
+
+	lns[0].Close() // the primary dies
+	expect("primary down", "www.example.test.", dns.TypeA, ok, "198.18.1.2")
+	expect("primary down", "multi.example.test.", dns.TypeA, ok, "198.18.1.2")
+
+	lns[0] = listen(0) // and returns
+	expect("primary back", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
+	expect("primary back", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
+}
