@@ -24,6 +24,9 @@ command -v unbound >/dev/null || need+=(unbound)
 command -v prometheus >/dev/null || need+=(prometheus)
 # The status page's test loads it in a real browser.
 command -v chromium >/dev/null || need+=(chromium)
+# The dnstap test reads the stream with readers of its own.
+command -v fstrm_capture >/dev/null || need+=(fstrm-bin)
+command -v dnstap-ldns >/dev/null || need+=(dnstap-ldns)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"

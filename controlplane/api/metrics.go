@@ -74,6 +74,7 @@ type Metrics struct {
 	reloads      atomic.Uint64
 	reloadErrs   atomic.Uint64
 	udp          [len(udpQtypes) + 1]udpBytes // by udpQtypes index; the last is "other"
+	tap          tapMetrics
 
 	queries     *prometheus.Desc
 	passed      *prometheus.Desc
@@ -131,6 +132,7 @@ var udpIndex = func() map[uint16]int {
 func NewMetrics(src Source) *Metrics {
 	return &Metrics{
 		src: src,
+		tap: newTapMetrics(),
 		checkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "steadydns_check_duration_seconds",
 			Help:    "Time from the start of a health check run by this host's prober to its verdict, failures included, by check type and result reason.",
 			Buckets: checkBuckets}, []string{"type", "reason"}),
@@ -266,7 +268,7 @@ func (m *Metrics) ObserveReload(err error) {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
 		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.natsRefused, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
-		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop, m.shifted} {
+		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop, m.shifted, m.tap.desc} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)
@@ -298,6 +300,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	m.collectRRL(ch, xdp)
+	m.tap.collect(ch)
 	ch <- prometheus.MustNewConstMetric(m.errDesc, prometheus.CounterValue, float64(m.scrapeErrs.Load()))
 	for i := range m.udp {
 		label := "other"

@@ -71,7 +71,10 @@ type Server struct {
 	NSID  []byte
 	Debug Debug
 	TCP   TCP
-	RRL   *RRL // response rate limiting; on by default, nil only for server.rrl.rate 0
+	// Dnstap, when set, logs every query the fallback answers and its
+	// reply as dnstap; nil logs none.
+	Dnstap *Dnstap
+	RRL    *RRL // response rate limiting; on by default, nil only for server.rrl.rate 0
 	// APITokenFile holds the bearer token that every write to the API
 	// (admin, external, reload) needs; empty: StateDir's api.token,
 	// created at the first start. Absolute; relative paths in the config
@@ -113,6 +116,13 @@ type RRL struct {
 	IPv6Prefix int
 	Exempt     []netip.Prefix // clients never limited
 	TableSize  int            // accounts the table holds (rounded up to a power of two)
+}
+
+// Dnstap is server.dnstap: where the fallback's dnstap messages go, a
+// Unix socket (absolute) or a TCP address, one of the two.
+type Dnstap struct {
+	Socket string
+	TCP    string
 }
 
 // Debug is server.debug: a TXT name that explains the health of a record

@@ -842,3 +842,31 @@ func TestZoneDNSSEC(t *testing.T) {
 		})
 	}
 }
+
+// TestDnstap: server.dnstap takes a socket, resolved against the config's
+// directory, or a TCP address, one of the two.
+func TestDnstap(t *testing.T) {
+	with := func(v string) string { return strings.Replace(base, "server:\n", "server:\n  dnstap: "+v+"\n", 1) }
+	c, err := load(t, base)
+	if err != nil || c.Server.Dnstap != nil {
+		t.Fatalf("default: %+v, %v; want none", c.Server.Dnstap, err)
+	}
+	c, err = load(t, with("{socket: tap.sock}"))
+	if err != nil || c.Server.Dnstap == nil || !filepath.IsAbs(c.Server.Dnstap.Socket) || filepath.Base(c.Server.Dnstap.Socket) != "tap.sock" || c.Server.Dnstap.TCP != "" {
+		t.Errorf("socket: %+v, %v; want tap.sock made absolute", c.Server.Dnstap, err)
+	}
+	c, err = load(t, with("{tcp: \"198.18.0.10:6000\"}"))
+	if err != nil || c.Server.Dnstap == nil || c.Server.Dnstap.TCP != "198.18.0.10:6000" {
+		t.Errorf("tcp: %+v, %v", c.Server.Dnstap, err)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{with("{}"), "server.dnstap: give one of socket and tcp"},
+		{with("{socket: /run/tap.sock, tcp: \"198.18.0.10:6000\"}"), "server.dnstap: give one of socket and tcp"},
+		{with("{tcp: tap.example:6000}"), `server.dnstap.tcp: "tap.example:6000" is not an address and port`},
+		{with("{file: /tmp/x}"), `server.dnstap.file`},
+	} {
+		if _, err := load(t, tc.config); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}

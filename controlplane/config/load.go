@@ -151,11 +151,12 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster", "notify"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls", "dnstap"}
 	apiTLSKeys      = []string{"cert", "key"}
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined", "max_lifetime"}
 	debugKeys       = []string{"name", "allow"}
+	dnstapKeys      = []string{"socket", "tcp"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file", "dnssec"}
 	dnssecKeys      = []string{"keys", "algorithm", "split"}
@@ -279,6 +280,12 @@ func (d *decoder) server(f fields) Server {
 		s.APITLS = &APITLS{}
 		path(tf, "cert", &s.APITLS.Cert)
 		path(tf, "key", &s.APITLS.Key)
+	}
+	if f.has("dnstap") {
+		df := f.mapping("dnstap", dnstapKeys)
+		s.Dnstap = &Dnstap{}
+		path(df, "socket", &s.Dnstap.Socket)
+		df.str("tcp", &s.Dnstap.TCP)
 	}
 	if f.has("debug") {
 		df := f.mapping("debug", debugKeys)

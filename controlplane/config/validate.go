@@ -105,6 +105,16 @@ func (v *validator) server() {
 			v.errorf("server.debug.name", "%q is not a domain name", n)
 		}
 	}
+	if d := s.Dnstap; d != nil {
+		switch {
+		case (d.Socket == "") == (d.TCP == ""):
+			v.errorf("server.dnstap", "give one of socket and tcp")
+		case d.TCP != "":
+			if _, err := netip.ParseAddrPort(d.TCP); err != nil {
+				v.errorf("server.dnstap.tcp", "%q is not an address and port such as 198.18.0.10:6000: %v", d.TCP, err)
+			}
+		}
+	}
 }
 
 // apiAccess checks the API's tokens, names and TLS files. The files are

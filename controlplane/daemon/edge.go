@@ -11,6 +11,7 @@ import (
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/controlplane/config"
+	"github.com/steadydns/steadydns/controlplane/dnstap"
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
@@ -39,6 +40,7 @@ type edgeServer struct {
 
 	view     *fallback.View
 	fb       *fallback.Server
+	tap      *dnstap.Logger // server.dnstap, nil without
 	ifindex  map[string]int // the configured interfaces, looked up in the namespace served
 	attached []string       // links this start made, removed if it fails
 }
@@ -142,6 +144,14 @@ func (e *edgeServer) start() error {
 		opts.Version = Version()
 	}
 	opts.NSID = s.NSID
+	if d := s.Dnstap; d != nil {
+		tap, err := dnstap.Open(dnstap.Config{Socket: d.Socket, TCP: d.TCP}, e.host, "steadydns "+Version())
+		if err != nil {
+			return e.cfg.Errorf("server.dnstap", "%v", err)
+		}
+		e.tap, opts.Tap = tap, tap.Log
+		m.ObserveDnstap(tap.Counters)
+	}
 	fb := fallback.New(opts, e.view)
 	warnFileLimit(fb.TCPLimits().MaxConnections)
 	if err := fb.Start(); err != nil {
@@ -185,6 +195,10 @@ func (e *edgeServer) stop(ctx context.Context, failed bool) error {
 	}
 	if e.fb != nil {
 		errs = append(errs, e.fb.Shutdown(ctx))
+	}
+	// After the fallback: what it answered last is sent.
+	if e.tap != nil && !e.tap.Close() {
+		slog.Warn("dnstap: the reader did not take the last queries in time; they are dropped", "socket", e.cfg.Server.Dnstap.Socket, "tcp", e.cfg.Server.Dnstap.TCP)
 	}
 	return errors.Join(errs...)
 }

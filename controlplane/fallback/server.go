@@ -54,6 +54,10 @@ type Options struct {
 	// stack, dropped that datagram or closed that connection, and serves
 	// on. nil observes nothing.
 	OnPanic func(where string)
+	// Tap is given every query, from client to local, received at qt,
+	// and its reply sent at rt, nil when none was (server.dnstap). It
+	// must copy what it keeps and never block. nil logs none.
+	Tap func(query, reply []byte, client, local netip.AddrPort, tcp bool, qt, rt time.Time)
 }
 
 // Limiter is response rate limiting: controlplane/rrl's accounts every

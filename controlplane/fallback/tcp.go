@@ -337,7 +337,14 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 		if !t.answering(tc) {
 			return
 		}
-		t.s.serveMsg(w, msg)
+		if t.s.opts.Tap != nil {
+			qt := time.Now()
+			w.reply = nil
+			t.s.serveMsg(w, msg)
+			t.s.opts.Tap(msg, w.reply, addrPort(w.RemoteAddr()), addrPort(w.LocalAddr()), true, qt, time.Now())
+		} else {
+			t.s.serveMsg(w, msg)
+		}
 		if w.err != nil || !t.answered(tc) {
 			return
 		}
@@ -388,6 +395,8 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 type tcpWriter struct {
 	conn *net.TCPConn
 	err  error // of the last write; the connection is then closed
+	// reply is the last message sent, for the tap.
+	reply []byte
 }
 
 func (w *tcpWriter) LocalAddr() net.Addr  { return w.conn.LocalAddr() }
@@ -414,6 +423,7 @@ func (w *tcpWriter) Write(b []byte) (int, error) {
 	if _, w.err = w.conn.Write(out); w.err != nil {
 		return 0, w.err
 	}
+	w.reply = out[2:]
 	return len(b), nil
 }
 

@@ -368,8 +368,33 @@ func (u *udpServer) source(oob []byte) []byte {
 
 // serveUDP answers one datagram into w and reports the bytes in and out.
 func (s *Server) serveUDP(w *udpWriter, b []byte) {
+	if s.opts.Tap != nil {
+		s.tapUDP(w, b)
+		return
+	}
 	qtype := s.serveMsg(w, b)
 	s.opts.UDP(qtype, len(b), len(w.reply))
+}
+
+// tapUDP is serveUDP that also hands the query and its reply to the tap.
+// The query is copied first: the fast path may write the reply over it.
+func (s *Server) tapUDP(w *udpWriter, b []byte) {
+	q, qt := append([]byte(nil), b...), time.Now()
+	qtype := s.serveMsg(w, b)
+	s.opts.UDP(qtype, len(b), len(w.reply))
+	s.opts.Tap(q, w.reply, addrPort(w.remote), addrPort(w.local), false, qt, time.Now())
+}
+
+// addrPort is a UDP or TCP address as a netip.AddrPort, the zero one for
+// another or none.
+func addrPort(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		return a.AddrPort()
+	case *net.TCPAddr:
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
 }
 
 // serveMsg does for one datagram or TCP message what miekg/dns does

@@ -1,0 +1,130 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/steadydns/steadydns/testenv"
+)
+
+const dnstapConfig = `server:
+  interfaces: [%s]
+  listen: ["198.18.0.2:53"]
+  api: 127.0.0.1:9153
+  bpffs: %s
+  dnstap: { socket: %s }
+zones:
+  - origin: example.test.
+    file: example.test.zone
+health_checks:
+  web1: { type: tcp, target: 198.18.1.1, port: 80, interval: 1m }
+records:
+  - name: www.example.test.
+    type: A
+    answers: [{value: 198.18.1.1, check: web1}]
+aggregation:
+  push_interval: 100ms
+`
+
+// TestDnstap: every query the fallback answers, over UDP and TCP, reaches
+// a Frame Streams reader (fstrm_capture) as AUTH_QUERY and AUTH_RESPONSE,
+// which dnstap-ldns decodes to the names, types and rcodes sent.
+func TestDnstap(t *testing.T) {
+	testenv.SkipUnlessRoot(t)
+	for _, tool := range []string{"fstrm_capture", "dnstap-ldns"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (scripts/deps.sh installs it)", tool)
+		}
+	}
+	dir := t.TempDir()
+	sock, capture := filepath.Join(dir, "tap.sock"), filepath.Join(dir, "tap.fstrm")
+	reader := exec.Command("fstrm_capture", "-t", "protobuf:dnstap.Dnstap", "-u", sock, "-w", capture)
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			reader.Process.Kill()
+			reader.Wait()
+		}
+	})
+	waitFile(t, sock)
+
+	env := testenv.Start(t, testenv.Options{})
+	e := serve(t, env, func(link, pins string) string { return fmt.Sprintf(dnstapConfig, link, pins, sock) })
+	// XDP answers A and AAAA of the table; the fallback the rest.
+	asked := []struct {
+		proto, name string
+		qtype       uint16
+		rcode       string
+	}{
+		{"udp", "example.test.", dns.TypeSOA, "NOERROR"},
+		{"udp", "nope.example.test.", dns.TypeA, "NXDOMAIN"},
+		{"tcp", "www.example.test.", dns.TypeA, "NOERROR"},
+		{"tcp", "example.test.", dns.TypeNS, "NOERROR"},
+	}
+	for _, a := range asked {
+		e.ask(t, a.proto, "198.18.0.2:53", q(a.name, a.qtype))
+	}
+	// The daemon's stop sends what is queued; the reader writes its file
+	// out when it stops.
+	if err := e.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	reader.Wait()
+	stopped = true
+	out, err := exec.Command("dnstap-ldns", "-q", "-r", capture).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dnstap-ldns: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, a := range asked {
+		proto := map[string]string{"udp": "UDP", "tcp": "TCP"}[a.proto]
+		for _, kind := range []string{"AQ", "AR"} {
+			want := fmt.Sprintf(`%s 198.18.0.1 %s .* "%s" IN %s`, kind, proto, a.name, dns.TypeToString[a.qtype])
+			if !matchLine(text, want) {
+				t.Errorf("no %s line for %s %s over %s: want %q in\n%s", kind, a.name, dns.TypeToString[a.qtype], a.proto, want, text)
+			}
+		}
+	}
+	if n := strings.Count(text, " AQ "); n != len(asked) {
+		t.Errorf("%d queries logged, want the %d sent:\n%s", n, len(asked), text)
+	}
+}
+
+func matchLine(text, re string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if regexp.MustCompile(re).MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFile waits for path to exist, as a reader makes its socket.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 10s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
