@@ -59,4 +59,3 @@ func TestDNSSECCommands(t *testing.T) {
 		t.Fatalf("ds of an unsigned zone: %v", err)
 	}
 }
-

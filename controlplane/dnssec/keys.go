@@ -192,7 +192,7 @@ func keyFile(k *Key) []byte {
 }
 
 // Load reads every key of zone in dir: each K<zone>+<alg>+<tag>.key with
-// its .private. A missing dir is os.ErrNotExist.
+// its .private, KSKs first. A missing dir is os.ErrNotExist.
 func Load(dir, zone string) ([]*Key, error) {
 	zone = dns.CanonicalName(zone)
 	matches, err := filepath.Glob(filepath.Join(dir, "K"+globEscape(zone)+"+*.key"))
@@ -202,7 +202,6 @@ func Load(dir, zone string) ([]*Key, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("reading keys: %w", err)
 	}
-	slices.Sort(matches)
 	var keys []*Key
 	for _, path := range matches {
 		k, err := readKey(path, zone)
@@ -211,6 +210,16 @@ func Load(dir, zone string) ([]*Key, error) {
 		}
 		keys = append(keys, k)
 	}
+	// KSKs first, as Generate returns them, then by tag.
+	slices.SortFunc(keys, func(a, b *Key) int {
+		if a.KSK() != b.KSK() {
+			if a.KSK() {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Tag()) - int(b.Tag())
+	})
 	return keys, nil
 }
 
