@@ -44,12 +44,14 @@ func (r *fleetRig) testEvents(t *testing.T) {
 	}
 	defer nc.Close()
 	var mu sync.Mutex
-	published := map[string]api.EventView{} // by id
+	// By id and host: every aggregator judges each change and publishes
+	// it under the same id, so that webhook receivers can drop repeats.
+	published := map[string]api.EventView{}
 	if _, err := nc.Subscribe("steadydns.events.*.*", func(m *nats.Msg) {
 		var ev api.EventView
 		if json.Unmarshal(m.Data, &ev) == nil && m.Subject == "steadydns.events."+ev.Cell+"."+ev.Host {
 			mu.Lock()
-			published[ev.ID] = ev
+			published[ev.ID+"@"+ev.Host] = ev
 			mu.Unlock()
 		}
 	}); err != nil {
@@ -78,11 +80,11 @@ func (r *fleetRig) testEvents(t *testing.T) {
 		r.waitFor("the event on nats", 4*fleetPush, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			_, ok := published[down.ID]
+			_, ok := published[down.ID+"@"+down.Host]
 			return ok
 		})
 		mu.Lock()
-		if p := published[down.ID]; p.Check != "web2" || p.To != "unhealthy" || !p.Time.Equal(down.Time) {
+		if p := published[down.ID+"@"+down.Host]; p.Check != "web2" || p.To != "unhealthy" || !p.Time.Equal(down.Time) {
 			t.Errorf("nats carried %+v, the edge shows %+v", p, down)
 		}
 		mu.Unlock()
