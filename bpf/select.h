@@ -365,7 +365,12 @@ SET_UNROLL
 		}
 	}
 
+	/* The start, for each policy the same work at any health: a draw
+	 * is taken even where it goes unused (a count or weight sum of 0
+	 * draws modulo 1, from an empty set), and chosen or not without a
+	 * branch. */
 	__u32 pc = __builtin_popcountll(e);
+	__u32 pc1 = pc | (1 - is_set(pc));
 	__u64 mask = e;
 	__u32 start = 0, limit = choose(is_below(MAX_ANSWERS, rr->max_answers),
 					MAX_ANSWERS, rr->max_answers);
@@ -376,20 +381,20 @@ SET_UNROLL
 	case POLICY_WEIGHTED: {
 		/* Set above for this policy only. */
 		__u32 wsum = st->wsum;
+		__u32 by_weight = weighted_member(cand, mask, rnd % (wsum | (1 - is_set(wsum))), np, kk, step);
+		__u32 by_count = nth_member(mask, rnd % pc1, np, kk, step);
 		limit = 1;
-		if (wsum)
-			start = weighted_member(cand, mask, rnd % wsum, np, kk, step);
-		else if (pc)
-			start = nth_member(mask, rnd % pc, np, kk, step);
+		start = choose(is_set(wsum), by_weight, by_count);
 		break;
 	}
 	case POLICY_ROUND_ROBIN:
-		if (pc)
-			start = nth_member(mask, rr_turn % pc, np, kk, step);
+		start = nth_member(mask, rr_turn % pc1, np, kk, step);
 		break;
 	default: /* POLICY_MULTIVALUE */
-		if (pc > limit)
-			start = nth_member(mask, rnd % pc, np, kk, step);
+		/* A set no larger than its limit always starts at its first:
+		 * the branch is on the set's configuration. */
+		if (n > limit)
+			start = choose(is_below(limit, pc), nth_member(mask, rnd % pc1, np, kk, step), 0);
 		break;
 	}
 
