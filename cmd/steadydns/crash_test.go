@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -56,46 +53,9 @@ func TestCrashUnderLoad(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	bin := build(t)
 	env := testenv.Start(t, testenv.Options{Backends: 1})
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	for name, text := range map[string]string{
-		"example.test.zone": crashZone,
-		"steadydns.yaml":    fmt.Sprintf(crashConfig, env.Edge.Link, filepath.Join(mnt, "sd"), filepath.Join(dir, "state")),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
-
+	e := newEdgeHost(t, env, bin, crashConfig, map[string]string{"example.test.zone": crashZone})
 	serve := func(name string) *exec.Cmd {
-		cmd := env.Edge.Command(bin, "serve", "--config", cfg)
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		})
+		cmd := e.serve(name)
 		waitServing(t, env)
 		return cmd
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -85,47 +82,12 @@ func TestMetricCheck(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	prom := testenv.StartPrometheus(t, env.Backends[1], "198.18.1.2:9090", time.Second, "198.18.1.1:80")
 
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	for name, text := range map[string]string{
-		"example.test.zone": crashZone,
-		"steadydns.yaml":    fmt.Sprintf(metricConfig, env.Edge.Link, filepath.Join(mnt, "sd"), filepath.Join(dir, "state")),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newEdgeHost(t, env, bin, metricConfig, map[string]string{"example.test.zone": crashZone})
+	cfg := e.cfg
 	if out, err := env.Edge.Command(bin, "check", "--config", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
-	serve := env.Edge.Command(bin, "serve", "--config", cfg)
-	log, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve.Stdout, serve.Stderr = log, log
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		serve.Process.Kill()
-		serve.Wait()
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("serve's log:\n%s", b)
-		}
-	})
+	e.serve("serve")
 	waitServing(t, env)
 
 	// answers polls the record until it answers exactly want.

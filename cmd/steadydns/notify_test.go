@@ -7,16 +7,12 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/testenv"
@@ -101,27 +97,8 @@ func TestNotify(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	bin := build(t)
 	env := testenv.Start(t, testenv.Options{Backends: 1})
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	for name, text := range map[string]string{
-		"example.test.zone": crashZone,
-		"hook.auth":         "Bearer t0ken\n",
-		"steadydns.yaml":    fmt.Sprintf(notifyConfig, env.Edge.Link, filepath.Join(mnt, "sd"), filepath.Join(dir, "state")),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
+	e := newEdgeHost(t, env, bin, notifyConfig, map[string]string{"example.test.zone": crashZone, "hook.auth": "Bearer t0ken\n"})
+	dir, cfg := e.dir, e.cfg
 	rcv := &hookReceiver{}
 	var ln net.Listener
 	if err := env.Client.Do(func() (err error) {
@@ -134,32 +111,11 @@ func TestNotify(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	spawn := func(name string, h *testenv.Host, args ...string) *exec.Cmd {
-		cmd := h.Command(bin, args...)
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				t.Logf("%s's log:\n%s", name, tail(string(b), 40))
-			}
-		})
-		return cmd
-	}
 	backend := func() *exec.Cmd {
-		return spawn("backend", env.Backends[0], "testenv", "backend", "--listen", "198.18.1.1:80")
+		return spawn(t, env.Backends[0], dir, "backend", bin, "testenv", "backend", "--listen", "198.18.1.1:80")
 	}
 	b := backend()
-	spawn("serve", env.Edge, "serve", "--config", cfg)
+	e.serve("serve")
 	waitServing(t, env)
 	waitAnswer(t, env, "startup", []string{"198.18.1.1", "198.18.1.2"})
 

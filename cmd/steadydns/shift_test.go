@@ -2,10 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/testenv"
@@ -60,48 +56,9 @@ func TestShiftEndToEnd(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	bin := build(t)
 	env := testenv.Start(t, testenv.Options{})
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	stateDir := filepath.Join(dir, "state")
-	for name, text := range map[string]string{
-		"example.test.zone": crashZone,
-		"steadydns.yaml":    fmt.Sprintf(shiftConfig, env.Edge.Link, filepath.Join(mnt, "sd"), stateDir),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
-	serve := func(name string) *exec.Cmd {
-		cmd := env.Edge.Command(bin, "serve", "--config", cfg)
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		})
-		return cmd
-	}
+	e := newEdgeHost(t, env, bin, shiftConfig, map[string]string{"example.test.zone": crashZone})
+	cfg, stateDir := e.cfg, e.state
+	serve := e.serve
 	first := serve("first")
 	waitServing(t, env)
 	token, err := api.ReadToken(filepath.Join(stateDir, api.TokenFile))

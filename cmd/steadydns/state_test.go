@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/testenv"
@@ -29,27 +26,8 @@ func TestCorruptStateAfterCrash(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	bin := build(t)
 	env := testenv.Start(t, testenv.Options{Backends: 1})
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	stateDir := filepath.Join(dir, "state")
-	for name, text := range map[string]string{
-		"example.test.zone": crashZone,
-		"steadydns.yaml":    fmt.Sprintf(crashConfig, env.Edge.Link, filepath.Join(mnt, "sd"), stateDir),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
+	e := newEdgeHost(t, env, bin, crashConfig, map[string]string{"example.test.zone": crashZone})
+	stateDir := e.state
 	var ln net.Listener
 	if err := env.Backends[0].Do(func() (err error) {
 		ln, err = net.Listen("tcp", "198.18.1.1:80")
@@ -68,27 +46,7 @@ func TestCorruptStateAfterCrash(t *testing.T) {
 		}
 	}()
 
-	start := func(name string, args ...string) *exec.Cmd {
-		cmd := env.Edge.Command(bin, append([]string{"serve", "--config", cfg}, args...)...)
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		})
-		return cmd
-	}
+	start := e.serve
 	first := start("first")
 	waitServing(t, env)
 	waitAnswer(t, env, "startup", []string{"198.18.1.1", "198.18.1.2"})
@@ -125,7 +83,7 @@ func TestCorruptStateAfterCrash(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve over a corrupt state file did not exit")
 	}
-	out, _ := os.ReadFile(filepath.Join(dir, "refused.log"))
+	out, _ := os.ReadFile(filepath.Join(e.dir, "refused.log"))
 	if refused.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), statePath) || !strings.Contains(string(out), "--reset-state") {
 		t.Fatalf("serve over a corrupt state file: %v, output:\n%s\nwant exit 1 naming %s", err, out, statePath)
 	}
@@ -154,7 +112,7 @@ func TestCorruptStateAfterCrash(t *testing.T) {
 	if i := slices.IndexFunc(checks.Checks, func(c api.CheckView) bool { return c.ID == "web1" }); i < 0 || checks.Checks[i].Admin != "down" || checks.Checks[i].Up {
 		t.Errorf("checks after serve --reset-state: %+v, want web1 admin down", checks.Checks)
 	}
-	log, _ := os.ReadFile(filepath.Join(dir, "reset.log"))
+	log, _ := os.ReadFile(filepath.Join(e.dir, "reset.log"))
 	if !strings.Contains(string(log), "--reset-state") || !strings.Contains(string(log), statePath+".corrupt-") {
 		t.Errorf("serve --reset-state's log does not warn of the file moved aside:\n%s", log)
 	}

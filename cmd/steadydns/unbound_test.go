@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -103,21 +102,8 @@ func TestUnboundValidates(t *testing.T) {
 		}
 	})
 
-	dir := t.TempDir()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a test bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	cfg := filepath.Join(dir, "steadydns.yaml")
-	for name, text := range map[string]string{
-		"example.test.zone": unboundZone,
-		"steadydns.yaml":    fmt.Sprintf(unboundConfig, env.Edge.Link, filepath.Join(mnt, "sd"), filepath.Join(dir, "state")),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newEdgeHost(t, env, bin, unboundConfig, map[string]string{"example.test.zone": unboundZone})
+	cfg := e.cfg
 	if out, err := exec.Command(bin, "dnssec", "keygen", "--config", cfg, "--zone", "example.test").CombinedOutput(); err != nil {
 		t.Fatalf("dnssec keygen: %v\n%s", err, out)
 	}
@@ -125,34 +111,12 @@ func TestUnboundValidates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dnssec ds: %v", err)
 	}
-	t.Cleanup(func() {
-		if out, err := env.Edge.Command(bin, "detach", "--config", cfg).CombinedOutput(); err != nil {
-			t.Errorf("detach: %v\n%s", err, out)
-		}
-	})
-	serve := env.Edge.Command(bin, "serve", "--config", cfg)
-	slog, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve.Stdout, serve.Stderr = slog, slog
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		serve.Process.Kill()
-		serve.Wait()
-		slog.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(slog.Name())
-			t.Logf("serve's log:\n%s", b)
-		}
-	})
+	e.serve("serve")
 	waitServing(t, env)
 
 	// Unbound on the client host, validating with the DS as anchor and
 	// caching nothing past a second, so that it follows health.
-	ucfg := filepath.Join(dir, "unbound.conf")
+	ucfg := filepath.Join(e.dir, "unbound.conf")
 	if err := os.WriteFile(ucfg, []byte(fmt.Sprintf(`server:
   interface: 127.0.0.1@5353
   do-daemonize: no
@@ -176,11 +140,11 @@ func TestUnboundValidates(t *testing.T) {
 stub-zone:
   name: "example.test."
   stub-addr: 198.18.0.2
-`, dir, strings.TrimSpace(string(ds)))), 0o644); err != nil {
+`, e.dir, strings.TrimSpace(string(ds)))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ub := env.Client.Command(unbound, "-d", "-c", ucfg)
-	ulog, err := os.Create(filepath.Join(dir, "unbound.log"))
+	ulog, err := os.Create(filepath.Join(e.dir, "unbound.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
