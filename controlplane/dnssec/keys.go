@@ -54,10 +54,11 @@ type Key struct {
 	Signer crypto.Signer
 	Path   string // the .key file
 
-	// Created, Publish and Activate are the times of BIND's key-file
-	// comments: a key is in the DNSKEY set from Publish and signs from
-	// Activate. Zero means from the start.
-	Created, Publish, Activate time.Time
+	// The times of BIND's key metadata: a key is in the DNSKEY set from
+	// Publish until Delete, and signs from Activate until Inactive. A zero
+	// Publish or Activate is from the start, a zero Inactive or Delete
+	// never.
+	Created, Publish, Activate, Inactive, Delete time.Time
 }
 
 // KSK reports whether the key has the SEP bit: it signs the DNSKEY set and
@@ -69,10 +70,25 @@ func (k *Key) KSK() bool { return k.DNSKEY.Flags&dns.SEP != 0 }
 func (k *Key) Tag() uint16 { return k.DNSKEY.KeyTag() }
 
 // Published reports whether the key is in the DNSKEY set at t.
-func (k *Key) Published(t time.Time) bool { return !t.Before(k.Publish) }
+func (k *Key) Published(t time.Time) bool {
+	return !t.Before(k.Publish) && (k.Delete.IsZero() || t.Before(k.Delete))
+}
 
 // Active reports whether the key signs at t.
-func (k *Key) Active(t time.Time) bool { return !t.Before(k.Activate) }
+func (k *Key) Active(t time.Time) bool {
+	return !t.Before(k.Activate) && (k.Inactive.IsZero() || t.Before(k.Inactive))
+}
+
+// events returns the key's timing by BIND's names, zero times included.
+func (k *Key) events() []event {
+	return []event{{"Created", &k.Created}, {"Publish", &k.Publish}, {"Activate", &k.Activate},
+		{"Inactive", &k.Inactive}, {"Delete", &k.Delete}}
+}
+
+type event struct {
+	name string
+	at   *time.Time
+}
 
 // Role names the key as an operator reads it: CSK, KSK or ZSK, given the
 // other keys of the zone.
@@ -119,7 +135,7 @@ func Generate(dir, zone string, alg uint8, split bool, now time.Time) ([]*Key, e
 	}
 	var keys []*Key
 	for _, f := range flags {
-		k, err := newKey(dir, zone, alg, f, now)
+		k, err := newKey(dir, zone, alg, f, now, now)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +144,8 @@ func Generate(dir, zone string, alg uint8, split bool, now time.Time) ([]*Key, e
 	return keys, nil
 }
 
-func newKey(dir, zone string, alg uint8, flags uint16, now time.Time) (*Key, error) {
+// newKey makes a key published at now that signs from activate.
+func newKey(dir, zone string, alg uint8, flags uint16, now, activate time.Time) (*Key, error) {
 	pub := &dns.DNSKEY{
 		Hdr:       dns.RR_Header{Name: dns.CanonicalName(zone), Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: keyTTL},
 		Flags:     flags,
@@ -140,12 +157,12 @@ func newKey(dir, zone string, alg uint8, flags uint16, now time.Time) (*Key, err
 		return nil, fmt.Errorf("generating %s key: %w", dns.AlgorithmToString[alg], err)
 	}
 	now = now.UTC().Truncate(time.Second)
-	k := &Key{DNSKEY: pub, Signer: priv.(crypto.Signer), Created: now, Publish: now, Activate: now}
+	k := &Key{DNSKEY: pub, Signer: priv.(crypto.Signer), Created: now, Publish: now, Activate: activate.UTC().Truncate(time.Second)}
 	base := filepath.Join(dir, fmt.Sprintf("K%s+%03d+%05d", pub.Hdr.Name, alg, pub.KeyTag()))
 	k.Path = base + ".key"
 	// The private key is written first, and only if it is new: a key
 	// file without its private key would be published and never sign.
-	if err := writeNew(base+".private", []byte(pub.PrivateKeyString(priv)), 0o600); err != nil {
+	if err := writeNew(base+".private", privateFile(k, []byte(pub.PrivateKeyString(priv))), 0o600); err != nil {
 		return nil, err
 	}
 	if err := writeNew(k.Path, keyFile(k), 0o644); err != nil {
@@ -181,14 +198,63 @@ func keyFile(k *Key) []byte {
 		kind = "key-signing"
 	}
 	fmt.Fprintf(&b, "; This is a %s key, keyid %d, for %s\n", kind, k.Tag(), k.DNSKEY.Hdr.Name)
-	for _, t := range []struct {
-		name string
-		at   time.Time
-	}{{"Created", k.Created}, {"Publish", k.Publish}, {"Activate", k.Activate}} {
-		fmt.Fprintf(&b, "; %s: %s (%s)\n", t.name, t.at.UTC().Format(timeFormat), t.at.UTC().Format(time.ANSIC))
+	for _, e := range k.events() {
+		if !e.at.IsZero() {
+			fmt.Fprintf(&b, "; %s: %s (%s)\n", e.name, e.at.UTC().Format(timeFormat), e.at.UTC().Format(time.ANSIC))
+		}
 	}
 	fmt.Fprintln(&b, k.DNSKEY.String())
 	return b.Bytes()
+}
+
+// privateFile is the .private file: the key's fields, then its timing as
+// BIND's own lines, which BIND reads from there rather than from the
+// comments of the .key file. Timing lines already in priv are replaced.
+func privateFile(k *Key, priv []byte) []byte {
+	var b bytes.Buffer
+	timing := map[string]bool{}
+	for _, e := range k.events() {
+		timing[e.name] = true
+	}
+	for line := range strings.Lines(string(priv)) {
+		if name, _, ok := strings.Cut(line, ":"); ok && timing[name] {
+			continue
+		}
+		b.WriteString(line)
+	}
+	for _, e := range k.events() {
+		if !e.at.IsZero() {
+			fmt.Fprintf(&b, "%s: %s\n", e.name, e.at.UTC().Format(timeFormat))
+		}
+	}
+	return b.Bytes()
+}
+
+// Save writes the key's timing into both of its files. Each is replaced
+// whole by a rename, so that a reader never sees half a file.
+func (k *Key) Save() error {
+	privPath := strings.TrimSuffix(k.Path, ".key") + ".private"
+	priv, err := os.ReadFile(privPath)
+	if err != nil {
+		return fmt.Errorf("reading private key: %w", err)
+	}
+	if err := replace(privPath, privateFile(k, priv), 0o600); err != nil {
+		return err
+	}
+	return replace(k.Path, keyFile(k), 0o644)
+}
+
+func replace(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".new"
+	os.Remove(tmp) // left by a write that failed
+	if err := writeNew(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing key: %w", err)
+	}
+	return nil
 }
 
 // Load reads every key of zone in dir: each K<zone>+<alg>+<tag>.key with
@@ -286,14 +352,12 @@ func (k *Key) timing(c string) error {
 		return nil
 	}
 	var dst *time.Time
-	switch name {
-	case "Created":
-		dst = &k.Created
-	case "Publish":
-		dst = &k.Publish
-	case "Activate":
-		dst = &k.Activate
-	default:
+	for _, e := range k.events() {
+		if e.name == name {
+			dst = e.at
+		}
+	}
+	if dst == nil {
 		return nil
 	}
 	stamp, _, _ := strings.Cut(strings.TrimSpace(rest), " ")

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -29,52 +30,107 @@ const maxCached = 1 << 16
 
 // Signer signs the RRsets of one zone with its active keys and keeps each
 // set's signatures, by the set's content, until they are due for refresh.
-// Any number of goroutines may sign at once.
+// Which keys are published and sign follows their timing: each call
+// compares the clock with the next key event, and past it the key set is
+// made again and the cached signatures are dropped. Any number of
+// goroutines may sign at once.
 type Signer struct {
-	zone    string
-	keys    []*Key
-	dnskeys []dns.RR // the published keys
-	ksk     []*Key   // active keys that sign the DNSKEY set
-	zsk     []*Key   // active keys that sign the rest
-	now     func() time.Time
+	zone string
+	keys []*Key
+	now  func() time.Time
+	set  atomic.Pointer[keySet]
 
 	mu    sync.Mutex
+	gen   uint64 // of the latest key set
 	cache map[string]cached
+}
+
+// keySet is what the keys do from from until next (zero: no further
+// event).
+type keySet struct {
+	from, next time.Time
+	gen        uint64
+	dnskeys    []dns.RR // the published keys
+	ksk        []*Key   // active keys that sign the DNSKEY set
+	zsk        []*Key   // active keys that sign the rest
 }
 
 type cached struct {
 	sigs    []dns.RR
 	refresh time.Time
+	gen     uint64 // the key set that made them
 }
 
-// NewSigner returns the signer of zone with keys as of now. A zone needs an
-// active KSK or CSK; with no active ZSK the KSKs sign everything.
+// NewSigner returns the signer of zone with keys, whose timing it follows
+// by the clock now. A zone needs an active KSK or CSK; with no active ZSK
+// the KSKs sign everything.
 func NewSigner(zone string, keys []*Key, now func() time.Time) (*Signer, error) {
 	s := &Signer{zone: dns.CanonicalName(zone), keys: keys, now: now, cache: map[string]cached{}}
-	t := now()
-	for _, k := range keys {
-		if k.Published(t) || k.Active(t) {
-			s.dnskeys = append(s.dnskeys, k.DNSKEY)
-		}
-		switch {
-		case !k.Active(t):
-		case k.KSK():
-			s.ksk = append(s.ksk, k)
-		default:
-			s.zsk = append(s.zsk, k)
-		}
-	}
-	if len(s.ksk) == 0 {
-		return nil, fmt.Errorf("signing %s: no active key-signing key", s.zone)
-	}
-	if len(s.zsk) == 0 {
-		s.zsk = s.ksk
+	if _, err := s.keySet(now()); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// DNSKEYs returns the zone's DNSKEY set.
-func (s *Signer) DNSKEYs() []dns.RR { return s.dnskeys }
+// keySet returns the key set at t, making it again past its next event.
+func (s *Signer) keySet(t time.Time) (*keySet, error) {
+	if ks := s.set.Load(); ks != nil && !t.Before(ks.from) && (ks.next.IsZero() || t.Before(ks.next)) {
+		return ks, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ks := s.set.Load(); ks != nil && !t.Before(ks.from) && (ks.next.IsZero() || t.Before(ks.next)) {
+		return ks, nil // another caller made it
+	}
+	ks := &keySet{}
+	for _, k := range s.keys {
+		for _, e := range k.events()[1:] { // Created changes nothing
+			switch at := *e.at; {
+			case at.IsZero():
+			case !t.Before(at):
+				if at.After(ks.from) {
+					ks.from = at
+				}
+			case ks.next.IsZero() || at.Before(ks.next):
+				ks.next = at
+			}
+		}
+		if k.Published(t) {
+			ks.dnskeys = append(ks.dnskeys, k.DNSKEY)
+		}
+		switch {
+		case !k.Active(t):
+		case k.KSK():
+			ks.ksk = append(ks.ksk, k)
+		default:
+			ks.zsk = append(ks.zsk, k)
+		}
+	}
+	if len(ks.ksk) == 0 {
+		return nil, fmt.Errorf("signing %s: no active key-signing key at %s", s.zone, t.UTC().Format(time.DateTime))
+	}
+	if len(ks.zsk) == 0 {
+		ks.zsk = ks.ksk
+	}
+	if old := s.set.Load(); old == nil || !slices.Equal(old.dnskeys, ks.dnskeys) ||
+		!slices.Equal(old.ksk, ks.ksk) || !slices.Equal(old.zsk, ks.zsk) {
+		s.gen++
+		clear(s.cache)
+	}
+	ks.gen = s.gen
+	s.set.Store(ks)
+	return ks, nil
+}
+
+// DNSKEYs returns the zone's DNSKEY set now: the published keys. With no
+// active key-signing key it is empty, and every signature fails.
+func (s *Signer) DNSKEYs() []dns.RR {
+	ks, err := s.keySet(s.now())
+	if err != nil {
+		return nil
+	}
+	return ks.dnskeys
+}
 
 // Keys returns every key the signer was made with.
 func (s *Signer) Keys() []*Key { return s.keys }
@@ -88,14 +144,24 @@ func (s *Signer) Sign(rrset []dns.RR) ([]dns.RR, error) {
 		return nil, fmt.Errorf("signing %s: %w", rrset[0].Header().Name, err)
 	}
 	t := s.now()
+	ks, err := s.keySet(t)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	c, ok := s.cache[key]
 	s.mu.Unlock()
-	if !ok || !t.Before(c.refresh) {
-		if c, err = s.sign(rrset, t); err != nil {
+	if !ok || !t.Before(c.refresh) || c.gen != ks.gen {
+		if c, err = s.sign(ks, rrset, t); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
+		if c.gen != s.gen {
+			// The key set changed while signing: keep nothing made
+			// with the old one.
+			s.mu.Unlock()
+			return owned(c.sigs, rrset[0].Header().Name), nil
+		}
 		if len(s.cache) >= maxCached {
 			for k := range s.cache {
 				delete(s.cache, k)
@@ -108,15 +174,15 @@ func (s *Signer) Sign(rrset []dns.RR) ([]dns.RR, error) {
 	return owned(c.sigs, rrset[0].Header().Name), nil
 }
 
-func (s *Signer) sign(rrset []dns.RR, t time.Time) (cached, error) {
-	keys := s.zsk
+func (s *Signer) sign(ks *keySet, rrset []dns.RR, t time.Time) (cached, error) {
+	keys := ks.zsk
 	if rrset[0].Header().Rrtype == dns.TypeDNSKEY {
-		keys = s.ksk
+		keys = ks.ksk
 	}
 	jitter := time.Duration(rand.Int64N(int64(2*Jitter))) - Jitter
 	inception := t.Add(-skew)
 	expiration := t.Add(Validity + jitter)
-	c := cached{refresh: t.Add(Refresh + jitter/2)}
+	c := cached{refresh: t.Add(Refresh + jitter/2), gen: ks.gen}
 	for _, k := range keys {
 		sig := &dns.RRSIG{
 			Hdr:        dns.RR_Header{Ttl: rrset[0].Header().Ttl},

@@ -342,7 +342,11 @@ func (l *lookup) negative() {
 // rrset returns n's set of type t, and its signatures when asked, owned
 // by name.
 func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
-	out := owned(n.sets[t], name)
+	set := n.sets[t]
+	if t == dns.TypeDNSKEY && n == l.z.apex && l.z.online != nil {
+		set = l.z.online.DNSKEYs() // the keys in it follow their timing
+	}
+	out := owned(set, name)
 	switch {
 	case l.online():
 		out = append(out, l.sign(out)...)
