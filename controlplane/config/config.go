@@ -144,6 +144,11 @@ type DNSSEC struct {
 	Keys      string // key directory, absolute; created with keys when empty
 	Algorithm string // ecdsap256sha256 (default) or ed25519, lowercase
 	Split     bool   // a KSK and a ZSK rather than one combined key
+
+	// The rollover schedule's waits (docs/dnssec.md), and the age at
+	// which serve rolls a ZSK over by itself (0: never).
+	DNSKEYTTL, MaxTTL, DSTTL, Propagation time.Duration
+	ZSKLifetime                           time.Duration
 }
 
 // DNSSEC algorithms a zone may name.

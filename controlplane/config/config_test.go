@@ -160,6 +160,10 @@ func TestErrors(t *testing.T) {
 		{"dnssec keys missing", base + "    dnssec:\n      algorithm: ed25519\n", `config.yaml:6: zones[0].dnssec.keys: required`},
 		{"dnssec algorithm unknown", base + "    dnssec:\n      keys: k\n      algorithm: rsasha1\n", `config.yaml:8: zones[0].dnssec.algorithm: unknown algorithm "rsasha1", want one of ecdsap256sha256, ed25519`},
 		{"dnssec unknown key", base + "    dnssec:\n      keys: k\n      nsec3: true\n", `config.yaml:8: zones[0].dnssec.nsec3: unknown key`},
+		{"dnssec ttl not whole seconds", base + "    dnssec:\n      keys: k\n      dnskey_ttl: 1500ms\n", `config.yaml:8: zones[0].dnssec.dnskey_ttl: must be whole seconds, from 1s to 68 years, got 1.5s`},
+		{"dnssec ttl not a duration", base + "    dnssec:\n      keys: k\n      ds_ttl: 2w\n", `config.yaml:8: zones[0].dnssec.ds_ttl: expected a duration such as 1h or 90d, got "2w"`},
+		{"dnssec zsk lifetime of a csk", base + "    dnssec:\n      keys: k\n      zsk_lifetime: 30d\n", `config.yaml:8: zones[0].dnssec.zsk_lifetime: needs split: true; a CSK has no ZSK to roll`},
+		{"dnssec zsk lifetime too short", base + "    dnssec:\n      keys: k\n      split: true\n      zsk_lifetime: 1d\n", `config.yaml:9: zones[0].dnssec.zsk_lifetime: must exceed a ZSK rollover, dnskey_ttl + max_ttl + 2 × propagation = 27h0m0s, got 24h0m0s`},
 		{"dnssec split not a bool", base + "    dnssec:\n      keys: k\n      split: 2\n", `config.yaml:8: zones[0].dnssec.split: expected true or false, got "2"`},
 
 		// health checks: shape
@@ -823,8 +827,13 @@ func TestZoneDNSSEC(t *testing.T) {
 		want       *DNSSEC
 	}{
 		{"off", "", nil},
-		{"defaults", "    dnssec:\n      keys: keys/example.test\n", &DNSSEC{Keys: "DIR/keys/example.test", Algorithm: "ecdsap256sha256"}},
-		{"split ed25519", "    dnssec:\n      keys: /var/lib/k\n      algorithm: ED25519\n      split: true\n", &DNSSEC{Keys: "/var/lib/k", Algorithm: "ed25519", Split: true}},
+		{"defaults", "    dnssec:\n      keys: keys/example.test\n", &DNSSEC{Keys: "DIR/keys/example.test", Algorithm: "ecdsap256sha256",
+			DNSKEYTTL: time.Hour, MaxTTL: 24 * time.Hour, DSTTL: 24 * time.Hour, Propagation: time.Hour}},
+		{"split ed25519", "    dnssec:\n      keys: /var/lib/k\n      algorithm: ED25519\n      split: true\n", &DNSSEC{Keys: "/var/lib/k", Algorithm: "ed25519", Split: true,
+			DNSKEYTTL: time.Hour, MaxTTL: 24 * time.Hour, DSTTL: 24 * time.Hour, Propagation: time.Hour}},
+		{"schedule", "    dnssec:\n      keys: /var/lib/k\n      split: true\n      dnskey_ttl: 5m\n      max_ttl: 2d\n      ds_ttl: 2h\n      propagation: 0s\n      zsk_lifetime: 90d\n",
+			&DNSSEC{Keys: "/var/lib/k", Algorithm: "ecdsap256sha256", Split: true,
+				DNSKEYTTL: 5 * time.Minute, MaxTTL: 48 * time.Hour, DSTTL: 2 * time.Hour, ZSKLifetime: 90 * 24 * time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(t, base+tc.yaml)

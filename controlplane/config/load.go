@@ -159,7 +159,7 @@ var (
 	dnstapKeys      = []string{"socket", "tcp"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file", "dnssec"}
-	dnssecKeys      = []string{"keys", "algorithm", "split"}
+	dnssecKeys      = []string{"keys", "algorithm", "split", "dnskey_ttl", "max_ttl", "ds_ttl", "propagation", "zsk_lifetime"}
 	recordKeys      = []string{"name", "type", "ttl", "policy", "max_answers", "when_all_down", "min_healthy", "ttl_degraded", "stale_policy", "answers"}
 	answerKeys      = []string{"value", "alias", "evaluate_target_health", "check", "weight", "priority", "backup", "region"}
 	aggregationKeys = []string{"push_interval", "quorum", "stale_after", "table_size", "hysteresis", "checker_timeout"}
@@ -372,7 +372,7 @@ func (d *decoder) zone(f fields) Zone {
 }
 
 func (d *decoder) dnssec(f fields) *DNSSEC {
-	s := &DNSSEC{Algorithm: DNSSECAlgorithms[0]}
+	s := &DNSSEC{Algorithm: DNSSECAlgorithms[0], DNSKEYTTL: time.Hour, MaxTTL: 24 * time.Hour, DSTTL: 24 * time.Hour, Propagation: time.Hour}
 	f.str("keys", &s.Keys)
 	if s.Keys != "" && !filepath.IsAbs(s.Keys) {
 		abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.fileOf("zones")), s.Keys))
@@ -384,7 +384,37 @@ func (d *decoder) dnssec(f fields) *DNSSEC {
 	f.str("algorithm", &s.Algorithm)
 	s.Algorithm = strings.ToLower(s.Algorithm)
 	f.bool("split", &s.Split)
+	f.days("dnskey_ttl", &s.DNSKEYTTL)
+	f.days("max_ttl", &s.MaxTTL)
+	f.days("ds_ttl", &s.DSTTL)
+	f.days("propagation", &s.Propagation)
+	f.days("zsk_lifetime", &s.ZSKLifetime)
 	return s
+}
+
+// days is duration that also takes a whole number of days, "90d", as key
+// lifetimes are told.
+func (f fields) days(k string, dst *time.Duration) {
+	n := f.get(k)
+	if n == nil {
+		return
+	}
+	s, ok := f.d.scalar(n, f.key(k), "a duration")
+	if !ok {
+		return
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if v, err := strconv.ParseUint(d, 10, 16); err == nil {
+			*dst = time.Duration(v) * 24 * time.Hour
+			return
+		}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		f.d.errorf(n, f.key(k), "expected a duration such as 1h or 90d, got %q", s)
+		return
+	}
+	*dst = v
 }
 
 func (d *decoder) record(f fields) Record {

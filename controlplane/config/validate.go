@@ -197,7 +197,31 @@ func (v *validator) zones() {
 			if !slices.Contains(DNSSECAlgorithms, s.Algorithm) {
 				v.errorf(key+".dnssec.algorithm", "unknown algorithm %q, want one of %s", s.Algorithm, strings.Join(DNSSECAlgorithms, ", "))
 			}
+			v.dnssecTiming(key+".dnssec", s)
 		}
+	}
+}
+
+// dnssecTiming checks a zone's rollover waits. A TTL is whole seconds, and
+// a ZSK must live longer than its own rollover takes.
+func (v *validator) dnssecTiming(key string, s *DNSSEC) {
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"dnskey_ttl", s.DNSKEYTTL}, {"max_ttl", s.MaxTTL}, {"ds_ttl", s.DSTTL}} {
+		if t.d < time.Second || t.d%time.Second != 0 || t.d > math.MaxInt32*time.Second {
+			v.errorf(key+"."+t.name, "must be whole seconds, from 1s to 68 years, got %s", t.d)
+		}
+	}
+	if s.Propagation < 0 {
+		v.errorf(key+".propagation", "must not be negative, got %s", s.Propagation)
+	}
+	switch roll := s.DNSKEYTTL + s.MaxTTL + 2*s.Propagation; {
+	case s.ZSKLifetime == 0:
+	case !s.Split:
+		v.errorf(key+".zsk_lifetime", "needs split: true; a CSK has no ZSK to roll")
+	case s.ZSKLifetime <= roll:
+		v.errorf(key+".zsk_lifetime", "must exceed a ZSK rollover, dnskey_ttl + max_ttl + 2 × propagation = %s, got %s", roll, s.ZSKLifetime)
 	}
 }
 

@@ -60,6 +60,9 @@ func signOnline(cfg *config.Config, i int, z *zone.Zone, must bool) error {
 		}
 		return nil
 	}
+	for _, k := range keys {
+		k.DNSKEY.Hdr.Ttl = uint32(zc.DNSSEC.DNSKEYTTL / time.Second)
+	}
 	s, err := dnssec.NewSigner(zc.Origin, keys, time.Now)
 	if err != nil {
 		return cfg.Errorf(key, "%v", err)
@@ -68,4 +71,9 @@ func signOnline(cfg *config.Config, i int, z *zone.Zone, must bool) error {
 		return cfg.Errorf(fmt.Sprintf("zones[%d].dnssec", i), "%v", err)
 	}
 	return nil
+}
+
+// Schedule is the rollover schedule of a zone's dnssec section.
+func Schedule(c *config.DNSSEC) dnssec.Schedule {
+	return dnssec.Schedule{DNSKEYTTL: c.DNSKEYTTL, MaxTTL: c.MaxTTL, DSTTL: c.DSTTL, Propagation: c.Propagation}
 }
