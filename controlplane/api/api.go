@@ -254,12 +254,12 @@ const maxTXT = 255
 // voteStrings says how each checker voted on a check, by region, in as
 // many strings as the votes need: "check web1 votes healthy=1/2:
 // eu/p1=up us/p2=down"; a vote left out of the quorum, for a checker not
-// heard within aggregation.checker_timeout, is marked "(stale)". Only an
-// aggregator has votes; another host says so.
+// heard within aggregation.checker_timeout, is marked "(stale)". Votes
+// are an aggregator's, once a checker has reported.
 func voteStrings(s *health.Status) []string {
 	head := fmt.Sprintf("check %s votes healthy=%d/%d:", s.ID, s.Healthy, s.Checkers)
 	if len(s.Votes) == 0 {
-		return []string{head + " none on this host, which does not aggregate"}
+		return []string{head + " none: no checker has reported to this host"}
 	}
 	var out []string
 	line := head
