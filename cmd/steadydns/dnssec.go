@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,16 +17,22 @@ import (
 	"github.com/steadydns/steadydns/controlplane/dnssec"
 )
 
-// dnssecCmd is `steadydns dnssec keygen|ds|status`: the keys of the zones
-// signed online, read from and written to the key directories the config
-// names, on the host that signs.
+// dnssecCmd is `steadydns dnssec keygen|ds|rollover|status`: the keys of
+// the zones signed online, read from and written to the key directories
+// the config names, on the host that signs.
 func dnssecCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("want keygen, ds or status")
+		return errors.New("want keygen, ds, rollover or status")
 	}
 	fs := flag.NewFlagSet("dnssec "+args[0], flag.ContinueOnError)
 	path := fs.String("config", "", "config file")
 	zoneName := fs.String("zone", "", "the zone (status: every signed zone by default)")
+	var roll rolloverFlags
+	if args[0] == "rollover" {
+		fs.StringVar(&roll.key, "key", "", "zsk, ksk or csk (default: the ZSK of a split zone, else the CSK)")
+		fs.StringVar(&roll.at, "at", "", "when the rollover starts or completes, as 2006-01-02T15:04:05Z or 20060102150405 (default now)")
+		fs.BoolVar(&roll.complete, "complete", false, "the parent serves the new KSK's DS and not the old: retire the old")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -65,10 +72,83 @@ func dnssecCmd(args []string, out io.Writer) error {
 			fmt.Fprintln(out, ds.String())
 		}
 		return nil
+	case "rollover":
+		if origin == "" {
+			return errors.New("--zone is required")
+		}
+		return rollover(cfg, origin, roll, out)
 	case "status":
 		return dnssecStatus(cfg, origin, out)
 	}
-	return fmt.Errorf("unknown command %q, want keygen, ds or status", args[0])
+	return fmt.Errorf("unknown command %q, want keygen, ds, rollover or status", args[0])
+}
+
+type rolloverFlags struct {
+	key, at  string
+	complete bool
+}
+
+// rollover starts a rollover or, with --complete, ends a KSK's. The new
+// timing is in the key files: serve follows it once reloaded.
+func rollover(cfg *config.Config, origin string, f rolloverFlags, out io.Writer) error {
+	keys, err := zoneKeys(cfg, origin)
+	if err != nil {
+		return err
+	}
+	at := time.Now()
+	if f.at != "" {
+		if at, err = time.Parse(time.RFC3339, f.at); err != nil {
+			if at, err = time.Parse("20060102150405", f.at); err != nil {
+				return fmt.Errorf("--at %q: want 2006-01-02T15:04:05Z or 20060102150405", f.at)
+			}
+		}
+	}
+	zc := cfg.Zones[slices.IndexFunc(cfg.Zones, func(z config.Zone) bool { return z.Origin == origin })]
+	sch := daemon.Schedule(zc.DNSSEC)
+	if f.complete {
+		if f.key != "" {
+			return errors.New("--complete ends the KSK or CSK rollover under way: give no --key")
+		}
+		if _, err := dnssec.Complete(keys, sch, at); err != nil {
+			return fmt.Errorf("completing the rollover of %s: %w", origin, err)
+		}
+	} else {
+		roles := map[string]bool{"": true}
+		for _, k := range keys {
+			roles[strings.ToLower(dnssec.Role(k, keys))] = true
+		}
+		if !roles[f.key] {
+			return fmt.Errorf("--key %s: zone %s has no %s", f.key, origin, strings.ToUpper(f.key))
+		}
+		ksk := f.key == "ksk" || f.key == "csk" || f.key == "" && !roles["zsk"]
+		k, err := dnssec.Rollover(zc.DNSSEC.Keys, origin, keys, ksk, sch, at)
+		if err != nil {
+			return fmt.Errorf("rolling over a key of %s: %w", origin, err)
+		}
+		keys = append(keys, k)
+	}
+	zoneStatus(origin, zc.DNSSEC.Keys, keys, sch, at, out)
+	fmt.Fprintln(out, "reload serve (SIGHUP, or POST /api/v1/reload) to follow the new timing")
+	return nil
+}
+
+// zoneStatus prints each key of a zone: where it stands at now, and its
+// next event.
+func zoneStatus(origin, dir string, keys []*dnssec.Key, sch dnssec.Schedule, now time.Time, out io.Writer) {
+	fmt.Fprintf(out, "%s  keys %s\n", origin, dir)
+	fmt.Fprintf(out, "  %-4s %-5s %-16s %-15s %s\n", "ROLE", "TAG", "ALGORITHM", "STATE", "NEXT")
+	for _, s := range dnssec.States(keys, sch, now) {
+		next := s.Next
+		if !s.At.IsZero() {
+			next += " " + s.At.UTC().Format(time.DateTime)
+		}
+		fmt.Fprintf(out, "  %-4s %-5d %-16s %-15s %s\n", s.Role, s.Key.Tag(),
+			strings.ToLower(dns.AlgorithmToString[s.Key.DNSKEY.Algorithm]), s.State, strings.TrimSpace(next))
+	}
+	fmt.Fprintf(out, "  signatures: valid %s ± %s from an hour back, made again after %s\n",
+		dnssec.Validity, dnssec.Jitter, dnssec.Refresh)
+	fmt.Fprintf(out, "  rollover waits: new key known %s after publish, old signatures gone %s after inactive, old DS gone %s after --complete\n",
+		sch.Known(), sch.Retire(), sch.DSGone())
 }
 
 // zoneKeys loads the keys of the signed zone origin.
@@ -102,26 +182,12 @@ func dnssecStatus(cfg *config.Config, origin string, out io.Writer) error {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		fmt.Fprintf(out, "%s  keys %s\n", zc.Origin, zc.DNSSEC.Keys)
 		if len(keys) == 0 {
+			fmt.Fprintf(out, "%s  keys %s\n", zc.Origin, zc.DNSSEC.Keys)
 			fmt.Fprintln(out, "  no keys: serve or steadydns dnssec keygen creates them")
 			continue
 		}
-		fmt.Fprintf(out, "  %-5s %-5s %-16s %-9s %-20s %-20s\n", "ROLE", "TAG", "ALGORITHM", "STATE", "PUBLISHED", "ACTIVE")
-		for _, k := range keys {
-			state := "active"
-			switch {
-			case !k.Published(now) && !k.Active(now):
-				state = "created"
-			case !k.Active(now):
-				state = "published"
-			}
-			fmt.Fprintf(out, "  %-5s %-5d %-16s %-9s %-20s %-20s\n", dnssec.Role(k, keys), k.Tag(),
-				strings.ToLower(dns.AlgorithmToString[k.DNSKEY.Algorithm]), state,
-				k.Publish.UTC().Format(time.DateTime), k.Activate.UTC().Format(time.DateTime))
-		}
-		fmt.Fprintf(out, "  signatures: valid %s ± %s from an hour back, made again after %s\n",
-			dnssec.Validity, dnssec.Jitter, dnssec.Refresh)
+		zoneStatus(zc.Origin, zc.DNSSEC.Keys, keys, daemon.Schedule(zc.DNSSEC), now, out)
 	}
 	if !found {
 		if origin != "" {

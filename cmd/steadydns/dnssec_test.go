@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -57,5 +59,42 @@ func TestDNSSECCommands(t *testing.T) {
 	}
 	if _, err := run("ds", "--config", cfg, "--zone", "plain.test"); err == nil || err.Error() != "zone plain.test. is not signed: it has no dnssec" {
 		t.Fatalf("ds of an unsigned zone: %v", err)
+	}
+
+	// Rollovers, at times of the test's choosing: a day and two after the
+	// keys were made. The schedule is the config's defaults.
+	day := time.Now().UTC().Add(24 * time.Hour).Truncate(time.Second)
+	at := func(d time.Duration) string { return day.Add(d).Format("20060102150405") }
+	if out, err = run("rollover", "--config", cfg, "--zone", "example.test", "--at", at(0)); err != nil {
+		t.Fatal(err)
+	}
+	activate := day.Add(2 * time.Hour).Format(time.DateTime)
+	if !strings.Contains(out, "active          inactive "+activate+"\n") || !strings.Contains(out, "published       activate "+activate+"\n") {
+		t.Fatalf("ZSK rollover printed\n%s\nwant the old ZSK inactive and the new one active at %s", out, activate)
+	}
+	if _, err := run("rollover", "--config", cfg, "--zone", "example.test", "--key", "csk"); err == nil || err.Error() != "--key csk: zone example.test. has no CSK" {
+		t.Fatalf("rolling a CSK of a split zone: %v", err)
+	}
+	if out, err = run("rollover", "--config", cfg, "--zone", "example.test", "--key", "ksk", "--at", at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "retire with rollover --complete") || !strings.Contains(out, "DS to the parent "+day.Add(3*time.Hour).Format(time.DateTime)) {
+		t.Fatalf("KSK rollover printed\n%s", out)
+	}
+	if out, err = run("ds", "--config", cfg, "--zone", "example.test"); err != nil || strings.Count(out, "\tDS\t") != 2 {
+		t.Fatalf("ds during a KSK rollover: %q, %v; want both", out, err)
+	}
+	if _, err := run("rollover", "--config", cfg, "--zone", "example.test", "--complete", "--at", at(2*time.Hour)); err == nil || !strings.Contains(err.Error(), "too early") {
+		t.Fatalf("completing before the new KSK is known: %v", err)
+	}
+	if out, err = run("rollover", "--config", cfg, "--zone", "example.test", "--complete", "--at", at(4*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	oldKSK := strings.Fields(lines[0])[1]
+	if !strings.Contains(out, fmt.Sprintf("KSK  %-5s ecdsap256sha256  active          inactive ", oldKSK)+day.Add(29*time.Hour).Format(time.DateTime)) {
+		t.Fatalf("completed rollover printed\n%s\nwant the old KSK %s inactive a DS TTL and an hour later", out, oldKSK)
+	}
+	if out, err = run("ds", "--config", cfg, "--zone", "example.test"); err != nil || strings.Count(out, "\tDS\t") != 1 || strings.Contains(out, "\tDS\t"+oldKSK+" ") {
+		t.Fatalf("ds after the KSK rollover: %q, %v; want only the new key's", out, err)
 	}
 }

@@ -25,7 +25,8 @@ commands:
   keygen  --id NAME --role ROLES [--cell C] [--region R] [--out FILE]
                             write a host's NKey seed (mode 0600) and print its line for cluster.nats.hosts
   dnssec  keygen|ds --config FILE --zone NAME | status --config FILE [--zone NAME]
-                            make a signed zone's keys, print its DS records (SHA-256), or say where each key stands
+          rollover --config FILE --zone NAME [--key zsk|ksk|csk] [--complete] [--at TIME]
+                            make a signed zone's keys, print its DS records (SHA-256), roll a key over, or say where each key stands
   state   --config FILE --nkey-seed FILE [--id NAME] admin|external CHECK up|down|auto
           | shift REGION --duration D --reason TEXT | unshift REGION
                             send an admin or external state change, or a traffic shift, to every aggregator with an admin key

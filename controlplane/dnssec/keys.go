@@ -369,11 +369,12 @@ func (k *Key) timing(c string) error {
 	return nil
 }
 
-// DS returns the SHA-256 DS record of each KSK or CSK, for the parent.
+// DS returns the SHA-256 DS record of each KSK or CSK the parent should
+// hold: all but those a completed rollover retires.
 func DS(keys []*Key) []*dns.DS {
 	var out []*dns.DS
 	for _, k := range keys {
-		if k.KSK() {
+		if k.KSK() && k.Inactive.IsZero() {
 			out = append(out, k.DNSKEY.ToDS(dns.SHA256))
 		}
 	}

@@ -81,6 +81,10 @@ func rolloverKSK(dir, zone string, keys []*Key, at time.Time) (*Key, error) {
 		if !k.Inactive.IsZero() {
 			return nil, fmt.Errorf("a KSK rollover is under way: key %d %s", k.Tag(), next(k, at))
 		}
+		if !at.After(k.Publish) {
+			// The newer key is told from the older by its Publish time.
+			return nil, fmt.Errorf("key %d is published at %s: start its rollover later", k.Tag(), k.Publish.Format(time.DateTime))
+		}
 		alg = k.DNSKEY.Algorithm
 	}
 	if alg == 0 {

@@ -158,6 +158,9 @@ func TestKSKRollover(t *testing.T) {
 		}
 		old := keys[0]
 		start := t0.Add(10 * time.Hour)
+		if _, err := Rollover(dir, "example.test.", keys, true, testSchedule, t0); err == nil || !strings.Contains(err.Error(), "start its rollover later") {
+			t.Fatalf("split %v: a KSK rollover in the second its KSK was published: %v", split, err)
+		}
 		k, err := Rollover(dir, "example.test.", keys, true, testSchedule, start)
 		if err != nil {
 			t.Fatal(err)
