@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ zones:
     dnssec:
       keys: keys
       split: true
+      # A rollover in seconds: Unbound caches nothing past a second.
+      dnskey_ttl: 1s
+      max_ttl: 1s
+      propagation: 2s
 health_checks:
   a: { type: tcp, target: 198.18.1.1, port: 80, interval: 200ms, timeout: 150ms, unhealthy_threshold: 1, healthy_threshold: 1 }
   b: { type: tcp, target: 198.18.1.2, port: 80, interval: 200ms, timeout: 150ms, unhealthy_threshold: 1, healthy_threshold: 1 }
@@ -65,7 +70,9 @@ aggregation:
 // holds its DS as trust anchor and has steadydns as its stub. Through a
 // backend's death and return, under failover and multivalue, every answer
 // validates (AD) and follows health; so do the zone's MX and TXT, NODATA
-// and NXDOMAIN, answered as black lies.
+// and NXDOMAIN, answered as black lies. Then the ZSK is rolled over from
+// the CLI and a SIGHUP: every answer through each phase validates, and
+// the DNSKEY set and the signing key go through the phases in order.
 func TestUnboundValidates(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	unbound, err := exec.LookPath("unbound")
@@ -104,14 +111,16 @@ func TestUnboundValidates(t *testing.T) {
 
 	e := newEdgeHost(t, env, bin, unboundConfig, map[string]string{"example.test.zone": unboundZone})
 	cfg := e.cfg
-	if out, err := exec.Command(bin, "dnssec", "keygen", "--config", cfg, "--zone", "example.test").CombinedOutput(); err != nil {
+	out, err := exec.Command(bin, "dnssec", "keygen", "--config", cfg, "--zone", "example.test").CombinedOutput()
+	if err != nil {
 		t.Fatalf("dnssec keygen: %v\n%s", err, out)
 	}
+	keygen := strings.Split(string(out), "\n") // the KSK, then the ZSK
 	ds, err := exec.Command(bin, "dnssec", "ds", "--config", cfg, "--zone", "example.test").Output()
 	if err != nil {
 		t.Fatalf("dnssec ds: %v", err)
 	}
-	e.serve("serve")
+	srv := e.serve("serve")
 	waitServing(t, env)
 
 	// Unbound on the client host, validating with the DS as anchor and
@@ -219,4 +228,101 @@ stub-zone:
 	lns[0] = listen(0) // and returns
 	expect("primary back", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
 	expect("primary back", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
+
+	// keyPhase asks steadydns itself for the DNSKEY set's tags and the
+	// key that signs a health-checked answer and zone data.
+	keyPhase := func() string {
+		tags := func(name string, qtype uint16) []string {
+			var r *dns.Msg
+			if err := env.Client.Do(func() (err error) {
+				q := new(dns.Msg).SetQuestion(name, qtype)
+				q.SetEdns0(1232, true)
+				r, _, err = (&dns.Client{Timeout: 2 * time.Second}).Exchange(q, "198.18.0.2:53")
+				return err
+			}); err != nil {
+				t.Fatalf("asking steadydns for %s: %v", name, err)
+			}
+			var out []string
+			for _, rr := range r.Answer {
+				switch rr := rr.(type) {
+				case *dns.DNSKEY:
+					if rr.Flags&dns.SEP == 0 {
+						out = append(out, fmt.Sprint(rr.KeyTag()))
+					}
+				case *dns.RRSIG:
+					if rr.TypeCovered != dns.TypeDNSKEY {
+						out = append(out, fmt.Sprint(rr.KeyTag))
+					}
+				}
+			}
+			slices.Sort(out)
+			return out
+		}
+		return fmt.Sprintf("ZSKs %v, www signed by %v, mail by %v", tags("example.test.", dns.TypeDNSKEY),
+			tags("www.example.test.", dns.TypeA), tags("mail.example.test.", dns.TypeA))
+	}
+	oldZSK := strings.Fields(keygen[1])[1]
+	status, err := exec.Command(bin, "dnssec", "rollover", "--config", cfg, "--zone", "example.test").Output()
+	if err != nil {
+		t.Fatalf("dnssec rollover: %v", err)
+	}
+	var newZSK string
+	var deleted time.Time
+	for _, l := range strings.Split(string(status), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 3 && f[0] == "ZSK" && f[3] == "published":
+			newZSK = f[1]
+		case len(f) > 5 && f[0] == "ZSK" && f[1] == oldZSK && f[4] == "inactive":
+			// Inactive now plus max_ttl and propagation.
+			at, err := time.Parse(time.DateTime, f[5]+" "+f[6])
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted = at.Add(3 * time.Second)
+		}
+	}
+	if newZSK == "" || deleted.IsZero() {
+		t.Fatalf("dnssec rollover printed\n%s\nwant a ZSK published and %s inactive", status, oldZSK)
+	}
+	if err := srv.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Through every phase and past the old key's deletion, each answer
+	// validates, and the phases follow one another.
+	var phases []string
+	for time.Now().Before(deleted.Add(2 * time.Second)) {
+		for _, q := range []struct {
+			name  string
+			qtype uint16
+			want  []string
+		}{
+			{"www.example.test.", dns.TypeA, []string{"198.18.1.1"}},
+			{"mail.example.test.", dns.TypeA, []string{"198.18.0.25"}},
+			{"nothere.example.test.", dns.TypeA, nil},
+		} {
+			rcode, ad, data, err := resolve(q.name, q.qtype)
+			if err != nil || rcode != ok || !ad || !slices.Equal(data, q.want) {
+				t.Fatalf("during the ZSK rollover (%v): %s: rcode %s AD %v %v (%v), want NOERROR AD with %v", phases,
+					q.name, dns.RcodeToString[rcode], ad, data, err, q.want)
+			}
+		}
+		if p := keyPhase(); len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	both := []string{oldZSK, newZSK}
+	slices.Sort(both)
+	want := []string{
+		fmt.Sprintf("ZSKs %v, www signed by [%s], mail by [%s]", both, oldZSK, oldZSK),
+		fmt.Sprintf("ZSKs %v, www signed by [%s], mail by [%s]", both, newZSK, newZSK),
+		fmt.Sprintf("ZSKs [%s], www signed by [%s], mail by [%s]", newZSK, newZSK, newZSK),
+	}
+	if phases[0] == fmt.Sprintf("ZSKs [%s], www signed by [%s], mail by [%s]", oldZSK, oldZSK, oldZSK) {
+		phases = phases[1:] // asked before the reload
+	}
+	if !slices.Equal(phases, want) {
+		t.Fatalf("the ZSK rollover went through\n%s\nwant\n%s", strings.Join(phases, "\n"), strings.Join(want, "\n"))
+	}
 }
