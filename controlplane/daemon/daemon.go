@@ -384,8 +384,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	roll := time.NewTimer(d.rollZSKs())
+	defer roll.Stop()
 	for {
 		select {
+		case <-roll.C:
+			roll.Reset(d.rollZSKs())
 		case <-ctx.Done():
 			return d.Close()
 		case s := <-sig:
@@ -397,6 +401,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// rollZSKs rolls over the ZSKs past their zone's zsk_lifetime and reloads
+// to follow the new keys, on a host with a config of its own: one from the
+// bucket never makes keys. It returns when to look again.
+func (d *Daemon) rollZSKs() time.Duration {
+	cfg := d.plan.Load().Config
+	if cfg.Cluster.Config == config.ConfigNATS {
+		return rollCheck
+	}
+	rolled, wait := rollZSKs(cfg, time.Now())
+	if len(rolled) > 0 {
+		if err := d.Reload(); err != nil {
+			slog.Error("reload after a ZSK rollover rejected: the new key waits for the next reload", "error", err)
+		}
+	}
+	return wait
 }
 
 // Close stops what Start started, in reverse order: the pushes, the API,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/config"
@@ -76,4 +77,46 @@ func signOnline(cfg *config.Config, i int, z *zone.Zone, must bool) error {
 // Schedule is the rollover schedule of a zone's dnssec section.
 func Schedule(c *config.DNSSEC) dnssec.Schedule {
 	return dnssec.Schedule{DNSKEYTTL: c.DNSKEYTTL, MaxTTL: c.MaxTTL, DSTTL: c.DSTTL, Propagation: c.Propagation}
+}
+
+// rollCheck bounds the wait between two looks at the ZSKs' ages, so that
+// keys changed by hand are seen too.
+const rollCheck = time.Hour
+
+// rollZSKs starts a ZSK rollover in each zone of cfg whose active ZSK has
+// reached its zsk_lifetime at now. It returns the zones it rolled and how
+// long until it should look again.
+func rollZSKs(cfg *config.Config, now time.Time) ([]string, time.Duration) {
+	var rolled []string
+	wait := rollCheck
+	for _, zc := range cfg.Zones {
+		if zc.DNSSEC == nil || zc.DNSSEC.ZSKLifetime == 0 {
+			continue
+		}
+		keys, err := dnssec.Load(zc.DNSSEC.Keys, zc.Origin)
+		if err != nil {
+			slog.Error("reading keys for the ZSK's lifetime", "zone", zc.Origin, "error", err)
+			continue
+		}
+		age, ok := dnssec.ActiveZSKAge(keys, now)
+		if !ok {
+			// A rollover is under way: the new ZSK's life starts
+			// within a lifetime.
+			wait = min(wait, zc.DNSSEC.ZSKLifetime)
+			continue
+		}
+		if left := zc.DNSSEC.ZSKLifetime - age; left > 0 {
+			wait = min(wait, left)
+			continue
+		}
+		k, err := dnssec.Rollover(zc.DNSSEC.Keys, zc.Origin, keys, false, Schedule(zc.DNSSEC), now)
+		if err != nil {
+			slog.Error("rolling the ZSK over", "zone", zc.Origin, "error", err)
+			continue
+		}
+		slog.Info("ZSK rollover started", "zone", zc.Origin, "key", k.Tag(), "signs_from", k.Activate)
+		rolled = append(rolled, zc.Origin)
+		wait = min(wait, zc.DNSSEC.ZSKLifetime)
+	}
+	return rolled, wait
 }
