@@ -225,3 +225,66 @@ kinds:
 	}
 	return p
 }
+
+// Outcome is an answer set Select can produce: its candidates, a bit
+// each, and the TTL they carry.
+type Outcome struct {
+	Mask uint64
+	TTL  uint32
+}
+
+// Outcomes calls add with every answer set Select can produce for rr at
+// this health, whatever the query's draw, turn or client: for each of
+// ranks (nil: no geo), one per start the policy can take (each member
+// for multivalue and round robin, each member a weighted draw lands on,
+// the lowest priority for failover). A set is added once per start that
+// makes it: the caller keeps them apart. NODATA and SERVFAIL add nothing.
+func Outcomes(rr *bpf.Set, up func(check uint32) bool, ranks []Ranks, open bool, add func(Outcome)) {
+	if len(ranks) == 0 {
+		ranks = []Ranks{nil}
+	}
+	var order [MaxAnswers]int
+	emit := func(p Pick) {
+		if p.Action != Answer || len(p.Order) == 0 {
+			return
+		}
+		var m uint64
+		for _, j := range p.Order {
+			m |= 1 << j
+		}
+		add(Outcome{Mask: m, TTL: p.TTL(rr)})
+	}
+	cand := rr.Candidates()
+	for _, r := range ranks {
+		p := Select(rr, up, r, open, 0, 0, order[:0])
+		pc := uint32(bits.OnesCount64(p.Eligible))
+		switch bpf.SteadydnsPolicy(rr.Policy) {
+		case bpf.SteadydnsPolicyPOLICY_FAILOVER:
+			emit(p)
+		case bpf.SteadydnsPolicyPOLICY_ROUND_ROBIN:
+			for turn := range max(pc, 1) {
+				emit(Select(rr, up, r, open, 0, turn, order[:0]))
+			}
+		case bpf.SteadydnsPolicyPOLICY_WEIGHTED:
+			// A draw r lands on the member whose weights' running sum
+			// first passes r: each member with a weight is hit by the
+			// sum before it. With no weight at all, the draw is by count.
+			var acc uint32
+			for i := range cand {
+				if p.Eligible&(1<<i) != 0 && cand[i].Weight != 0 {
+					emit(Select(rr, up, r, open, acc, 0, order[:0]))
+					acc += uint32(cand[i].Weight)
+				}
+			}
+			if acc == 0 {
+				for rnd := range max(pc, 1) {
+					emit(Select(rr, up, r, open, rnd, 0, order[:0]))
+				}
+			}
+		default:
+			for rnd := range max(pc, 1) {
+				emit(Select(rr, up, r, open, rnd, 0, order[:0]))
+			}
+		}
+	}
+}
