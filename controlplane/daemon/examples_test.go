@@ -30,13 +30,13 @@ import (
 var expectLine = regexp.MustCompile(`^#\s+(?:when ([^:]+): )?(?:from (\S+): )?(\S+) (A|AAAA|CNAME) -> (.+)$`)
 
 type expectation struct {
-	line   int
+	line    int
 	down    []string
 	shifted []string // regions shifted away
 	from    string
-	name   string
-	qtype  uint16
-	result string
+	name    string
+	qtype   uint16
+	result  string
 }
 
 func (x expectation) String() string {
