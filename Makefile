@@ -7,7 +7,7 @@ BIN     := bin/steadydns
 BENCH   := bin/steadydns-bench
 PKGS    := ./...
 
-.PHONY: all build generate test check fuzz demo demo-fleet bench bench-fleet deps clean install
+.PHONY: all build generate fmt test check fuzz demo demo-fleet bench bench-fleet deps clean install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the server, the systemd unit
 # and user, the docs and the examples. The config itself is the operator's:
@@ -40,13 +40,17 @@ deps:
 # One package at a time (-p 1): the bench's and the fleet's tests run
 # many processes of their own against timing bounds, and on two CPUs the
 # CLI's tests beside them made the fleet's aggregators skip pushes.
-test: deps
+test: deps fmt
 	$(GO) vet $(PKGS)
 	$(GO) test -p 1 -count=1 -timeout 12m $(PKGS)
 
+# Every Go file as gofmt writes it; the list names those that are not.
+fmt:
+	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "not gofmt'ed:" $$files >&2; exit 1; fi
+
 # The tier that needs neither root nor apt-get: every test in -short mode.
 # Tests that need root (XDP, network namespaces, bpffs) skip and say why.
-check:
+check: fmt
 	$(GO) vet $(PKGS)
 	$(GO) test -short -count=1 -timeout 5m $(PKGS)
 
