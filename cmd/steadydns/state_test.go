@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/steadydns/steadydns/controlplane/api"
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -118,25 +116,8 @@ func TestCorruptStateAfterCrash(t *testing.T) {
 	}
 }
 
-// answer asks for www.example.test A from the client host.
-func answer(t *testing.T, env *testenv.Env) []string {
-	t.Helper()
-	var r *dns.Msg
-	if err := env.Client.Do(func() (err error) {
-		r, _, err = (&dns.Client{Net: "udp", Timeout: time.Second}).Exchange(new(dns.Msg).SetQuestion("www.example.test.", dns.TypeA), "198.18.0.2:53")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, rr := range r.Answer {
-		if a, ok := rr.(*dns.A); ok {
-			got = append(got, a.A.String())
-		}
-	}
-	slices.Sort(got)
-	return got
-}
+// answer asks for www.example.test A from the client host, over UDP.
+func answer(t *testing.T, env *testenv.Env) []string { return askPath(t, env, "udp", "www") }
 
 // waitAnswer polls the answer until it is want.
 func waitAnswer(t *testing.T, env *testenv.Env, what string, want []string) {
