@@ -20,6 +20,7 @@
 #include "select.h"
 #include "nsid.h"
 #include "rrl.h"
+#include "sample.h"
 
 /* Stage builds: the benchmark's breakdown by stage measures the program
  * cut after each stage, compiled from this file with STAGE defined
@@ -576,6 +577,7 @@ static __always_inline int slip_built(struct xdp_md *ctx, const struct frame *f,
 	if (sum < 0 || bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
 	    finish_frame(ctx, f, rlen, (__u32)sum))
 		return count_aborted();
+	sample_reply(ctx, f->dns_off, rlen);
 	return count(OUT_RRL_SLIPPED);
 }
 
@@ -608,6 +610,7 @@ static __always_inline int send_built(struct xdp_md *ctx, const struct frame *f,
 	if (bpf_xdp_store_bytes(ctx, f->dns_off, m, wlen) ||
 	    finish_frame(ctx, f, rlen, (__u32)rp->tail))
 		return count_aborted();
+	sample_reply(ctx, f->dns_off, rlen);
 	return count(o);
 }
 
@@ -769,6 +772,9 @@ int steadydns(struct xdp_md *ctx)
 	if (!slot_unchanged(sl, s->q.seq))
 		return count(OUT_NOT_FOUND);
 	STAGE_END(STAGE_SELECT, tail + an + ttl);
+	/* From here on the query gets a reply or passes to the fallback:
+	 * dnstap's sample is decided while the query is still in the frame. */
+	sample_query(ctx, f.dns_off, f.dns_len, f.src, f.sport, f.v6);
 	/* Rate limiting: an answer or NODATA is keyed by its name and type,
 	 * SERVFAIL by its rcode. A query is charged only once the reply
 	 * that goes out is settled, as the query is then no longer passed
@@ -825,6 +831,7 @@ int steadydns(struct xdp_md *ctx)
 	reread_scratch();
 	if (write_reply(ctx, s))
 		return count_aborted();
+	sample_reply(ctx, f.dns_off, s->reply.rlen);
 	return count(o);
 }
 

@@ -131,6 +131,8 @@ const (
 	SteadydnsLimitsRRL_TABLE_MAX      SteadydnsLimits = 16777216
 	SteadydnsLimitsRRL_V6PREFIX_MAX   SteadydnsLimits = 64
 	SteadydnsLimitsRRL_TICK_NS        SteadydnsLimits = 1000000
+	SteadydnsLimitsSAMPLE_QUERY_MAX   SteadydnsLimits = 512
+	SteadydnsLimitsSAMPLE_REPLY_MAX   SteadydnsLimits = 1024
 )
 
 type SteadydnsNsidOption struct {
@@ -280,6 +282,30 @@ const (
 	SteadydnsRrsetFlagsRR_POOL   SteadydnsRrsetFlags = 8
 )
 
+type SteadydnsSample struct {
+	_          structs.HostLayout
+	BootNs     uint64
+	Client     [16]uint8
+	Server     [16]uint8
+	Every      uint32
+	ClientPort uint16
+	QueryLen   uint16
+	ReplyLen   uint16
+	Ancount    uint16
+	Rcode      uint8
+	V6         uint8
+	_          [2]byte
+	Data       [1536]uint8
+}
+
+type SteadydnsSampleState struct {
+	_       structs.HostLayout
+	Left    uint32
+	Taken   uint32
+	Dropped uint64
+	Rec     SteadydnsSample
+}
+
 type SteadydnsScratch struct {
 	_   structs.HostLayout
 	Key [264]uint8
@@ -412,6 +438,8 @@ const (
 	SteadydnsMapRrl            = "rrl"
 	SteadydnsMapRrlClock       = "rrl_clock"
 	SteadydnsMapRrlExempt      = "rrl_exempt"
+	SteadydnsMapSampleCpu      = "sample_cpu"
+	SteadydnsMapSamples        = "samples"
 	SteadydnsMapScratch        = "scratch"
 	SteadydnsMapStaleTimer     = "stale_timer"
 	SteadydnsMapZones          = "zones"
@@ -430,6 +458,7 @@ const (
 	SteadydnsVarRrlSetBits     = "rrl_set_bits"
 	SteadydnsVarRrlSlip        = "rrl_slip"
 	SteadydnsVarRrlWindowNs    = "rrl_window_ns"
+	SteadydnsVarSampleEvery    = "sample_every"
 	SteadydnsVarSeqFence       = "seq_fence"
 	SteadydnsVarServerV4       = "server_v4"
 	SteadydnsVarServerV6       = "server_v6"
@@ -501,6 +530,8 @@ type SteadydnsMapSpecs struct {
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
 	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
+	SampleCpu  *ebpf.MapSpec `ebpf:"sample_cpu"`
+	Samples    *ebpf.MapSpec `ebpf:"samples"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -522,6 +553,7 @@ type SteadydnsVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SampleEvery    *ebpf.VariableSpec `ebpf:"sample_every"`
 	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
@@ -562,6 +594,8 @@ type SteadydnsMaps struct {
 	Rrl        *ebpf.Map `ebpf:"rrl"`
 	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
+	SampleCpu  *ebpf.Map `ebpf:"sample_cpu"`
+	Samples    *ebpf.Map `ebpf:"samples"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -584,6 +618,8 @@ func (m *SteadydnsMaps) Close() error {
 		m.Rrl,
 		m.RrlClock,
 		m.RrlExempt,
+		m.SampleCpu,
+		m.Samples,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,
@@ -606,6 +642,7 @@ type SteadydnsVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SampleEvery    *ebpf.Variable `ebpf:"sample_every"`
 	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`

@@ -77,6 +77,10 @@ enum limits {
 	/* The period of the clock rate limiting reads in XDP, 1 ms: the
 	 * clock lags by at most this, against limits in replies per second. */
 	RRL_TICK_NS = 1000000,
+	/* dnstap's sample of XDP's replies (struct sample): the most of a
+	 * query it keeps, and of a reply, which is never longer. */
+	SAMPLE_QUERY_MAX = 512,
+	SAMPLE_REPLY_MAX = MSG_MAX,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= MAX_ANSWERS,
@@ -427,6 +431,24 @@ enum rrl_verdict {
 	RRL_SEND = 0,
 	RRL_SLIP = 1,
 	RRL_DROP = 2,
+};
+
+/* One reply XDP sent and the query it answered, as the samples ring
+ * buffer carries them (sample.h): the fields, then data, which holds the
+ * first min(query_len, SAMPLE_QUERY_MAX) bytes of the query and then the
+ * reply, reply_len bytes. A record is as long as what it holds. */
+struct sample {
+	__u64 boot_ns;      /* when the reply was sent, CLOCK_BOOTTIME */
+	__u8 client[16] __attribute__((aligned(8)));  /* IPv4: the first 4 bytes */
+	__u8 server[16] __attribute__((aligned(8)));
+	__u32 every;        /* the rate it was sampled at: one in every */
+	__u16 client_port;  /* host order */
+	__u16 query_len;
+	__u16 reply_len;
+	__u16 ancount;
+	__u8 rcode;
+	__u8 v6;
+	__u8 data[SAMPLE_QUERY_MAX + SAMPLE_REPLY_MAX] __attribute__((aligned(8)));
 };
 
 /* Names the enums in the BTF so that bpf2go can generate them as Go

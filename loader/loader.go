@@ -37,6 +37,10 @@ type Options struct {
 	// the query asks for it, at most MaxNSID bytes; empty turns it off.
 	NSID []byte
 	RRL  RRL // response rate limiting; zero Rate: off
+	// SampleEvery sends one in SampleEvery of the queries XDP answers,
+	// with their replies, to the samples ring buffer (ReadSamples); 0
+	// sends none.
+	SampleEvery uint32
 }
 
 // Objects are the loaded program and maps, pinned under Dir.
@@ -152,6 +156,9 @@ func prepareSpec(spec *ebpf.CollectionSpec, opts *Options) (*ebpf.CollectionSpec
 		return nil, nil, err
 	}
 	if err := setRRL(&specs, opts.RRL); err != nil {
+		return nil, nil, err
+	}
+	if err := setSample(&specs.SteadydnsVariableSpecs, opts.SampleEvery); err != nil {
 		return nil, nil, err
 	}
 	return spec, &specs, nil

@@ -164,6 +164,28 @@ type StageParseRrlSet struct {
 	}
 }
 
+type StageParseSampleState struct {
+	_       structs.HostLayout
+	Left    uint32
+	Taken   uint32
+	Dropped uint64
+	Rec     struct {
+		_          structs.HostLayout
+		BootNs     uint64
+		Client     [16]uint8
+		Server     [16]uint8
+		Every      uint32
+		ClientPort uint16
+		QueryLen   uint16
+		ReplyLen   uint16
+		Ancount    uint16
+		Rcode      uint8
+		V6         uint8
+		_          [2]byte
+		Data       [1536]uint8
+	}
+}
+
 type StageParseScratch struct {
 	_   structs.HostLayout
 	Key [264]uint8
@@ -274,6 +296,8 @@ const (
 	StageParseMapRrl            = "rrl"
 	StageParseMapRrlClock       = "rrl_clock"
 	StageParseMapRrlExempt      = "rrl_exempt"
+	StageParseMapSampleCpu      = "sample_cpu"
+	StageParseMapSamples        = "samples"
 	StageParseMapScratch        = "scratch"
 	StageParseMapStaleTimer     = "stale_timer"
 	StageParseMapZones          = "zones"
@@ -292,6 +316,7 @@ const (
 	StageParseVarRrlSetBits     = "rrl_set_bits"
 	StageParseVarRrlSlip        = "rrl_slip"
 	StageParseVarRrlWindowNs    = "rrl_window_ns"
+	StageParseVarSampleEvery    = "sample_every"
 	StageParseVarSeqFence       = "seq_fence"
 	StageParseVarServerV4       = "server_v4"
 	StageParseVarServerV6       = "server_v6"
@@ -363,6 +388,8 @@ type StageParseMapSpecs struct {
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
 	RrlClock   *ebpf.MapSpec `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.MapSpec `ebpf:"rrl_exempt"`
+	SampleCpu  *ebpf.MapSpec `ebpf:"sample_cpu"`
+	Samples    *ebpf.MapSpec `ebpf:"samples"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
@@ -384,6 +411,7 @@ type StageParseVariableSpecs struct {
 	RrlSetBits     *ebpf.VariableSpec `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.VariableSpec `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.VariableSpec `ebpf:"rrl_window_ns"`
+	SampleEvery    *ebpf.VariableSpec `ebpf:"sample_every"`
 	SeqFence       *ebpf.VariableSpec `ebpf:"seq_fence"`
 	ServerV4       *ebpf.VariableSpec `ebpf:"server_v4"`
 	ServerV6       *ebpf.VariableSpec `ebpf:"server_v6"`
@@ -424,6 +452,8 @@ type StageParseMaps struct {
 	Rrl        *ebpf.Map `ebpf:"rrl"`
 	RrlClock   *ebpf.Map `ebpf:"rrl_clock"`
 	RrlExempt  *ebpf.Map `ebpf:"rrl_exempt"`
+	SampleCpu  *ebpf.Map `ebpf:"sample_cpu"`
+	Samples    *ebpf.Map `ebpf:"samples"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
@@ -446,6 +476,8 @@ func (m *StageParseMaps) Close() error {
 		m.Rrl,
 		m.RrlClock,
 		m.RrlExempt,
+		m.SampleCpu,
+		m.Samples,
 		m.Scratch,
 		m.StaleTimer,
 		m.Zones,
@@ -468,6 +500,7 @@ type StageParseVariables struct {
 	RrlSetBits     *ebpf.Variable `ebpf:"rrl_set_bits"`
 	RrlSlip        *ebpf.Variable `ebpf:"rrl_slip"`
 	RrlWindowNs    *ebpf.Variable `ebpf:"rrl_window_ns"`
+	SampleEvery    *ebpf.Variable `ebpf:"sample_every"`
 	SeqFence       *ebpf.Variable `ebpf:"seq_fence"`
 	ServerV4       *ebpf.Variable `ebpf:"server_v4"`
 	ServerV6       *ebpf.Variable `ebpf:"server_v6"`
