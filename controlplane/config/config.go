@@ -119,11 +119,22 @@ type RRL struct {
 }
 
 // Dnstap is server.dnstap: where the fallback's dnstap messages go, a
-// Unix socket (absolute) or a TCP address, one of the two.
+// Unix socket (absolute) or a TCP address, one of the two, and the share
+// of XDP's answers logged with them.
 type Dnstap struct {
 	Socket string
 	TCP    string
+	// Sample logs one in Sample of the queries XDP answers, marked as
+	// sampled; 0 none. Default DefaultDnstapSample.
+	Sample int
 }
+
+// DefaultDnstapSample is server.dnstap.sample unless set; MaxDnstapSample
+// is the most it may be.
+const (
+	DefaultDnstapSample = 100
+	MaxDnstapSample     = 1 << 24
+)
 
 // Debug is server.debug: a TXT name that explains the health of a record
 // set to the clients allowed.

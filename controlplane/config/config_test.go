@@ -853,7 +853,8 @@ func TestZoneDNSSEC(t *testing.T) {
 }
 
 // TestDnstap: server.dnstap takes a socket, resolved against the config's
-// directory, or a TCP address, one of the two.
+// directory, or a TCP address, one of the two, and XDP's sample rate,
+// one in 100 unless set, 0 for none.
 func TestDnstap(t *testing.T) {
 	with := func(v string) string { return strings.Replace(base, "server:\n", "server:\n  dnstap: "+v+"\n", 1) }
 	c, err := load(t, base)
@@ -865,14 +866,22 @@ func TestDnstap(t *testing.T) {
 		t.Errorf("socket: %+v, %v; want tap.sock made absolute", c.Server.Dnstap, err)
 	}
 	c, err = load(t, with("{tcp: \"198.18.0.10:6000\"}"))
-	if err != nil || c.Server.Dnstap == nil || c.Server.Dnstap.TCP != "198.18.0.10:6000" {
-		t.Errorf("tcp: %+v, %v", c.Server.Dnstap, err)
+	if err != nil || c.Server.Dnstap == nil || c.Server.Dnstap.TCP != "198.18.0.10:6000" || c.Server.Dnstap.Sample != 100 {
+		t.Errorf("tcp: %+v, %v; want sample 100", c.Server.Dnstap, err)
+	}
+	for _, n := range []int{0, 1, 16777216} {
+		c, err = load(t, with(fmt.Sprintf("{tcp: \"198.18.0.10:6000\", sample: %d}", n)))
+		if err != nil || c.Server.Dnstap.Sample != n {
+			t.Errorf("sample %d: %+v, %v", n, c.Server.Dnstap, err)
+		}
 	}
 	for _, tc := range []struct{ config, want string }{
 		{with("{}"), "server.dnstap: give one of socket and tcp"},
 		{with("{socket: /run/tap.sock, tcp: \"198.18.0.10:6000\"}"), "server.dnstap: give one of socket and tcp"},
 		{with("{tcp: tap.example:6000}"), `server.dnstap.tcp: "tap.example:6000" is not an address and port`},
 		{with("{file: /tmp/x}"), `server.dnstap.file`},
+		{with("{socket: tap.sock, sample: -1}"), "server.dnstap.sample: -1 out of range 0-16777216"},
+		{with("{socket: tap.sock, sample: 16777217}"), "server.dnstap.sample: 16777217 out of range 0-16777216"},
 	} {
 		if _, err := load(t, tc.config); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)

@@ -156,7 +156,7 @@ var (
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined", "max_lifetime"}
 	debugKeys       = []string{"name", "allow"}
-	dnstapKeys      = []string{"socket", "tcp"}
+	dnstapKeys      = []string{"socket", "tcp", "sample"}
 	geoKeys         = []string{"regions"}
 	zoneKeys        = []string{"origin", "file", "dnssec"}
 	dnssecKeys      = []string{"keys", "algorithm", "split", "dnskey_ttl", "max_ttl", "ds_ttl", "propagation", "zsk_lifetime"}
@@ -283,9 +283,10 @@ func (d *decoder) server(f fields) Server {
 	}
 	if f.has("dnstap") {
 		df := f.mapping("dnstap", dnstapKeys)
-		s.Dnstap = &Dnstap{}
+		s.Dnstap = &Dnstap{Sample: DefaultDnstapSample}
 		path(df, "socket", &s.Dnstap.Socket)
 		df.str("tcp", &s.Dnstap.TCP)
+		df.int("sample", &s.Dnstap.Sample)
 	}
 	if f.has("debug") {
 		df := f.mapping("debug", debugKeys)

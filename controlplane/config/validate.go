@@ -114,6 +114,9 @@ func (v *validator) server() {
 				v.errorf("server.dnstap.tcp", "%q is not an address and port such as 198.18.0.10:6000: %v", d.TCP, err)
 			}
 		}
+		if d.Sample < 0 || d.Sample > MaxDnstapSample {
+			v.errorf("server.dnstap.sample", "%d out of range 0-%d", d.Sample, MaxDnstapSample)
+		}
 	}
 }
 
