@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ type entry struct {
 	local        netip.AddrPort
 	tcp          bool
 	qt, rt       time.Time
+	every        uint32 // XDP's sample rate for one of its answers, 0 for the fallback's
 }
 
 // Logger queues queries and their replies and sends them from its own
@@ -42,6 +44,7 @@ type Logger struct {
 	queue             chan entry
 	out               *dt.FrameStreamSockOutput
 	sent, dropped     atomic.Uint64
+	sampled           [2]atomic.Uint64 // XDP's samples sent and dropped
 	done              sync.WaitGroup
 }
 
@@ -85,16 +88,37 @@ func (l *Logger) Log(query, reply []byte, client, local netip.AddrPort, tcp bool
 	if reply != nil {
 		e.reply = append([]byte(nil), reply...)
 	}
+	l.put(e)
+}
+
+// LogSample queues a query XDP answered at t, sampled at one in every,
+// and its reply; its messages carry "sample=1/every" as their extra
+// field. It never blocks: a full queue drops them.
+func (l *Logger) LogSample(query, reply []byte, client, local netip.AddrPort, t time.Time, every uint32) {
+	l.put(entry{query: query, reply: reply, client: client, local: local, qt: t, rt: t, every: every})
+}
+
+func (l *Logger) put(e entry) {
 	select {
 	case l.queue <- e:
 	default:
-		l.dropped.Add(1)
+		if e.every > 0 {
+			l.sampled[1].Add(1)
+		} else {
+			l.dropped.Add(1)
+		}
 	}
 }
 
 // Counters are the queries sent to the output and those dropped for a
 // full queue, since the start.
 func (l *Logger) Counters() (sent, dropped uint64) { return l.sent.Load(), l.dropped.Load() }
+
+// SampleCounters are XDP's samples sent to the output and those dropped
+// for a full queue, since the start.
+func (l *Logger) SampleCounters() (sent, dropped uint64) {
+	return l.sampled[0].Load(), l.sampled[1].Load()
+}
 
 // closeWait bounds how long Close waits for what is queued to be sent:
 // the output retries a reader that is gone forever.
@@ -124,7 +148,11 @@ func (l *Logger) run() {
 			}
 			ch <- b
 		}
-		l.sent.Add(1)
+		if e.every > 0 {
+			l.sampled[0].Add(1)
+		} else {
+			l.sent.Add(1)
+		}
 	}
 	close(ch)
 }
@@ -149,20 +177,26 @@ func (l *Logger) messages(e *entry) []*dt.Dnstap {
 	}
 	q := base(dt.Message_AUTH_QUERY)
 	q.QueryMessage = e.query
-	out := []*dt.Dnstap{l.wrap(q)}
+	out := []*dt.Dnstap{l.wrap(q, e.every)}
 	if e.reply != nil {
 		r := base(dt.Message_AUTH_RESPONSE)
 		r.QueryMessage = e.query
 		r.ResponseMessage = e.reply
 		r.ResponseTimeSec, r.ResponseTimeNsec = ptr(uint64(e.rt.Unix())), ptr(uint32(e.rt.Nanosecond()))
-		out = append(out, l.wrap(r))
+		out = append(out, l.wrap(r, e.every))
 	}
 	return out
 }
 
-func (l *Logger) wrap(m *dt.Message) *dt.Dnstap {
+// wrap makes m a dnstap frame; a sample of XDP's, at one in every, says
+// so in the extra field, which dnstap leaves to the sender.
+func (l *Logger) wrap(m *dt.Message, every uint32) *dt.Dnstap {
 	t := dt.Dnstap_MESSAGE
-	return &dt.Dnstap{Identity: l.identity, Version: l.version, Type: &t, Message: m}
+	d := &dt.Dnstap{Identity: l.identity, Version: l.version, Type: &t, Message: m}
+	if every > 0 {
+		d.Extra = []byte("sample=1/" + strconv.FormatUint(uint64(every), 10))
+	}
+	return d
 }
 
 func ptr[T any](v T) *T { return &v }
