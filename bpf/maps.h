@@ -219,6 +219,10 @@ struct reply {
 	__u32 nsid_n;    /* NSID option bytes, 0 for none */
 	__u32 dns_off;   /* the frame: where its message starts */
 	__u32 dns_len;   /* and its length now, which write_reply resizes */
+	__u32 sig_len;   /* bytes of RRSIG records after the answers (sigs.h) */
+	__u32 sig_n;     /* and how many */
+	__u64 sig_content;  /* their key's content and epoch, to find them again */
+	__u32 sig_epoch;
 	__u8 flags2;     /* the reply's header flag bytes */
 	__u8 flags3;
 	__u8 v6;

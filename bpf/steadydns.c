@@ -20,6 +20,7 @@
 #include "select.h"
 #include "nsid.h"
 #include "rrl.h"
+#include "sigs.h"
 #include "sample.h"
 
 /* Stage builds: the benchmark's breakdown by stage measures the program
@@ -484,7 +485,7 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 	/* The header's words as the sum reads them, from registers: ID,
 	 * flags; QDCOUNT 1, ANCOUNT; NSCOUNT 0, ARCOUNT. */
 	__u32 w0 = (__u32)bpf_htons(q->id) | (__u32)rp->flags2 << 16 | (__u32)rp->flags3 << 24;
-	__u32 w1 = (__u32)bpf_htons(1) | (__u32)bpf_htons(an) << 16;
+	__u32 w1 = (__u32)bpf_htons(1) | (__u32)bpf_htons(an + rp->sig_n) << 16;
 	__u32 w2 = (__u32)bpf_htons(has_opt) << 16;
 	*(__u16 *)(h + 2) = w0 >> 16;
 	*(__u32 *)(h + 4) = w1;
@@ -526,6 +527,8 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 			off += 28;
 		}
 	}
+	/* The RRSIGs go here, once the frame's checksums are done. */
+	off += rp->sig_len & (MSG_MAX - 1);
 	if (has_opt) {
 		/* OPT: root, type 41, our size, version 0, DO copied, and
 		 * NSID when asked for. Its 11 bytes as the sum reads them, in
@@ -541,12 +544,16 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 		*(__u64 *)op = w01;
 		op[8] = 0;
 		*(__u16 *)(op + 9) = bpf_htons(nsid_n);
-		tail += (w01 & 0xffffffff) + (w01 >> 32) + w2;
+		__u64 opt_sum = (w01 & 0xffffffff) + (w01 >> 32) + w2;
 		if (nsid_n) {
 			if (write_nsid_frame(ctx, off + 11, nsid_n))
 				return -1;
-			tail += nsid.sum;
+			opt_sum += nsid.sum;
 		}
+		/* After RRSIGs of an odd length, the OPT's bytes fall on the
+		 * other halves of the sum's words. */
+		__u16 os = csum_fold(opt_sum);
+		tail += rp->sig_len & 1 ? (__u16)(os << 8 | os >> 8) : os;
 	}
 
 	/* The reply's sum from parts: the header, the name as summed while
@@ -724,8 +731,6 @@ int steadydns(struct xdp_md *ctx)
 	if (!sl)
 		return count(OUT_NOT_FOUND);
 	const struct rrset *rr = &sl->rr;
-	if ((rr->flags & RR_SIGNED) && q.do_bit)
-		return count(OUT_DNSSEC);
 	STAGE_END(STAGE_LOOKUP, rr->flags);
 
 	/* No table yet: fail open. A stale table: the record's policy. */
@@ -769,6 +774,25 @@ int steadydns(struct xdp_md *ctx)
 		ttl = answer_ttl(rr, p->degraded);
 		tail += p->sum + (__u64)an * bpf_htonl(ttl);
 	}
+	/* A signed set's DO=1 answer carries the RRSIGs of exactly its
+	 * answers, made ahead of the query; without them, or for a NODATA,
+	 * the fallback signs. SERVFAIL needs none. */
+	struct reply *rp = &s->reply;
+	rp->sig_len = 0;
+	rp->sig_n = 0;
+	if ((rr->flags & RR_SIGNED) && q.do_bit) {
+		if (p->action == ACT_NODATA)
+			return count(OUT_DNSSEC);
+		if (p->action == ACT_ANSWER) {
+			__s64 sum = find_sig(s, an, ttl, q.qtype == TYPE_A);
+			if (sum < 0)
+				return count(OUT_DNSSEC);
+			tail += sum;
+		}
+	}
+	/* Signed or not, one state from here on. */
+	reread_scratch();
+	__u32 sig_len = rp->sig_len & (MSG_MAX - 1);
 	if (!slot_unchanged(sl, s->q.seq))
 		return count(OUT_NOT_FOUND);
 	STAGE_END(STAGE_SELECT, tail + an + ttl);
@@ -786,12 +810,11 @@ int steadydns(struct xdp_md *ctx)
 	__u32 opt_len = q.has_opt ? 11 + nsid_n : 0;
 	__u32 limit = q.has_opt ? q.udp_size : 512;
 	__u32 rsize = q.qtype == TYPE_A ? 16 : 28;
-	__u32 rlen = q.q_end + an * rsize + opt_len;
+	__u32 rlen = q.q_end + an * rsize + sig_len + opt_len;
 	if (rlen > limit || rlen > MSG_MAX)
 		return count(OUT_TRUNCATED);
 
 	/* Header: QR and AA; ID, RD and CD copied; RA, AD, Z cleared. */
-	struct reply *rp = &s->reply;
 	rp->tail = tail;
 	rp->an = an;
 	rp->ttl = ttl;
@@ -824,12 +847,16 @@ int steadydns(struct xdp_md *ctx)
 			rp->rlen = s->q.q_end;
 			rp->nsid_n = 0;
 			rp->opt = 0;
+			rp->sig_len = 0;
+			rp->sig_n = 0;
 			rp->flags2 |= 0x02;
 			o = OUT_RRL_SLIPPED;
 		}
 	}
 	reread_scratch();
 	if (write_reply(ctx, s))
+		return count_aborted();
+	if (rp->sig_len && append_sig(ctx, s, f.dns_off + q.q_end + an * rsize))
 		return count_aborted();
 	sample_reply(ctx, f.dns_off, s->reply.rlen);
 	return count(o);

@@ -352,23 +352,42 @@ type SteadydnsScratch struct {
 		Sum      uint64
 	}
 	Reply struct {
-		_      structs.HostLayout
-		Tail   uint64
-		An     uint32
-		Ttl    uint32
-		Rlen   uint32
-		NsidN  uint32
-		DnsOff uint32
-		DnsLen uint32
-		Flags2 uint8
-		Flags3 uint8
-		V6     uint8
-		Opt    uint8
-		_      [4]byte
+		_          structs.HostLayout
+		Tail       uint64
+		An         uint32
+		Ttl        uint32
+		Rlen       uint32
+		NsidN      uint32
+		DnsOff     uint32
+		DnsLen     uint32
+		SigLen     uint32
+		SigN       uint32
+		SigContent uint64
+		SigEpoch   uint32
+		Flags2     uint8
+		Flags3     uint8
+		V6         uint8
+		Opt        uint8
 	}
 	Ans [16][16]uint8
 	Buf [1092]uint8
 	_   [4]byte
+}
+
+type SteadydnsSigKey struct {
+	_       structs.HostLayout
+	Hash    uint64
+	Content uint64
+	Ttl     uint32
+	Epoch   uint32
+}
+
+type SteadydnsSigValue struct {
+	_     structs.HostLayout
+	Len   uint16
+	Count uint16
+	Sum   uint32
+	Rr    [560]uint8
 }
 
 type SteadydnsSlotState uint32
@@ -441,6 +460,8 @@ const (
 	SteadydnsMapSampleCpu      = "sample_cpu"
 	SteadydnsMapSamples        = "samples"
 	SteadydnsMapScratch        = "scratch"
+	SteadydnsMapSigEpoch       = "sig_epoch"
+	SteadydnsMapSigs           = "sigs"
 	SteadydnsMapStaleTimer     = "stale_timer"
 	SteadydnsMapZones          = "zones"
 	SteadydnsProgArmRrlClock   = "arm_rrl_clock"
@@ -533,6 +554,8 @@ type SteadydnsMapSpecs struct {
 	SampleCpu  *ebpf.MapSpec `ebpf:"sample_cpu"`
 	Samples    *ebpf.MapSpec `ebpf:"samples"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	SigEpoch   *ebpf.MapSpec `ebpf:"sig_epoch"`
+	Sigs       *ebpf.MapSpec `ebpf:"sigs"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
@@ -597,6 +620,8 @@ type SteadydnsMaps struct {
 	SampleCpu  *ebpf.Map `ebpf:"sample_cpu"`
 	Samples    *ebpf.Map `ebpf:"samples"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	SigEpoch   *ebpf.Map `ebpf:"sig_epoch"`
+	Sigs       *ebpf.Map `ebpf:"sigs"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
@@ -621,6 +646,8 @@ func (m *SteadydnsMaps) Close() error {
 		m.SampleCpu,
 		m.Samples,
 		m.Scratch,
+		m.SigEpoch,
+		m.Sigs,
 		m.StaleTimer,
 		m.Zones,
 	)

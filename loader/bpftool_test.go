@@ -38,6 +38,9 @@ func TestBpftoolDump(t *testing.T) {
 	if err := o.PutRecord(RecordKey{Wire: "\x03www\x07example\x04test\x00", Qtype: 1}, &bpf.SteadydnsRrset{Ttl: 30, N: 1}); err != nil {
 		t.Fatal(err)
 	}
+	if err := o.PutSig(bpf.SteadydnsSigKey{Hash: 1, Content: 2, Ttl: 30}, &bpf.SteadydnsSigValue{Len: 1, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
 	v4 := map[bpf.SteadydnsGeoKey4]bpf.SteadydnsGeoMatch{{Prefixlen: 24, Addr: [4]byte{198, 18, 0, 0}}: {Region: 1, Prefixlen: 24}}
 	v6 := map[bpf.SteadydnsGeoKey6]bpf.SteadydnsGeoMatch{{Prefixlen: 48, Addr: [16]byte{0xfd, 0x53}}: {Region: 1, Prefixlen: 48}}
 	if err := o.SyncGeo(v4, v6, make([]bpf.SteadydnsGeoOrder, bpf.SteadydnsLimitsMAX_REGIONS)); err != nil {
@@ -64,6 +67,8 @@ func TestBpftoolDump(t *testing.T) {
 		"rrl":         {"way", "tag", "tat"},
 		"rrl_clock":   {"t", "now", "seed"},
 		"rrl_exempt":  {"prefixlen", "addr"},
+		"sigs":        {"hash", "content", "ttl", "epoch", "len", "count", "sum", "rr"},
+		"sig_epoch":   {},
 	}
 	entries, err := os.ReadDir(o.Dir)
 	if err != nil {

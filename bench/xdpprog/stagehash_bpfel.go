@@ -232,23 +232,42 @@ type StageHashScratch struct {
 		Sum      uint64
 	}
 	Reply struct {
-		_      structs.HostLayout
-		Tail   uint64
-		An     uint32
-		Ttl    uint32
-		Rlen   uint32
-		NsidN  uint32
-		DnsOff uint32
-		DnsLen uint32
-		Flags2 uint8
-		Flags3 uint8
-		V6     uint8
-		Opt    uint8
-		_      [4]byte
+		_          structs.HostLayout
+		Tail       uint64
+		An         uint32
+		Ttl        uint32
+		Rlen       uint32
+		NsidN      uint32
+		DnsOff     uint32
+		DnsLen     uint32
+		SigLen     uint32
+		SigN       uint32
+		SigContent uint64
+		SigEpoch   uint32
+		Flags2     uint8
+		Flags3     uint8
+		V6         uint8
+		Opt        uint8
 	}
 	Ans [16][16]uint8
 	Buf [1092]uint8
 	_   [4]byte
+}
+
+type StageHashSigKey struct {
+	_       structs.HostLayout
+	Hash    uint64
+	Content uint64
+	Ttl     uint32
+	Epoch   uint32
+}
+
+type StageHashSigValue struct {
+	_     structs.HostLayout
+	Len   uint16
+	Count uint16
+	Sum   uint32
+	Rr    [560]uint8
 }
 
 type StageHashStaleTimer struct {
@@ -299,6 +318,8 @@ const (
 	StageHashMapSampleCpu      = "sample_cpu"
 	StageHashMapSamples        = "samples"
 	StageHashMapScratch        = "scratch"
+	StageHashMapSigEpoch       = "sig_epoch"
+	StageHashMapSigs           = "sigs"
 	StageHashMapStaleTimer     = "stale_timer"
 	StageHashMapZones          = "zones"
 	StageHashProgArmRrlClock   = "arm_rrl_clock"
@@ -391,6 +412,8 @@ type StageHashMapSpecs struct {
 	SampleCpu  *ebpf.MapSpec `ebpf:"sample_cpu"`
 	Samples    *ebpf.MapSpec `ebpf:"samples"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	SigEpoch   *ebpf.MapSpec `ebpf:"sig_epoch"`
+	Sigs       *ebpf.MapSpec `ebpf:"sigs"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
@@ -455,6 +478,8 @@ type StageHashMaps struct {
 	SampleCpu  *ebpf.Map `ebpf:"sample_cpu"`
 	Samples    *ebpf.Map `ebpf:"samples"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	SigEpoch   *ebpf.Map `ebpf:"sig_epoch"`
+	Sigs       *ebpf.Map `ebpf:"sigs"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
@@ -479,6 +504,8 @@ func (m *StageHashMaps) Close() error {
 		m.SampleCpu,
 		m.Samples,
 		m.Scratch,
+		m.SigEpoch,
+		m.Sigs,
 		m.StaleTimer,
 		m.Zones,
 	)

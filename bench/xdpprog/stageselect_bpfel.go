@@ -232,23 +232,42 @@ type StageSelectScratch struct {
 		Sum      uint64
 	}
 	Reply struct {
-		_      structs.HostLayout
-		Tail   uint64
-		An     uint32
-		Ttl    uint32
-		Rlen   uint32
-		NsidN  uint32
-		DnsOff uint32
-		DnsLen uint32
-		Flags2 uint8
-		Flags3 uint8
-		V6     uint8
-		Opt    uint8
-		_      [4]byte
+		_          structs.HostLayout
+		Tail       uint64
+		An         uint32
+		Ttl        uint32
+		Rlen       uint32
+		NsidN      uint32
+		DnsOff     uint32
+		DnsLen     uint32
+		SigLen     uint32
+		SigN       uint32
+		SigContent uint64
+		SigEpoch   uint32
+		Flags2     uint8
+		Flags3     uint8
+		V6         uint8
+		Opt        uint8
 	}
 	Ans [16][16]uint8
 	Buf [1092]uint8
 	_   [4]byte
+}
+
+type StageSelectSigKey struct {
+	_       structs.HostLayout
+	Hash    uint64
+	Content uint64
+	Ttl     uint32
+	Epoch   uint32
+}
+
+type StageSelectSigValue struct {
+	_     structs.HostLayout
+	Len   uint16
+	Count uint16
+	Sum   uint32
+	Rr    [560]uint8
 }
 
 type StageSelectStaleTimer struct {
@@ -299,6 +318,8 @@ const (
 	StageSelectMapSampleCpu      = "sample_cpu"
 	StageSelectMapSamples        = "samples"
 	StageSelectMapScratch        = "scratch"
+	StageSelectMapSigEpoch       = "sig_epoch"
+	StageSelectMapSigs           = "sigs"
 	StageSelectMapStaleTimer     = "stale_timer"
 	StageSelectMapZones          = "zones"
 	StageSelectProgArmRrlClock   = "arm_rrl_clock"
@@ -391,6 +412,8 @@ type StageSelectMapSpecs struct {
 	SampleCpu  *ebpf.MapSpec `ebpf:"sample_cpu"`
 	Samples    *ebpf.MapSpec `ebpf:"samples"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	SigEpoch   *ebpf.MapSpec `ebpf:"sig_epoch"`
+	Sigs       *ebpf.MapSpec `ebpf:"sigs"`
 	StaleTimer *ebpf.MapSpec `ebpf:"stale_timer"`
 	Zones      *ebpf.MapSpec `ebpf:"zones"`
 }
@@ -455,6 +478,8 @@ type StageSelectMaps struct {
 	SampleCpu  *ebpf.Map `ebpf:"sample_cpu"`
 	Samples    *ebpf.Map `ebpf:"samples"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	SigEpoch   *ebpf.Map `ebpf:"sig_epoch"`
+	Sigs       *ebpf.Map `ebpf:"sigs"`
 	StaleTimer *ebpf.Map `ebpf:"stale_timer"`
 	Zones      *ebpf.Map `ebpf:"zones"`
 }
@@ -479,6 +504,8 @@ func (m *StageSelectMaps) Close() error {
 		m.SampleCpu,
 		m.Samples,
 		m.Scratch,
+		m.SigEpoch,
+		m.Sigs,
 		m.StaleTimer,
 		m.Zones,
 	)
