@@ -68,15 +68,16 @@ func (o *Objects) ReadSamples() (*SampleReader, error) {
 	return &SampleReader{r: r, boot: time.Now().Add(-time.Duration(ts.Nano()))}, nil
 }
 
-// ErrSamplesClosed is Read's error once the reader is closed.
-var ErrSamplesClosed = errors.New("the samples reader is closed")
+// ErrSamplesEnd is Read's error once the reader is closed, or flushed
+// and what was in the ring read.
+var ErrSamplesEnd = errors.New("no more samples: the reader is flushed or closed")
 
 // Read waits for the next sample.
 func (s *SampleReader) Read() (Sample, error) {
 	for {
 		rec, err := s.r.Read()
-		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
-			return Sample{}, ErrSamplesClosed
+		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
+			return Sample{}, ErrSamplesEnd
 		}
 		if err != nil {
 			return Sample{}, fmt.Errorf("reading a sample: %w", err)
@@ -90,6 +91,15 @@ func (s *SampleReader) Read() (Sample, error) {
 // SetDeadline makes a Read waiting past t return os.ErrDeadlineExceeded;
 // a t in the past reads only what is already in the ring.
 func (s *SampleReader) SetDeadline(t time.Time) { s.r.SetDeadline(t) }
+
+// Flush makes Read return what is in the ring now, then ErrSamplesEnd,
+// so that a reader stops having taken everything the program wrote.
+func (s *SampleReader) Flush() error {
+	if err := s.r.Flush(); err != nil {
+		return fmt.Errorf("flushing the samples reader: %w", err)
+	}
+	return nil
+}
 
 // Close ends a Read waiting and every one after it.
 func (s *SampleReader) Close() error { return s.r.Close() }

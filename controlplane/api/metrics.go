@@ -268,7 +268,7 @@ func (m *Metrics) ObserveReload(err error) {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queries, m.passed, m.checkUp, m.vote, m.votesOver, m.tableAge, m.tableVer, m.coldStart, m.errDesc,
 		m.frames, m.rejected, m.pushCost, m.reloadDesc, m.reloadErrDe, m.following, m.switches, m.revision, m.refused, m.messages, m.natsRefused, m.permErrs, m.capUsed, m.capLimit, m.capRatio,
-		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop, m.shifted, m.tap.desc} {
+		m.udpIn, m.udpOut, m.rrlLimited, m.rrlSlip, m.rrlDrop, m.shifted, m.tap.desc, m.tap.sdesc} {
 		ch <- d
 	}
 	m.checkLatency.Describe(ch)

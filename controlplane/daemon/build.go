@@ -95,7 +95,17 @@ func loadOptions(cfg *config.Config) loader.Options {
 		Servers:        xdpAddrs(cfg.Server.Listen),
 		NSID:           cfg.Server.NSID,
 		RRL:            rrl.Options(cfg.Server.RRL),
+		SampleEvery:    sampleEvery(cfg.Server.Dnstap),
 	}
+}
+
+// sampleEvery is XDP's dnstap sample rate: none without a place to send
+// the samples.
+func sampleEvery(d *config.Dnstap) uint32 {
+	if d == nil {
+		return 0
+	}
+	return uint32(d.Sample)
 }
 
 // pools is how many of cfg's records are pools: more answers than a

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	dt "github.com/dnstap/golang-dnstap"
 	"github.com/miekg/dns"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/steadydns/steadydns/testenv"
 )
@@ -21,7 +23,7 @@ const dnstapConfig = `server:
   listen: ["198.18.0.2:53"]
   api: 127.0.0.1:9153
   bpffs: %s
-  dnstap: { socket: %s }
+  dnstap: { socket: %s, sample: 1 }
 zones:
   - origin: example.test.
     file: example.test.zone
@@ -35,9 +37,11 @@ aggregation:
   push_interval: 100ms
 `
 
-// TestDnstap: every query the fallback answers, over UDP and TCP, reaches
-// a Frame Streams reader (fstrm_capture) as AUTH_QUERY and AUTH_RESPONSE,
-// which dnstap-ldns decodes to the names, types and rcodes sent.
+// TestDnstap: every query the fallback answers, over UDP and TCP, and at
+// sample: 1 every one XDP answers, reaches a Frame Streams reader
+// (fstrm_capture) as AUTH_QUERY and AUTH_RESPONSE, which dnstap-ldns
+// decodes to the names, types and rcodes sent; XDP's, and only those,
+// are marked sample=1/1.
 func TestDnstap(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	for _, tool := range []string{"fstrm_capture", "dnstap-ldns"} {
@@ -62,16 +66,18 @@ func TestDnstap(t *testing.T) {
 
 	env := testenv.Start(t, testenv.Options{})
 	e := serve(t, env, func(link, pins string) string { return fmt.Sprintf(dnstapConfig, link, pins, sock) })
-	// XDP answers A and AAAA of the table; the fallback the rest.
+	// XDP answers A and AAAA of the table over UDP; the fallback the rest.
 	asked := []struct {
 		proto, name string
 		qtype       uint16
 		rcode       string
+		xdp         bool
 	}{
-		{"udp", "example.test.", dns.TypeSOA, "NOERROR"},
-		{"udp", "nope.example.test.", dns.TypeA, "NXDOMAIN"},
-		{"tcp", "www.example.test.", dns.TypeA, "NOERROR"},
-		{"tcp", "example.test.", dns.TypeNS, "NOERROR"},
+		{"udp", "example.test.", dns.TypeSOA, "NOERROR", false},
+		{"udp", "nope.example.test.", dns.TypeA, "NXDOMAIN", false},
+		{"tcp", "www.example.test.", dns.TypeA, "NOERROR", false},
+		{"tcp", "example.test.", dns.TypeNS, "NOERROR", false},
+		{"udp", "www.example.test.", dns.TypeA, "NOERROR", true},
 	}
 	for _, a := range asked {
 		e.ask(t, a.proto, "198.18.0.2:53", q(a.name, a.qtype))
@@ -102,6 +108,35 @@ func TestDnstap(t *testing.T) {
 	}
 	if n := strings.Count(text, " AQ "); n != len(asked) {
 		t.Errorf("%d queries logged, want the %d sent:\n%s", n, len(asked), text)
+	}
+	// dnstap-ldns does not print the extra field: the Go library reads it.
+	in, err := dt.NewFrameStreamInputFromFilename(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan []byte, 64)
+	go func() { in.ReadInto(frames); close(frames) }()
+	marked := 0
+	for b := range frames {
+		var d dt.Dnstap
+		if err := proto.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		var m dns.Msg
+		if err := m.Unpack(d.GetMessage().GetQueryMessage()); err != nil {
+			t.Fatal(err)
+		}
+		xdp := d.GetMessage().GetSocketProtocol() == dt.SocketProtocol_UDP && m.Question[0].Name == "www.example.test." && m.Question[0].Qtype == dns.TypeA
+		want := map[bool]string{true: "sample=1/1"}[xdp]
+		if string(d.GetExtra()) != want {
+			t.Errorf("%v %s over %v: extra %q, want %q", d.GetMessage().GetType(), m.Question[0].String(), d.GetMessage().GetSocketProtocol(), d.GetExtra(), want)
+		}
+		if xdp {
+			marked++
+		}
+	}
+	if marked != 2 {
+		t.Errorf("%d messages of XDP's answer marked sampled, want its query and its response", marked)
 	}
 }
 

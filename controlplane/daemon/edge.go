@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/api"
@@ -40,9 +41,11 @@ type edgeServer struct {
 
 	view     *fallback.View
 	fb       *fallback.Server
-	tap      *dnstap.Logger // server.dnstap, nil without
-	ifindex  map[string]int // the configured interfaces, looked up in the namespace served
-	attached []string       // links this start made, removed if it fails
+	tap      *dnstap.Logger       // server.dnstap, nil without
+	samples  *loader.SampleReader // XDP's samples for tap, nil without
+	sampling sync.WaitGroup       // the goroutine that hands them to tap
+	ifindex  map[string]int       // the configured interfaces, looked up in the namespace served
+	attached []string             // links this start made, removed if it fails
 }
 
 // openEdge loads the data plane's maps and the table in them. The pinned
@@ -151,6 +154,11 @@ func (e *edgeServer) start() error {
 		}
 		e.tap, opts.Tap = tap, tap.Log
 		m.ObserveDnstap(tap.Counters)
+		if d.Sample > 0 {
+			if err := e.tapSamples(); err != nil {
+				return err
+			}
+		}
 	}
 	fb := fallback.New(opts, e.view)
 	warnFileLimit(fb.TCPLimits().MaxConnections)
@@ -196,7 +204,15 @@ func (e *edgeServer) stop(ctx context.Context, failed bool) error {
 	if e.fb != nil {
 		errs = append(errs, e.fb.Shutdown(ctx))
 	}
-	// After the fallback: what it answered last is sent.
+	if e.samples != nil {
+		if err := e.samples.Flush(); err != nil {
+			slog.Warn("dnstap: the last samples are lost", "error", err)
+			e.samples.Close()
+		}
+		e.sampling.Wait()
+		e.samples.Close()
+	}
+	// After the fallback and the samples: what they logged last is sent.
 	if e.tap != nil && !e.tap.Close() {
 		slog.Warn("dnstap: the reader did not take the last queries in time; they are dropped", "socket", e.cfg.Server.Dnstap.Socket, "tcp", e.cfg.Server.Dnstap.TCP)
 	}
@@ -204,6 +220,41 @@ func (e *edgeServer) stop(ctx context.Context, failed bool) error {
 }
 
 func (e *edgeServer) close(context.Context) error { return e.objs.Close() }
+
+// tapSamples hands the samples XDP writes to the dnstap logger, from a
+// goroutine of its own that stop ends.
+func (e *edgeServer) tapSamples() error {
+	r, err := e.objs.ReadSamples()
+	if err != nil {
+		return err
+	}
+	e.samples = r
+	tap := e.tap
+	e.metrics.ObserveDnstapSamples(func() (sent, queueFull, ringFull uint64) {
+		sent, queueFull = tap.SampleCounters()
+		ringFull, err := e.objs.SampleDrops()
+		if err != nil {
+			slog.Warn("reading the dnstap sample drops", "error", err)
+		}
+		return sent, queueFull, ringFull
+	})
+	e.sampling.Add(1)
+	go func() {
+		defer e.sampling.Done()
+		for {
+			s, err := r.Read()
+			if errors.Is(err, loader.ErrSamplesEnd) {
+				return
+			}
+			if err != nil {
+				slog.Warn("dnstap: XDP's samples are no longer read", "error", err)
+				return
+			}
+			tap.LogSample(s.Query, s.Reply, s.Client, s.Server, s.Time, s.Every)
+		}
+	}()
+	return nil
+}
 
 // ready is what the edge still lacks to serve as configured: the fallback
 // listening, XDP attached to every configured interface, and a health
