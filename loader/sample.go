@@ -72,10 +72,18 @@ func (o *Objects) ReadSamples() (*SampleReader, error) {
 // and what was in the ring read.
 var ErrSamplesEnd = errors.New("no more samples: the reader is flushed or closed")
 
+// SamplePoll is how often a Read waiting looks into the ring: the
+// program wakes it only once the ring is a quarter full.
+const SamplePoll = 100 * time.Millisecond
+
 // Read waits for the next sample.
 func (s *SampleReader) Read() (Sample, error) {
 	for {
+		s.r.SetDeadline(time.Now().Add(SamplePoll))
 		rec, err := s.r.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
 		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
 			return Sample{}, ErrSamplesEnd
 		}
@@ -88,12 +96,9 @@ func (s *SampleReader) Read() (Sample, error) {
 	}
 }
 
-// SetDeadline makes a Read waiting past t return os.ErrDeadlineExceeded;
-// a t in the past reads only what is already in the ring.
-func (s *SampleReader) SetDeadline(t time.Time) { s.r.SetDeadline(t) }
-
-// Flush makes Read return what is in the ring now, then ErrSamplesEnd,
-// so that a reader stops having taken everything the program wrote.
+// Flush makes Read return what is in the ring now, then ErrSamplesEnd
+// once, so that a reader can stop having taken everything the program
+// wrote.
 func (s *SampleReader) Flush() error {
 	if err := s.r.Flush(); err != nil {
 		return fmt.Errorf("flushing the samples reader: %w", err)
