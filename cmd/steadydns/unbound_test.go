@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -211,8 +212,42 @@ stub-zone:
 		}
 	}
 
+	// xdpAnswered is how many answers XDP has sent: Unbound asks with
+	// DO=1, so the health-checked answers it validates come from XDP,
+	// signed ahead, once their signatures are made.
+	xdpAnswered := func() float64 {
+		for _, l := range strings.Split(getText(t, env, "/metrics"), "\n") {
+			if v, found := strings.CutPrefix(l, `steadydns_queries_total{outcome="answered",path="xdp"} `); found {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+		}
+		return 0
+	}
+	// fromXDP expects the answers of name, validated, to come from XDP.
+	fromXDP := func(what, name string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			before := xdpAnswered()
+			_, ad, data, err := resolve(name, dns.TypeA)
+			if err == nil && ad && slices.Equal(data, want) && xdpAnswered() > before {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s: AD %v %v (%v), XDP answered %v: want %v validated from XDP", what, name, ad, data, err, xdpAnswered(), want)
+			}
+			time.Sleep(1100 * time.Millisecond) // past Unbound's cache
+		}
+	}
+
 	ok := dns.RcodeSuccess
 	expect("both up", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
+	fromXDP("both up", "www.example.test.", "198.18.1.1")
+	fromXDP("both up", "multi.example.test.", "198.18.1.1", "198.18.1.2")
 	expect("both up", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
 	expect("zone data", "example.test.", dns.TypeMX, ok, "10 mail.example.test.")
 	expect("zone data", "example.test.", dns.TypeTXT, ok, `"v=spf1 -all"`)
@@ -224,10 +259,13 @@ stub-zone:
 	lns[0].Close() // the primary dies
 	expect("primary down", "www.example.test.", dns.TypeA, ok, "198.18.1.2")
 	expect("primary down", "multi.example.test.", dns.TypeA, ok, "198.18.1.2")
+	fromXDP("primary down", "www.example.test.", "198.18.1.2")
+	fromXDP("primary down", "multi.example.test.", "198.18.1.2")
 
 	lns[0] = listen(0) // and returns
 	expect("primary back", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
 	expect("primary back", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
+	fromXDP("primary back", "multi.example.test.", "198.18.1.1", "198.18.1.2")
 
 	// keyPhase asks steadydns itself for the DNSKEY set's tags and the
 	// key that signs a health-checked answer and zone data.

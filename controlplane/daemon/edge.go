@@ -16,6 +16,7 @@ import (
 	"github.com/steadydns/steadydns/controlplane/edge"
 	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/health"
+	"github.com/steadydns/steadydns/controlplane/presign"
 	"github.com/steadydns/steadydns/controlplane/healthtable"
 	"github.com/steadydns/steadydns/controlplane/records"
 	"github.com/steadydns/steadydns/controlplane/rrl"
@@ -38,6 +39,10 @@ type edgeServer struct {
 	// merge builds the table from each cell's aggregators in a fleet; nil
 	// where the aggregator in process writes it.
 	merge *edge.Merger
+	// presign signs the answers XDP may give of signed sets whenever the
+	// table or the sets change; presignStop ends its goroutine.
+	presign     *presign.Presigner
+	presignStop chan struct{}
 
 	view     *fallback.View
 	fb       *fallback.Server
@@ -67,6 +72,10 @@ func openEdge(cfg *config.Config, host string, m *api.Metrics, explain func(stri
 		return nil, errors.Join(err, e.objs.Close())
 	}
 	e.table = edge.New(e.objs, meta)
+	if e.presign, err = presign.New(e.objs, e.table, time.Now()); err != nil {
+		return nil, errors.Join(err, e.objs.Close())
+	}
+	e.table.OnWrite(e.presign.Kick)
 	if meta.Version != 0 {
 		e.seed = health.Seed{ConfigHash: meta.ConfigHash, Table: pinned}
 	}
@@ -122,6 +131,8 @@ func (e *edgeServer) apply(p *Plan) error {
 		return err
 	}
 	e.view = &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, e.table, p.Geo)}
+	e.presign.Configure(presignSets(p))
+	e.presign.Kick()
 	if e.fb != nil {
 		e.fb.SetView(e.view)
 	}
@@ -160,6 +171,10 @@ func (e *edgeServer) start() error {
 			}
 		}
 	}
+	e.presignStop = make(chan struct{})
+	// Every second: a key that starts or stops signing by its timing
+	// changes the signatures, and XDP's follow within it.
+	go e.presign.Run(e.presignStop, time.Second)
 	fb := fallback.New(opts, e.view)
 	warnFileLimit(fb.TCPLimits().MaxConnections)
 	if err := fb.Start(); err != nil {
@@ -200,6 +215,10 @@ func (e *edgeServer) stop(ctx context.Context, failed bool) error {
 	var errs []error
 	for i := len(e.attached) - 1; failed && i >= 0; i-- {
 		errs = append(errs, e.objs.Detach(e.attached[i]))
+	}
+	if e.presignStop != nil {
+		close(e.presignStop)
+		e.presignStop = nil
 	}
 	if e.fb != nil {
 		errs = append(errs, e.fb.Shutdown(ctx))

@@ -31,7 +31,13 @@ type Table struct {
 	// meta is what the last write put in the data plane's metadata,
 	// kept here so the fallback's Open costs no system call per query.
 	meta atomic.Pointer[bpf.SteadydnsTableMeta]
+	// written is told of every table written, for work that follows
+	// health, such as signing the answers it makes possible.
+	written atomic.Pointer[func()]
 }
+
+// OnWrite makes f run after every table written into the data plane.
+func (t *Table) OnWrite(f func()) { t.written.Store(&f) }
 
 // New returns the table in store. meta is the metadata already there
 // (loader's ReadHealth): a restarted server is not cold while the table it
@@ -57,6 +63,9 @@ func (t *Table) WriteHealthAt(table []byte, version, configHash, staleAfterNs, a
 		return err
 	}
 	t.meta.Store(&meta)
+	if f := t.written.Load(); f != nil {
+		(*f)()
+	}
 	return nil
 }
 
