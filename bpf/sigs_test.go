@@ -23,7 +23,7 @@ func (h upHealth) Open(uint8) bool  { return false }
 
 // signedSet puts a signed multivalue set of addrs (checks 1, 2, …), two
 // answers at a time, at name, and returns it as the presigner signs it.
-func signedSet(t *testing.T, o *loader.Objects, name string, qtype uint16, s *dnssec.Signer, addrs ...string) presign.Set {
+func signedSet(t testing.TB, o *loader.Objects, name string, qtype uint16, s *dnssec.Signer, addrs ...string) presign.Set {
 	t.Helper()
 	var cs []cand
 	var as []netip.Addr
@@ -38,7 +38,7 @@ func signedSet(t *testing.T, o *loader.Objects, name string, qtype uint16, s *dn
 	return presign.Set{Name: name, Wire: wire(t, name), Type: qtype, Value: &bpf.Set{SteadydnsRrset: *v}, Addrs: as, Zone: s}
 }
 
-func zoneSigner(t *testing.T, zone string) (*dnssec.Signer, *dns.DNSKEY) {
+func zoneSigner(t testing.TB, zone string) (*dnssec.Signer, *dns.DNSKEY) {
 	t.Helper()
 	alg, _ := dnssec.Algorithm("ecdsap256sha256")
 	keys, err := dnssec.Ensure(t.TempDir(), zone, alg, false, time.Now())
