@@ -157,6 +157,13 @@ type served struct {
 // directory, compiles it, and writes it into o's maps.
 func serve(t testing.TB, o *loader.Objects, cfgText, zoneText string) served {
 	t.Helper()
+	return serveSigned(t, o, cfgText, zoneText, nil)
+}
+
+// serveSigned is serve with the zone signed online by s before it is
+// compiled, as the daemon signs it; s nil leaves it unsigned.
+func serveSigned(t testing.TB, o *loader.Objects, cfgText, zoneText string, s zone.Signer) served {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "z.zone"), []byte(zoneText), 0o644); err != nil {
 		t.Fatal(err)
@@ -168,6 +175,11 @@ func serve(t testing.TB, o *loader.Objects, cfgText, zoneText string) served {
 	z, err := zone.Load("example.test.", filepath.Join(dir, "z.zone"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s != nil {
+		if err := z.SignOnline(s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	idx, err := health.Assign(cfg.Checks, nil, o.HealthCapacity())
 	if err != nil {

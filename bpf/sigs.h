@@ -130,4 +130,25 @@ static __always_inline int append_sig(struct xdp_md *ctx, const struct scratch *
 	return bpf_xdp_store_bytes(ctx, off, (void *)v->rr, len);
 }
 
+/* copy_denial writes at message offset off of m the authority section of
+ * a signed NODATA that find_sig found under content and TTL 0 (no
+ * answers): the SOA, the NSEC at the query's name, and their RRSIGs,
+ * made ahead as the fallback makes them. The helper sums the message
+ * afterwards. The entry is still there, as for append_sig. */
+static __always_inline int copy_denial(__u8 *m, __u32 off, const struct scratch *s)
+{
+	const struct reply *rp = &s->reply;
+	struct sig_key k = { .hash = s->q.hash, .epoch = rp->sig_epoch };
+	const struct sig_value *v = bpf_map_lookup_elem(&sigs, &k);
+	if (!v || v->len != rp->sig_len)
+		return -1;
+	__u32 len = v->len;
+	for (__u32 w = 0; w < SIG_BYTES_MAX / 8; w++) {
+		if (w * 8 >= len)
+			break;
+		*(__u64 *)(m + at(off + w * 8)) = *(const __u64 *)(v->rr + w * 8);
+	}
+	return 0;
+}
+
 #endif

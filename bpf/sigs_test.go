@@ -1,8 +1,10 @@
 package bpf_test
 
 import (
+	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,10 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/dnssec"
+	"github.com/steadydns/steadydns/controlplane/fallback"
 	"github.com/steadydns/steadydns/controlplane/presign"
+	"github.com/steadydns/steadydns/controlplane/records"
+	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/internal/packet"
 	"github.com/steadydns/steadydns/loader"
 )
@@ -197,5 +202,160 @@ func TestUnsignedAnswerPasses(t *testing.T) {
 	ret, _ = run(t, o, packet.Build(frame(false, query("www.example.test.", dns.TypeA, withOpt(1232, false)), packet.Full)))
 	if ret != 3 {
 		t.Errorf("DO=0: action %d, want XDP_TX", ret)
+	}
+}
+
+const signedNoDataConfig = `server:
+  listen: ["127.0.0.1:53"]
+zones:
+  - origin: example.test.
+    file: z.zone
+health_checks:
+  c1: { type: tcp, target: 198.18.1.1, port: 80 }
+  c2: { type: tcp, target: 198.18.1.2, port: 80 }
+  c3: { type: tcp, target: 198.18.1.3, port: 80 }
+records:
+  - name: www.example.test.
+    type: A
+    when_all_down: nodata
+    answers: [{value: 198.18.1.1, check: c1}, {value: 198.18.1.2, check: c2}]
+  - name: www.example.test.
+    type: AAAA
+    answers: [{value: "fd53:1::1", check: c3}]
+`
+
+// TestSignedNoData: with every candidate of a signed set down and
+// when_all_down nodata, a DO=1 query gets from XDP the NODATA the
+// fallback answers: the SOA, the NSEC at the query's name (its bitmap
+// the name's other types) and their RRSIGs, which verify against the
+// zone's key, with lengths and checksums that hold; before the control
+// plane signed it, the query passes; DO=0 gets the unsigned NODATA.
+func TestSignedNoData(t *testing.T) {
+	o := load(t)
+	s, key := zoneSigner(t, "example.test.")
+	sv := serveSigned(t, o, signedNoDataConfig, policyZone+"www TXT \"v=1\"\n", s)
+	setHealth(t, o, sv.index["c3"])
+	var sets []presign.Set
+	for _, set := range sv.comp.Sets {
+		if set.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0 && !set.Fallback {
+			sets = append(sets, presign.Set{Name: set.Name, Wire: records.Wire(set.Name), Type: set.Type, Value: &set.Value, Addrs: set.Addrs, Zone: sv.zone,
+				NoData: func() []dns.RR { return sv.zone.NoData(set.Name, set.Type) }})
+		}
+	}
+	if len(sets) != 3 { // www's A and AAAA, and the zone file's ns1 A
+		t.Fatalf("%d signed sets, want 3", len(sets))
+	}
+	p, err := presign.New(o, mapHealth{o}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Configure(sets, nil)
+
+	srv := fallback.New(fallback.Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}},
+		&fallback.View{Zones: zone.NewZones(sv.zone), Records: records.NewAnswerer(sv.comp, mapHealth{o}, sv.geo)})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+
+	ask := func(do bool) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion("wWw.example.test.", dns.TypeA)
+		m.Id = 0x1234
+		withOpt(1232, do)(m)
+		return m
+	}
+	xdp := func(do bool) (uint32, *dns.Msg) {
+		q, err := ask(do).Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ret, out := run(t, o, packet.Build(frame(false, q, packet.Full)))
+		if ret != 3 {
+			return ret, nil
+		}
+		r, err := packet.Parse(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m dns.Msg
+		if err := m.Unpack(r.Payload); err != nil {
+			t.Fatalf("unpacking: %v", err)
+		}
+		return ret, &m
+	}
+
+	before, _ := o.Outcomes()
+	if ret, _ := xdp(true); ret != 2 {
+		t.Fatalf("DO=1 before signing: action %d, want XDP_PASS", ret)
+	}
+	if _, err := p.Sync(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, got := xdp(true)
+	if got == nil {
+		t.Fatal("DO=1 NODATA passed once signed")
+	}
+	after, _ := o.Outcomes()
+	if d := after[bpf.SteadydnsOutcomeOUT_NODATA] - before[bpf.SteadydnsOutcomeOUT_NODATA]; d != 1 {
+		t.Errorf("nodata count grew by %d, want 1", d)
+	}
+	want, err := dns.Exchange(ask(true), srv.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rcode != dns.RcodeSuccess || !got.Authoritative || len(got.Answer) != 0 || !got.IsEdns0().Do() {
+		t.Fatalf("XDP's reply is not a DO=1 NODATA:\n%v", got)
+	}
+	if got.Rcode != want.Rcode || got.Authoritative != want.Authoritative || len(got.Answer) != len(want.Answer) {
+		t.Fatalf("XDP's header differs from the fallback's:\n%v\n%v", got, want)
+	}
+	// The same records, the signatures' bytes apart.
+	norm := func(rrs []dns.RR) []string {
+		var out []string
+		for _, rr := range rrs {
+			rr = dns.Copy(rr)
+			if sig, ok := rr.(*dns.RRSIG); ok {
+				sig.Signature = ""
+			}
+			out = append(out, strings.ToLower(rr.String()))
+		}
+		return out
+	}
+	if g, w := norm(got.Ns), norm(want.Ns); !slices.Equal(g, w) {
+		t.Fatalf("authority from XDP:\n%s\nfrom the fallback:\n%s", strings.Join(g, "\n"), strings.Join(w, "\n"))
+	}
+	var nsec *dns.NSEC
+	bySet := map[uint16][]dns.RR{}
+	for _, rr := range got.Ns {
+		if n, ok := rr.(*dns.NSEC); ok {
+			nsec = n
+		}
+		if _, ok := rr.(*dns.RRSIG); !ok {
+			bySet[rr.Header().Rrtype] = append(bySet[rr.Header().Rrtype], rr)
+		}
+	}
+	if nsec == nil || !slices.Equal(nsec.TypeBitMap, []uint16{dns.TypeTXT, dns.TypeAAAA, dns.TypeRRSIG, dns.TypeNSEC}) || nsec.NextDomain != `\000.www.example.test.` {
+		t.Fatalf("NSEC %v, want www's other types and next name \\000.www", nsec)
+	}
+	verified := 0
+	for _, rr := range got.Ns {
+		if sig, ok := rr.(*dns.RRSIG); ok {
+			if err := sig.Verify(key, bySet[sig.TypeCovered]); err != nil {
+				t.Fatalf("RRSIG over %s does not verify: %v", dns.TypeToString[sig.TypeCovered], err)
+			}
+			verified++
+		}
+	}
+	if verified != 2 || len(bySet[dns.TypeSOA]) != 1 {
+		t.Fatalf("%d RRSIGs verified, %d SOAs; want 2 and 1", verified, len(bySet[dns.TypeSOA]))
+	}
+	_, plain := xdp(false)
+	if plain == nil || len(plain.Ns) != 1 || plain.Ns[0].Header().Rrtype != dns.TypeSOA {
+		t.Fatalf("DO=0: %v, want NODATA with the SOA alone", plain)
 	}
 }

@@ -642,7 +642,19 @@ static __always_inline int reply_nodata_servfail(struct xdp_md *ctx, const struc
 	__u32 off = q.q_end, ns = 0;
 	__u8 flags3 = 2, aa = 0; /* SERVFAIL: not authoritative */
 	enum outcome o = OUT_SERVFAIL;
-	if (action == ACT_NODATA) {
+	if (action == ACT_NODATA && s->reply.sig_len) {
+		/* Signed: the authority section made ahead (sigs.h). */
+		__u32 sig_len = s->reply.sig_len & (MSG_MAX - 1);
+		if (q.q_end + sig_len + opt_len > limit)
+			return count(OUT_TRUNCATED);
+		if (copy_denial(m, off, s))
+			return count(OUT_DNSSEC);
+		off += sig_len;
+		ns = s->reply.sig_n;
+		flags3 = 0;
+		aa = 0x04;
+		o = OUT_NODATA;
+	} else if (action == ACT_NODATA) {
 		struct zone_soa *z = bpf_map_lookup_elem(&zones, &zi);
 		if (!z || !z->rdlen || z->rdlen > SOA_RDATA_MAX || z->apex_len > q.name_len)
 			return count(OUT_NO_SOA);
@@ -775,13 +787,14 @@ int steadydns(struct xdp_md *ctx)
 		tail += p->sum + (__u64)an * bpf_htonl(ttl);
 	}
 	/* A signed set's DO=1 answer carries the RRSIGs of exactly its
-	 * answers, made ahead of the query; without them, or for a NODATA,
+	 * answers, and its NODATA the signed SOA and NSEC, all made ahead
+	 * of the query (a NODATA's under content and TTL 0); without them
 	 * the fallback signs. SERVFAIL needs none. */
 	struct reply *rp = &s->reply;
 	rp->sig_len = 0;
 	rp->sig_n = 0;
 	if ((rr->flags & RR_SIGNED) && q.do_bit) {
-		if (p->action == ACT_NODATA)
+		if (p->action == ACT_NODATA && find_sig(s, 0, 0, 1) < 0)
 			return count(OUT_DNSSEC);
 		if (p->action == ACT_ANSWER) {
 			__s64 sum = find_sig(s, an, ttl, q.qtype == TYPE_A);

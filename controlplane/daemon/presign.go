@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/miekg/dns"
+
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/geo"
 	"github.com/steadydns/steadydns/controlplane/presign"
@@ -20,7 +22,8 @@ func presignSets(p *Plan) ([]presign.Set, []selection.Ranks) {
 		if !z.Online() {
 			continue // signed offline: the fallback serves the file's RRSIGs
 		}
-		sets = append(sets, presign.Set{Name: s.Name, Wire: records.Wire(s.Name), Type: s.Type, Value: &s.Value, Addrs: s.Addrs, Zone: z})
+		sets = append(sets, presign.Set{Name: s.Name, Wire: records.Wire(s.Name), Type: s.Type, Value: &s.Value, Addrs: s.Addrs, Zone: z,
+			NoData: func() []dns.RR { return z.NoData(s.Name, s.Type) }})
 	}
 	ranks := make([]selection.Ranks, geo.MaxRegions)
 	for r := range ranks {

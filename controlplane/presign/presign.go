@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,11 @@ type Set struct {
 	Value *bpf.Set
 	Addrs []netip.Addr // per candidate
 	Zone  Signer
+	// NoData is the authority section of the set's signed NODATA as the
+	// fallback answers it (the SOA, the NSEC at Name and their RRSIGs),
+	// nil when it cannot be made. Asked only of sets whose when_all_down
+	// is nodata.
+	NoData func() []dns.RR
 }
 
 // Grace is how long an entry no longer wanted stays before it is removed:
@@ -160,6 +166,18 @@ func (p *Presigner) Sync(now time.Time) (Stats, error) {
 		}
 		selection.Outcomes(v, p.health.Up, ranks, p.health.Open(v.Stale), add)
 		selection.Outcomes(v, p.health.Up, ranks, true, add)
+		// NODATA's entry, whatever the health: it has no answers, so
+		// content and TTL 0.
+		if v.WhenAllDown == uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) && s.NoData != nil {
+			k := bpf.SteadydnsSigKey{Hash: hash}
+			if recs := s.NoData(); recs != nil && !seen[k] {
+				seen[k] = true
+				st.Outcomes++
+				if val, ok := EncodeNoData(recs, s.Wire); ok {
+					wanted = append(wanted, want{k, val})
+				}
+			}
+		}
 	}
 
 	// A signature that changed moves everything to a new epoch.
@@ -285,6 +303,49 @@ func rrset(s *Set, o selection.Outcome) []dns.RR {
 		}
 	}
 	return out
+}
+
+// EncodeNoData is the entry a NODATA's reply copies into its authority
+// section: recs with each owner a pointer into the question's name, wire
+// (the owner's lowercased wire form) where it equals the name or the
+// zone's name it ends with, and the rest uncompressed, as the program's
+// own SOA is. false when they do not fit.
+func EncodeNoData(recs []dns.RR, wire string) (bpf.SteadydnsSigValue, bool) {
+	var v bpf.SteadydnsSigValue
+	buf := make([]byte, 2048)
+	n := 0
+	for _, rr := range recs {
+		end, err := dns.PackRR(rr, buf, 0, nil, false)
+		if err != nil {
+			return v, false
+		}
+		owner, err := dns.PackDomainName(strings.ToLower(rr.Header().Name), make([]byte, 256), 0, nil, false)
+		if err != nil {
+			return v, false
+		}
+		ownerWire := strings.ToLower(string(buf[:owner]))
+		if !strings.HasSuffix(wire, ownerWire) || !dns.IsSubDomain(rr.Header().Name, wireName(wire)) || n+2+end-owner > len(v.Rr) {
+			return v, false
+		}
+		ptr := 12 + len(wire) - len(ownerWire) // the question's name starts at 12
+		v.Rr[n], v.Rr[n+1] = byte(0xc0|ptr>>8), byte(ptr)
+		n += 2 + copy(v.Rr[n+2:], buf[owner:end])
+	}
+	if n == 0 {
+		return v, false
+	}
+	v.Len, v.Count = uint16(n), uint16(len(recs))
+	v.Sum = loader.SigSum(v.Rr[:n])
+	return v, true
+}
+
+// wireName is the name of a wire form.
+func wireName(wire string) string {
+	name, _, err := dns.UnpackDomainName([]byte(wire), 0)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 // Encode is the entry the program appends for sigs: each RRSIG with a

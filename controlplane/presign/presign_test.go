@@ -3,6 +3,7 @@ package presign
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,5 +267,40 @@ func TestEncode(t *testing.T) {
 	long.Signature = string(slices.Repeat([]byte("QUFB"), 100))
 	if _, ok := Encode([]dns.RR{long, long}); ok {
 		t.Fatal("records longer than an entry holds were encoded")
+	}
+}
+
+// TestEncodeNoData: each owner becomes a pointer into the question's
+// name (the name itself at 12, the zone's name where it starts in it),
+// the rest as packed; an owner outside the name is refused.
+func TestEncodeNoData(t *testing.T) {
+	wire := "\x03www\x07example\x04test\x00"
+	soa := &dns.SOA{Hdr: dns.RR_Header{Name: "example.test.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 120},
+		Ns: "ns1.example.test.", Mbox: "hostmaster.example.test.", Serial: 1, Minttl: 120}
+	nsec := &dns.NSEC{Hdr: dns.RR_Header{Name: "WWW.example.test.", Rrtype: dns.TypeNSEC, Class: dns.ClassINET, Ttl: 120},
+		NextDomain: `\000.www.example.test.`, TypeBitMap: []uint16{dns.TypeRRSIG, dns.TypeNSEC}}
+	v, ok := EncodeNoData([]dns.RR{soa, nsec}, wire)
+	if !ok || v.Count != 2 {
+		t.Fatalf("encoded %v, %d records; want 2", ok, v.Count)
+	}
+	// The message as the program writes it: header, question, authority.
+	msg := append([]byte("\x12\x34\x84\x00\x00\x01\x00\x00\x00\x02\x00\x00"+wire+"\x00\x01\x00\x01"), v.Rr[:v.Len]...)
+	if v.Rr[0] != 0xc0 || v.Rr[1] != 12+4 {
+		t.Errorf("SOA owner % x, want a pointer to offset 16", v.Rr[:2])
+	}
+	var m dns.Msg
+	if err := m.Unpack(msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Ns) != 2 || m.Ns[0].String() != soa.String() || !strings.EqualFold(m.Ns[1].String(), nsec.String()) {
+		t.Fatalf("unpacked %v, want %v and %v", m.Ns, soa, nsec)
+	}
+	if v.Sum != loader.SigSum(v.Rr[:v.Len]) {
+		t.Error("sum does not match the records")
+	}
+	other := dns.Copy(soa)
+	other.Header().Name = "other.test."
+	if _, ok := EncodeNoData([]dns.RR{other}, wire); ok {
+		t.Error("an owner outside the question's name was encoded")
 	}
 }

@@ -67,6 +67,22 @@ func (z *Zone) Sign(rrset []dns.RR) ([]dns.RR, error) {
 	return z.online.Sign(rrset)
 }
 
+// NoData returns the authority section of the signed NODATA of name's
+// dynamic set of type qtype, for when its selection answers nothing, as a
+// DO lookup returns it: the SOA, the NSEC at name and their RRSIGs. nil
+// when z is not signed online, the set is not dynamic, or a signature
+// cannot be made.
+func (z *Zone) NoData(name string, qtype uint16) []dns.RR {
+	if z.online == nil {
+		return nil
+	}
+	r := z.Lookup(name, qtype, true)
+	if r.Kind != Dynamic || r.DynamicType != qtype || len(r.Answer) > 0 {
+		return nil
+	}
+	return r.Ns
+}
+
 // online reports whether this lookup signs as it goes.
 func (l *lookup) online() bool { return l.do && l.z.online != nil }
 
