@@ -63,6 +63,12 @@ records:
     answers:
       - { value: 198.18.1.1, check: a }
       - { value: 198.18.1.2, check: b }
+  - name: nd.example.test.
+    type: A
+    ttl: 1
+    when_all_down: nodata
+    answers:
+      - { value: 198.18.1.1, check: a }
 aggregation:
   push_interval: 100ms
 `
@@ -71,7 +77,8 @@ aggregation:
 // holds its DS as trust anchor and has steadydns as its stub. Through a
 // backend's death and return, under failover and multivalue, every answer
 // validates (AD) and follows health; so do the zone's MX and TXT, NODATA
-// and NXDOMAIN, answered as black lies. Then the ZSK is rolled over from
+// and NXDOMAIN, answered as black lies, and the NODATA of a set whose
+// backends are all down, from XDP. Then the ZSK is rolled over from
 // the CLI and a SIGHUP: every answer through each phase validates, and
 // the DNSKEY set and the signing key go through the phases in order.
 func TestUnboundValidates(t *testing.T) {
@@ -215,9 +222,9 @@ stub-zone:
 	// xdpAnswered is how many answers XDP has sent: Unbound asks with
 	// DO=1, so the health-checked answers it validates come from XDP,
 	// signed ahead, once their signatures are made.
-	xdpAnswered := func() float64 {
+	xdpCount := func(outcome string) float64 {
 		for _, l := range strings.Split(getText(t, env, "/metrics"), "\n") {
-			if v, found := strings.CutPrefix(l, `steadydns_queries_total{outcome="answered",path="xdp"} `); found {
+			if v, found := strings.CutPrefix(l, `steadydns_queries_total{outcome="`+outcome+`",path="xdp"} `); found {
 				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					t.Fatal(err)
@@ -227,6 +234,7 @@ stub-zone:
 		}
 		return 0
 	}
+	xdpAnswered := func() float64 { return xdpCount("answered") }
 	// fromXDP expects the answers of name, validated, to come from XDP.
 	fromXDP := func(what, name string, want ...string) {
 		t.Helper()
@@ -261,6 +269,18 @@ stub-zone:
 	expect("primary down", "multi.example.test.", dns.TypeA, ok, "198.18.1.2")
 	fromXDP("primary down", "www.example.test.", "198.18.1.2")
 	fromXDP("primary down", "multi.example.test.", "198.18.1.2")
+	// nd's only backend is down: its NODATA, signed ahead, from XDP.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		before := xdpCount("nodata")
+		rcode, ad, data, err := resolve("nd.example.test.", dns.TypeA)
+		if err == nil && rcode == ok && ad && len(data) == 0 && xdpCount("nodata") > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nd: rcode %s AD %v %v (%v), XDP NODATA %v: want a validated NODATA from XDP", dns.RcodeToString[rcode], ad, data, err, xdpCount("nodata"))
+		}
+		time.Sleep(1100 * time.Millisecond) // past Unbound's cache
+	}
 
 	lns[0] = listen(0) // and returns
 	expect("primary back", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
