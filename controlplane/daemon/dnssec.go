@@ -39,7 +39,7 @@ func MakeKeys(cfg *config.Config, only string) ([]*dnssec.Key, error) {
 		}
 		all = append(all, keys...)
 	}
-	if !found {
+	if only != "" && !found {
 		return nil, fmt.Errorf("no zone %s in the config", only)
 	}
 	return all, nil
