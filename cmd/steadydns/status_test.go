@@ -62,6 +62,9 @@ func TestStatusTLS(t *testing.T) {
 	mux.HandleFunc("GET /api/v1/checks", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"fleet": {"id": "e1", "roles": ["edge"]}, "checks": []}`)
 	})
+	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"events": []}`)
+	})
 	server := func(cert string) string {
 		return "server:\n  listen: [\"198.18.0.2:53\"]\n  state_dir: " + filepath.Join(dir, "state") +
 			"\n  api_read_token_file: read.token\n  api_tls:\n    cert: " + cert + ".crt\n    key: " + cert + ".key\n"
