@@ -173,6 +173,34 @@ func checkConstantWork(t *testing.T, w *dnsbench.ConstantWork, rrlRounds int) {
 	checkRRL(t, w.RRL, rrlRounds)
 	checkLevels(t, w.Levels, rrlRounds)
 	checkBreakdown(t, w.Breakdown, rrlRounds)
+	checkSkew(t, w.Skew, rrlRounds)
+}
+
+// checkSkew wants the uniform and the Zipf mix for each K, the program and
+// the reflector a slice each per round, and the Zipf mix skewed: its
+// hottest 1% of the names (10 of 1,000) take far more than 1% of the
+// queries, where the uniform mix gives them exactly 1%.
+func checkSkew(t *testing.T, cells []dnsbench.SkewResult, rounds int) {
+	t.Helper()
+	if len(cells) != 4 {
+		t.Fatalf("query mixes: %d cells, want 4 (uniform and zipf, K=1 and K=8)", len(cells))
+	}
+	for i, c := range cells {
+		if want := []string{"uniform", "zipf"}[i%2]; c.Mix != want {
+			t.Errorf("query mix %d: %q, want %q", i, c.Mix, want)
+		}
+		if c.Mix == "uniform" && c.Top1Pct != 0.01 || c.Mix == "zipf" && (c.Top1Pct < 0.35 || c.Top1Pct > 0.43) {
+			t.Errorf("%s mix, K=%d: the hottest 1%% took %.3f of the queries", c.Mix, c.K, c.Top1Pct)
+		}
+		for _, s := range []stats.Summary{c.ProgramNs, c.ReflectorNs} {
+			if s.N != rounds || s.Median <= 0 {
+				t.Errorf("%s mix, K=%d: a cell measured %+v, want %d slices", c.Mix, c.K, s, rounds)
+			}
+		}
+		if c.OverReflector.N != rounds/2 || c.OverReflector.Median <= 0 {
+			t.Errorf("%s mix, K=%d: ratio %+v, want %d pairs", c.Mix, c.K, c.OverReflector, rounds/2)
+		}
+	}
 }
 
 // checkBreakdown wants the program, the table read and the reflector measured

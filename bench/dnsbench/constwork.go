@@ -31,6 +31,7 @@ type ConstantWork struct {
 	RRL         []RRLResult       // response rate limiting off, on, and over the limit, all candidates up
 	Compare     []CompareResult   // this build's program against Options.CompareObject's, at Options.CompareDown
 	Breakdown   []BreakdownResult // the program against the reflector and the table read, all candidates up
+	Skew        []SkewResult      // the program against the reflector, uniform and Zipf query mixes
 	Skipped     []string          // sizes that did not run here, and why
 	OtherLoad   float64           // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -223,6 +224,9 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 			return err
 		}
 		if err := r.measureBreakdown(ctx, w, o, breakdowns, queries, n, k); err != nil {
+			return err
+		}
+		if err := r.measureSkew(ctx, w, o, breakdowns, queries, order, n, k); err != nil {
 			return err
 		}
 		if cmp != nil {

@@ -146,6 +146,9 @@ func constantWorkMarkdown(w io.Writer, wk *ConstantWork, o Options) {
 	if len(wk.Breakdown) > 0 {
 		breakdownMarkdown(w, wk.Breakdown, o.RRLRounds, o.RRLSlice)
 	}
+	if len(wk.Skew) > 0 {
+		skewMarkdown(w, wk.Skew, o.RRLRounds, o.RRLSlice)
+	}
 	if len(wk.Compare) > 0 {
 		compareMarkdown(w, wk.Compare, o)
 	}
@@ -245,6 +248,19 @@ func breakdownMarkdown(w io.Writer, cells []BreakdownResult, rounds int, d time.
 			fmt.Fprintf(w, "| %d | %d | %s | %s | %.1f (CI %.1f–%.1f; pairs %.1f–%.1f) |\n", c.Names, c.K, st.Name,
 				st.Ns.Format(1, 1), st.Adds.Median, st.AddsCI[0], st.AddsCI[1], st.Adds.Min, st.Adds.Max)
 		}
+	}
+}
+
+// skewMarkdown prints the program against the reflector under the uniform
+// and the Zipf query mixes.
+func skewMarkdown(w io.Writer, cells []SkewResult, rounds int, d time.Duration) {
+	fmt.Fprintf(w, "\nQuery mixes, all candidates up: uniform (every name once per pass) and Zipf with exponent 1 (a name's share falls as one over its rank, the hottest names spread over the table). "+
+		"Per mix, one kxdpgun run in which the program and the reflector take turns on the link, in %d rounds of a %v slice each, every second round in reverse. "+
+		"The ratio is per pair of rounds: the median of the %d pairs, a 95%% confidence interval of that median, and the pairs' range.\n\n", rounds, d, rounds/2)
+	fmt.Fprintf(w, "| names | K | mix | queries to the hottest 1%% | program, ns/packet | reflector, ns/packet | program over reflector |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		fmt.Fprintf(w, "| %d | %d | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Mix, 100*c.Top1Pct,
+			c.ProgramNs.Format(1, 1), c.ReflectorNs.Format(1, 1), pairedRatio(c.OverReflector, c.OverReflectorCI))
 	}
 }
 
