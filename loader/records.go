@@ -110,6 +110,7 @@ type recordTable struct {
 	capacity int
 	heads    []slotHead // every slot of the table
 	index    map[RecordKey]uint32
+	writes   uint64 // slots written since the table was opened, unchanged ones skipped
 }
 
 // openRecordTable maps the records map, its hot index and the pool map,
@@ -248,6 +249,7 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, p *pool) {
 	if string(dst[4:]) == string(src[4:]) && (p == nil || t.pools.unchanged(p.index, p.entry)) {
 		return
 	}
+	t.writes++
 	seq := &t.slot(j).Seq
 	// An odd count left by a writer that died mid-write is rounded down.
 	base := atomic.LoadUint32(seq) &^ 1
@@ -623,6 +625,15 @@ func (o *Objects) PutSet(k RecordKey, v *bpf.Set) error {
 func (o *Objects) DeleteRecord(k RecordKey) error {
 	o.records.remove(k)
 	return nil
+}
+
+// RecordWrites is how many slots this process has written into the record
+// table: a reload that changes a few sets writes those (and any its new
+// sets displace), not the whole table.
+func (o *Objects) RecordWrites() uint64 {
+	o.records.mu.Lock()
+	defer o.records.mu.Unlock()
+	return o.records.writes
 }
 
 // RecordKeys lists the record sets now in the table.

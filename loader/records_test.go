@@ -230,3 +230,41 @@ func TestRecordTableLiveRegion(t *testing.T) {
 	defer o2.Close()
 	check(o2, 100, 10)
 }
+
+// TestSyncRecordsWritesChanged reloads a table with 1% of its sets changed:
+// only those slots may be written, and a reload changing nothing writes
+// none.
+func TestSyncRecordsWritesChanged(t *testing.T) {
+	requireRoot(t)
+	o, err := Load(Options{BPFFS: mountTestFS(t) + "/sd", RecordCapacity: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	const n = 10_000
+	sets := map[RecordKey]*bpf.Set{}
+	for i := range n {
+		sets[RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}] = &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}
+	}
+	sync := func(what string) uint64 {
+		t.Helper()
+		before := o.RecordWrites()
+		if err := o.SyncRecords(sets); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return o.RecordWrites() - before
+	}
+	// A first load also moves sets a newer one displaces (Robin Hood).
+	if got := sync("the first load"); got < n {
+		t.Errorf("the first load: %d slots written, want at least %d", got, n)
+	}
+	if got := sync("the same sets again"); got != 0 {
+		t.Errorf("the same sets again: %d slots written, want none", got)
+	}
+	for i := 0; i < n; i += 100 {
+		sets[RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}] = &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 61, N: 1}}
+	}
+	if got := sync("1% of the sets changed"); got != n/100 {
+		t.Errorf("1%% of the sets changed: %d slots written, want %d", got, n/100)
+	}
+}
