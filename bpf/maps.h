@@ -221,7 +221,7 @@ struct reply {
 	__u32 dns_len;   /* and its length now, which write_reply resizes */
 	__u32 sig_len;   /* bytes of RRSIG records after the answers (sigs.h) */
 	__u32 sig_n;     /* and how many */
-	__u64 sig_content;  /* their key's content and epoch, to find them again */
+	__u64 sig_content;  /* their key's content and epoch, for a NODATA to find them again */
 	__u32 sig_epoch;
 	__u8 flags2;     /* the reply's header flag bytes */
 	__u8 flags3;
@@ -243,6 +243,8 @@ struct scratch {
 	 * then written into the packet from here, so a set rewritten
 	 * meanwhile is caught before the packet changes. */
 	__u8 ans[PICK_PLACES][16] __attribute__((aligned(8)));
+	/* A signed answer's RRSIGs, copied out of their entry (sigs.h). */
+	__u8 sig[SIG_BYTES_MAX] __attribute__((aligned(8)));
 	/* 64 bytes of slack past MSG_MAX: a record is written at a masked
 	 * offset, and the verifier must see room for its whole length. */
 	__u8 buf[MSG_OFF + MSG_MAX + 64] __attribute__((aligned(8)));

@@ -12,11 +12,6 @@
 #include "types.h"
 
 enum sig_limits {
-	/* The bytes of RRSIG records an entry holds: two (a double
-	 * signature while a key rolls), each of an ECDSA P-256 or Ed25519
-	 * signature and a signer's name of up to 186 bytes. Longer ones are
-	 * left to the fallback. */
-	SIG_BYTES_MAX = 560,
 	/* The entries sigs holds, created as written. */
 	SIG_ENTRIES = 65536,
 };
@@ -79,9 +74,10 @@ static __always_inline __u64 answer_content(const __u8 *addr, __u32 v4)
 }
 
 /* find_sig looks up the RRSIGs of the n answers in s->ans, at ttl, for
- * the query's set, and keeps in s->reply what append_sig needs to find
- * them again: every DO=1 query of a signed set makes the one lookup,
- * whatever the health. Returns their sum, or -1 with none. */
+ * the query's set, and copies them to s->sig, from where write_reply
+ * writes them: every DO=1 query of a signed set makes the one lookup,
+ * whatever the health. It keeps in s->reply what copy_denial needs to
+ * find a NODATA's again. Returns their sum, or -1 with none. */
 static __always_inline __s64 find_sig(struct scratch *s, __u32 n, __u32 ttl, __u32 v4)
 {
 	__u32 zero = 0;
@@ -97,44 +93,32 @@ static __always_inline __s64 find_sig(struct scratch *s, __u32 n, __u32 ttl, __u
 		return -1;
 	k.epoch = *epoch;
 	const struct sig_value *v = bpf_map_lookup_elem(&sigs, &k);
-	if (!v || !v->len || v->len > SIG_BYTES_MAX)
+	if (!v)
 		return -1;
+	__u32 len = v->len;
+	if (!len || len > SIG_BYTES_MAX)
+		return -1;
+	for (__u32 w = 0; w < SIG_BYTES_MAX / 8; w++) {
+		if (w * 8 >= len)
+			break;
+		*(__u64 *)(s->sig + w * 8) = *(const __u64 *)(v->rr + w * 8);
+	}
 	struct reply *rp = &s->reply;
-	rp->sig_len = v->len;
+	rp->sig_len = len;
 	rp->sig_n = v->count;
 	rp->sig_content = k.content;
 	rp->sig_epoch = k.epoch;
 	return v->sum;
 }
 
-/* append_sig stores the RRSIGs find_sig found at frame offset off, once
- * the reply around them is written. The entry is still there: one no
- * longer wanted stays for a second (presign.Grace), and one is never
- * rewritten in place. */
-static __always_inline int append_sig(struct xdp_md *ctx, const struct scratch *s, __u32 off)
-{
-	const struct reply *rp = &s->reply;
-	struct sig_key k = { .hash = s->q.hash, .content = rp->sig_content,
-			     .ttl = rp->ttl, .epoch = rp->sig_epoch };
-	const struct sig_value *v = bpf_map_lookup_elem(&sigs, &k);
-	if (!v || v->len != rp->sig_len)
-		return -1;
-	/* Bounded in the register the call takes: clang would otherwise
-	 * compare a copy. */
-	__u64 len = v->len;
-	if (len < 1 || len > SIG_BYTES_MAX)
-		return -1;
-	asm volatile("" : "+r"(len));
-	if (len < 1 || len > SIG_BYTES_MAX)
-		return -1;
-	return bpf_xdp_store_bytes(ctx, off, (void *)v->rr, len);
-}
-
 /* copy_denial writes at message offset off of m the authority section of
  * a signed NODATA that find_sig found under content and TTL 0 (no
  * answers): the SOA, the NSEC at the query's name, and their RRSIGs,
  * made ahead as the fallback makes them. The helper sums the message
- * afterwards. The entry is still there, as for append_sig. */
+ * afterwards. It reads the entry again, not s->sig: off the hot path,
+ * and a copy from the scratch leaves the verifier far more states to
+ * walk. The entry is still there: one no longer wanted stays for a
+ * second (presign.Grace), and one is never rewritten in place. */
 static __always_inline int copy_denial(__u8 *m, __u32 off, const struct scratch *s)
 {
 	const struct reply *rp = &s->reply;

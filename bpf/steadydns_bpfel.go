@@ -133,6 +133,7 @@ const (
 	SteadydnsLimitsRRL_TICK_NS        SteadydnsLimits = 1000000
 	SteadydnsLimitsSAMPLE_QUERY_MAX   SteadydnsLimits = 512
 	SteadydnsLimitsSAMPLE_REPLY_MAX   SteadydnsLimits = 1024
+	SteadydnsLimitsSIG_BYTES_MAX      SteadydnsLimits = 560
 )
 
 type SteadydnsNsidOption struct {
@@ -370,6 +371,7 @@ type SteadydnsScratch struct {
 		Opt        uint8
 	}
 	Ans [16][16]uint8
+	Sig [560]uint8
 	Buf [1092]uint8
 	_   [4]byte
 }

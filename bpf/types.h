@@ -81,6 +81,11 @@ enum limits {
 	 * query it keeps, and of a reply, which is never longer. */
 	SAMPLE_QUERY_MAX = 512,
 	SAMPLE_REPLY_MAX = MSG_MAX,
+	/* The bytes of RRSIG records a signed answer carries (sigs.h): two
+	 * (a double signature while a key rolls), each of an ECDSA P-256 or
+	 * Ed25519 signature and a signer's name of up to 186 bytes. Longer
+	 * ones are left to the fallback. */
+	SIG_BYTES_MAX = 560,
 };
 
 _Static_assert((MAX_CANDIDATES & (MAX_CANDIDATES - 1)) == 0 && MAX_CANDIDATES <= MAX_ANSWERS,

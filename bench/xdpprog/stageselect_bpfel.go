@@ -250,6 +250,7 @@ type StageSelectScratch struct {
 		Opt        uint8
 	}
 	Ans [16][16]uint8
+	Sig [560]uint8
 	Buf [1092]uint8
 	_   [4]byte
 }
