@@ -63,6 +63,21 @@ records:
     answers:
       - { value: 198.18.1.1, check: a }
       - { value: 198.18.1.2, check: b }
+  - name: weighted.example.test.
+    type: A
+    ttl: 1
+    policy: weighted
+    max_answers: 1
+    answers:
+      - { value: 198.18.1.1, check: a, weight: 1 }
+      - { value: 198.18.1.2, check: b, weight: 0 }
+  - name: rr.example.test.
+    type: A
+    ttl: 1
+    policy: round_robin
+    answers:
+      - { value: 198.18.1.1, check: a }
+      - { value: 198.18.1.2, check: b }
   - name: nd.example.test.
     type: A
     ttl: 1
@@ -75,10 +90,11 @@ aggregation:
 
 // TestUnboundValidates serves a zone signed online to a real Unbound that
 // holds its DS as trust anchor and has steadydns as its stub. Through a
-// backend's death and return, under failover and multivalue, every answer
-// validates (AD) and follows health; so do the zone's MX and TXT, NODATA
-// and NXDOMAIN, answered as black lies, and the NODATA of a set whose
-// backends are all down, from XDP. Then the ZSK is rolled over from
+// backend's death and return, under failover, multivalue, weighted (its
+// weight 0 drawn only alone) and round_robin, every answer validates
+// (AD), follows health and comes from XDP; so do the zone's MX and TXT,
+// NODATA and NXDOMAIN, answered as black lies, and the NODATA of a set
+// whose backends are all down, from XDP. Then the ZSK is rolled over from
 // the CLI and a SIGHUP: every answer through each phase validates, and
 // the DNSKEY set and the signing key go through the phases in order.
 func TestUnboundValidates(t *testing.T) {
@@ -256,6 +272,8 @@ stub-zone:
 	expect("both up", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
 	fromXDP("both up", "www.example.test.", "198.18.1.1")
 	fromXDP("both up", "multi.example.test.", "198.18.1.1", "198.18.1.2")
+	fromXDP("both up", "weighted.example.test.", "198.18.1.1")
+	fromXDP("both up", "rr.example.test.", "198.18.1.1", "198.18.1.2")
 	expect("both up", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
 	expect("zone data", "example.test.", dns.TypeMX, ok, "10 mail.example.test.")
 	expect("zone data", "example.test.", dns.TypeTXT, ok, `"v=spf1 -all"`)
@@ -269,6 +287,8 @@ stub-zone:
 	expect("primary down", "multi.example.test.", dns.TypeA, ok, "198.18.1.2")
 	fromXDP("primary down", "www.example.test.", "198.18.1.2")
 	fromXDP("primary down", "multi.example.test.", "198.18.1.2")
+	fromXDP("primary down", "weighted.example.test.", "198.18.1.2")
+	fromXDP("primary down", "rr.example.test.", "198.18.1.2")
 	// nd's only backend is down: its NODATA, signed ahead, from XDP.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		before := xdpCount("nodata")
@@ -286,6 +306,8 @@ stub-zone:
 	expect("primary back", "www.example.test.", dns.TypeA, ok, "198.18.1.1")
 	expect("primary back", "multi.example.test.", dns.TypeA, ok, "198.18.1.1", "198.18.1.2")
 	fromXDP("primary back", "multi.example.test.", "198.18.1.1", "198.18.1.2")
+	fromXDP("primary back", "weighted.example.test.", "198.18.1.1")
+	fromXDP("primary back", "rr.example.test.", "198.18.1.1", "198.18.1.2")
 
 	// keyPhase asks steadydns itself for the DNSKEY set's tags and the
 	// key that signs a health-checked answer and zone data.
