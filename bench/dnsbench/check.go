@@ -54,14 +54,15 @@ func (r *rig) answers() (bool, error) {
 
 // spotCheck asks names spread over the zone and compares each reply with
 // the zone. The reflector only echoes, so for it a reply is correct when it
-// is the query with QR set.
-func (r *rig) spotCheck(reflector bool) Spot {
+// is the query with QR set. Signed, the queries ask DO=1 and each answer
+// must carry an RRSIG of its type.
+func (r *rig) spotCheck(reflector, signed bool) Spot {
 	var s Spot
 	for k := range spotQueries {
 		i := k * r.zone.names / spotQueries
 		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
 			s.Checked++
-			problem := r.checkOne(i, qt, reflector)
+			problem := r.checkOne(i, qt, reflector, signed)
 			if problem == "" {
 				s.Correct++
 			} else if s.Problem == "" {
@@ -72,8 +73,11 @@ func (r *rig) spotCheck(reflector bool) Spot {
 	return s
 }
 
-func (r *rig) checkOne(i int, qtype uint16, reflector bool) string {
+func (r *rig) checkOne(i int, qtype uint16, reflector, signed bool) string {
 	q := new(dns.Msg).SetQuestion(nameOf(i), qtype)
+	if signed {
+		q.SetEdns0(1232, true)
+	}
 	in, err := r.exchange(q)
 	switch {
 	case err != nil:
@@ -86,13 +90,21 @@ func (r *rig) checkOne(i int, qtype uint16, reflector bool) string {
 		return fmt.Sprintf("%s %s: AA not set", nameOf(i), dns.TypeToString[qtype])
 	}
 	var got []string
+	sigs := 0
 	for _, rr := range in.Answer {
 		switch rr := rr.(type) {
 		case *dns.A:
 			got = append(got, rr.A.String())
 		case *dns.AAAA:
 			got = append(got, rr.AAAA.String())
+		case *dns.RRSIG:
+			if rr.TypeCovered == qtype {
+				sigs++
+			}
 		}
+	}
+	if signed && sigs != 1 {
+		return fmt.Sprintf("%s %s: %d RRSIGs of the answers, want 1", nameOf(i), dns.TypeToString[qtype], sigs)
 	}
 	want := expected(i, qtype)
 	slices.Sort(got)

@@ -18,6 +18,7 @@ var (
 	}
 	serverTools = map[string]tool{
 		"knot": {"knotd", "knot"}, "knot-xdp": {"knotd", "knot"},
+		"knot-signed": {"knotd", "knot"}, "knot-xdp-signed": {"knotd", "knot"},
 		"nsd": {"nsd", "nsd"}, "gdnsd": {"gdnsd", "gdnsd"},
 	}
 )

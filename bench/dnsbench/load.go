@@ -92,11 +92,15 @@ type perfRun struct {
 }
 
 // dnsperf offers a moderate rate from sockets on the client host and
-// times every query (-v prints one line per reply with its latency).
-func (r *rig) dnsperf(ctx context.Context) (perfRun, error) {
-	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf",
-		"-s", r.env.Edge.V4.String(), "-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()),
-		"-Q", strconv.Itoa(r.o.LatencyRate), "-t", "1", "-v")
+// times every query (-v prints one line per reply with its latency);
+// signed, every query asks DO=1 (-D).
+func (r *rig) dnsperf(ctx context.Context, signed bool) (perfRun, error) {
+	args := []string{"-s", r.env.Edge.V4.String(), "-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()),
+		"-Q", strconv.Itoa(r.o.LatencyRate), "-t", "1", "-v"}
+	if signed {
+		args = append(args, "-D")
+	}
+	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf", args...)
 	r.record(c)
 	out, err := c.StdoutPipe()
 	if err != nil {

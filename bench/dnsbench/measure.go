@@ -68,7 +68,7 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 		return err
 	}
 	if round == 0 {
-		res.Spot = r.spotCheck(s.name == "reflector")
+		res.Spot = r.spotCheck(s.name == "reflector", s.signed)
 		if s.name != "reflector" {
 			if res.Compliance, err = r.compliance(); err != nil {
 				return err
@@ -76,7 +76,7 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 		}
 	}
 	var p perfRun
-	other, err := r.quietly(func() (err error) { p, err = r.dnsperf(ctx); return err })
+	other, err := r.quietly(func() (err error) { p, err = r.dnsperf(ctx, s.signed); return err })
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
@@ -100,9 +100,13 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	if s.sockets {
 		rate = r.o.SocketRate
 	}
+	queries := r.zone.queries
+	if s.signed {
+		queries = r.zone.signed
+	}
 	var g gunRun
 	var cost float64
-	other, err = r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.queries, rate); return err })
+	other, err = r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, queries, rate); return err })
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}

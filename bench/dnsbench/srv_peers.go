@@ -46,17 +46,44 @@ const knotXDP = `xdp:
     tcp: off
 `
 
+// knotOnlineSign signs the zone as steadydns does: one combined ECDSA
+// P-256 key, made by Knot in its key database on the first load, and
+// every answer signed as it is sent (mod-onlinesign, Knot's only online
+// signing). A policy is referred to by id, so it goes before the zone.
+const knotOnlineSign = `policy:
+  - id: bench
+    algorithm: ecdsap256sha256
+    single-type-signing: on
+mod-onlinesign:
+  - id: bench
+    policy: bench
+`
+
 func startKnot(xdp bool) func(context.Context, *rig) (func() error, error) {
+	return knotServer(xdp, false)
+}
+
+func startKnotSigned(xdp bool) func(context.Context, *rig) (func() error, error) {
+	return knotServer(xdp, true)
+}
+
+func knotServer(xdp, signed bool) func(context.Context, *rig) (func() error, error) {
 	return func(ctx context.Context, r *rig) (func() error, error) {
 		name := "knot"
 		if xdp {
 			name = "knot-xdp"
+		}
+		if signed {
+			name += "-signed"
 		}
 		dir, err := serverDir(r, name)
 		if err != nil {
 			return nil, err
 		}
 		cfg := fmt.Sprintf(knotConfig, dir, r.env.Edge.V4, strings.TrimSuffix(origin, "."), r.zone.file)
+		if signed {
+			cfg = strings.Replace(cfg, "zone:\n", knotOnlineSign+"zone:\n", 1) + "    module: mod-onlinesign/bench\n"
+		}
 		if xdp {
 			cfg += fmt.Sprintf(knotXDP, r.env.Edge.Link)
 		}

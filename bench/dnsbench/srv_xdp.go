@@ -54,25 +54,56 @@ zones:
     file: %s
 `
 
+// steadydnsDNSSEC signs the zone online with one combined ECDSA P-256
+// key, which serve makes in the empty directory on its first start.
+const steadydnsDNSSEC = `    dnssec:
+      keys: %s
+      algorithm: ecdsap256sha256
+`
+
 // startSteadydns runs `steadydns serve` in the edge namespace, with XDP on
 // the server's veth or with XDP off.
 func startSteadydns(xdp bool) func(context.Context, *rig) (func() error, error) {
-	return func(ctx context.Context, r *rig) (func() error, error) {
-		name, ifaces := "steadydns-fallback", ""
-		if xdp {
-			name, ifaces = "steadydns", r.env.Edge.Link
-		}
-		path := filepath.Join(r.dir, name+".yaml")
-		cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"), origin, r.zone.file)
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", path, err)
-		}
-		p, err := r.startProc(ctx, name, r.o.Binary, "serve", "--config", path)
-		if err != nil {
-			return nil, errors.Join(err, daemon.Detach(path))
-		}
-		// serve leaves XDP attached on purpose (a restart must not drop
-		// answers); detach removes it and the pinned maps.
-		return func() error { p.stop(); return daemon.Detach(path) }, nil
+	name := "steadydns-fallback"
+	if xdp {
+		name = "steadydns"
 	}
+	return func(ctx context.Context, r *rig) (func() error, error) {
+		return r.startServe(ctx, name, xdp, false)
+	}
+}
+
+// startSteadydnsSigned runs it with XDP and the zone signed online, and
+// returns once XDP answers every name's DO=1 queries itself: until the
+// control plane has signed a set, its DO=1 queries go to the fallback.
+func startSteadydnsSigned(ctx context.Context, r *rig) (func() error, error) {
+	return r.startServe(ctx, "steadydns-signed", true, true)
+}
+
+func (r *rig) startServe(ctx context.Context, name string, xdp, signed bool) (func() error, error) {
+	ifaces := ""
+	if xdp {
+		ifaces = r.env.Edge.Link
+	}
+	path := filepath.Join(r.dir, name+".yaml")
+	cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"), origin, r.zone.file)
+	if signed {
+		cfg += fmt.Sprintf(steadydnsDNSSEC, filepath.Join(r.dir, name+"-keys"))
+	}
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	p, err := r.startProc(ctx, name, r.o.Binary, "serve", "--config", path)
+	if err != nil {
+		return nil, errors.Join(err, daemon.Detach(path))
+	}
+	// serve leaves XDP attached on purpose (a restart must not drop
+	// answers); detach removes it and the pinned maps.
+	stop := func() error { p.stop(); return daemon.Detach(path) }
+	if signed {
+		if err := r.waitSigned(ctx, p); err != nil {
+			return nil, errors.Join(err, stop())
+		}
+	}
+	return stop, nil
 }

@@ -26,6 +26,7 @@ type zone struct {
 	names   int
 	file    string // the RFC 1035 zone file
 	queries string // one `name TYPE` line per query: both kxdpgun's and dnsperf's format
+	signed  string // the same queries with kxdpgun's flag D: EDNS with DO=1
 }
 
 func nameOf(i int) string { return fmt.Sprintf("n%d.%s", i, origin) }
@@ -50,7 +51,7 @@ func addrAAAA(i, j int) netip.Addr {
 // for every name once, in an order shuffled with a fixed seed so every run
 // and every server sees the same sequence.
 func writeZone(dir string, n int) (*zone, error) {
-	z := &zone{names: n, file: filepath.Join(dir, "bench.test.zone"), queries: filepath.Join(dir, "queries.txt")}
+	z := &zone{names: n, file: filepath.Join(dir, "bench.test.zone"), queries: filepath.Join(dir, "queries.txt"), signed: filepath.Join(dir, "queries-do.txt")}
 	err := writeLines(z.file, func(w *bufio.Writer) {
 		fmt.Fprintf(w, "$ORIGIN %s\n$TTL 300\n", origin)
 		fmt.Fprintf(w, "@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ IN NS ns1\nns1 IN A 198.18.0.2\nns1 IN AAAA fd53::2\n")
@@ -71,17 +72,19 @@ func writeZone(dir string, n int) (*zone, error) {
 		qs[i] = i
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(qs), func(a, b int) { qs[a], qs[b] = qs[b], qs[a] })
-	err = writeLines(z.queries, func(w *bufio.Writer) {
-		for _, q := range qs {
-			t := "A"
-			if q%2 == 1 {
-				t = "AAAA"
+	for file, flag := range map[string]string{z.queries: "", z.signed: " D"} {
+		err = writeLines(file, func(w *bufio.Writer) {
+			for _, q := range qs {
+				t := "A"
+				if q%2 == 1 {
+					t = "AAAA"
+				}
+				fmt.Fprintf(w, "%s %s%s\n", nameOf(q/2), t, flag)
 			}
-			fmt.Fprintf(w, "%s %s\n", nameOf(q/2), t)
+		})
+		if err != nil {
+			return nil, err
 		}
-	})
-	if err != nil {
-		return nil, err
 	}
 	return z, nil
 }
