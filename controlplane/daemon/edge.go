@@ -104,7 +104,10 @@ func (e *edgeServer) takeTable(m transport.Message, stale uint64) {
 func (e *edgeServer) apply(p *Plan) error {
 	// Sets the maps cannot hold (more pools than the pool map was sized
 	// for at start) leave everything as it was: a restart resizes it.
-	if err := e.objs.FitRecords(p.Compiled.Entries()); err != nil {
+	// One map of the sets for the check and the write: for a large zone
+	// a second map would double this step's time and its peak memory.
+	sets := p.Compiled.Entries()
+	if err := e.objs.FitRecords(sets); err != nil {
 		return err
 	}
 	if e.merge != nil {
@@ -127,7 +130,7 @@ func (e *edgeServer) apply(p *Plan) error {
 			return err
 		}
 	}
-	if err := e.objs.SyncRecords(p.Compiled.Entries()); err != nil {
+	if err := e.objs.SyncRecords(sets); err != nil {
 		return err
 	}
 	e.view = &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, e.table, p.Geo)}
