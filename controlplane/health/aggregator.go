@@ -45,8 +45,7 @@ type Aggregator struct {
 	index       *Index            // the checks and their slots; nil before the first Reconfigure
 	children    []uint32          // every calculated slot's children's slots, one list after the other (slotCfg.children)
 	regionBits  map[string]uint64 // each region a check names, to its bit in slotCfg.regions
-	calculated  []uint32          // calculated slots, children first
-	derived     []uint32          // derived slots (Derived), evaluated last
+	calculated  []uint32          // calculated and derived slots, children first
 	regions     []string          // server.geo's region names, by id - 1
 	shifts      map[string]Shift  // by region
 	shifted     []bool            // by server.geo id, at the last push; id 0, no region, never
@@ -150,11 +149,26 @@ func (t *Aggregator) Reconfigure(cfg *config.Config, index *Index) {
 			t.children = append(t.children, e)
 		}
 	}
-	t.derived = t.derived[:0]
 	for _, dv := range index.Derived() {
 		t.cfgs[dv.Entry] = slotCfg{kind: kindDerived, children: span{uint32(len(t.children)), 1}, shift: dv.Region}
 		t.children = append(t.children, dv.Base)
-		t.derived = append(t.derived, dv.Entry)
+	}
+	// An alias's target is healthy while an answer of the target is, and
+	// an answer with a region reads its derived entry: a shift of the
+	// target's regions takes the alias down with them.
+	for _, r := range cfg.Records {
+		k, ok := checks.Find(config.TargetCheckID(r.Name, r.Type))
+		if !ok {
+			continue
+		}
+		i := index.EntryOf(k)
+		off := uint32(len(t.children))
+		for _, a := range r.Answers {
+			if e, ok := index.AnswerEntry(a.Check, a.Region); ok && !slices.Contains(t.children[off:], e) {
+				t.children = append(t.children, e)
+			}
+		}
+		t.cfgs[i].children = span{off, uint32(len(t.children)) - off}
 	}
 	t.regions = index.Regions()
 	t.shifted = make([]bool, len(t.regions)+1)
@@ -355,16 +369,21 @@ func (t *Aggregator) Push(now time.Time) error {
 			changed = t.settle(i, now) || changed
 		}
 	}
-	for _, i := range t.calculated {
-		changed = t.settle(int(i), now) || changed
-	}
 	// Entry 0 belongs to candidates without a check, and is what the
 	// derived entries of such candidates read.
 	t.states[0].up, t.states[0].reason = true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC)
 	healthtable.Put(t.buf, 0, true, uint8(bpf.SteadydnsHealthReasonREASON_STATIC))
 	changed = t.settleShifts(now) || changed
-	for _, i := range t.derived {
-		t.settle(int(i), now)
+	// Calculated and derived slots in one order, each after what it reads:
+	// an alias's target check reads derived entries, and a derived entry
+	// may read a calculated check. A derived entry's change is its
+	// check's or its region's, which is counted there.
+	for _, i := range t.calculated {
+		if t.cfgs[i].kind == kindDerived {
+			t.settle(int(i), now)
+		} else {
+			changed = t.settle(int(i), now) || changed
+		}
 	}
 	if changed {
 		t.touch()

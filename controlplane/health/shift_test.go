@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/controlplane/config"
 	"github.com/steadydns/steadydns/controlplane/health"
@@ -291,5 +292,54 @@ func TestShiftSeeded(t *testing.T) {
 	}
 	if r := bpf.SteadydnsHealthReasonREASON_SHIFTED; health.ReasonName(uint8(r)) != "shifted" {
 		t.Errorf("reason %d named %q", r, health.ReasonName(uint8(r)))
+	}
+}
+
+// TestAliasTargetFollowsShifts: an alias with evaluate_target_health is
+// healthy while an answer of its target is, as that answer reads its
+// entry: once every region of the target's answers is shifted away, the
+// alias is down with them.
+func TestAliasTargetFollowsShifts(t *testing.T) {
+	alias := config.TargetCheckID("lb.example.test.", dns.TypeA)
+	cfg := regionConfig(
+		config.Record{Name: "lb.example.test.", Type: dns.TypeA, Answers: []config.Answer{{Check: "web1", Region: "r1"}, {Check: "web2", Region: "r2"}}},
+		config.Record{Name: "example.test.", Type: dns.TypeA, Answers: []config.Answer{{Alias: "lb.example.test.", EvaluateTargetHealth: true}}},
+	)
+	cfg.Checks = checksOf([]string{"web1", "web2", alias}, map[string]*config.Check{"web1": tcp(1, 1), "web2": tcp(1, 1),
+		alias: {Type: config.CheckCalculated, Children: []string{"web1", "web2"}, MinHealthy: 1, Admin: health.AdminAuto}})
+	x, err := health.AssignConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &shiftAgg{t: t, x: x, out: &memSink{}, log: &health.EventLog{}, now: time.Unix(1000, 0)}
+	if g.a, err = health.New(cfg, x, g.out, health.Seed{}, g.log); err != nil {
+		t.Fatal(err)
+	}
+	up := func() bool {
+		g.push()
+		i, _ := x.Entry(alias)
+		return healthtable.Up(g.out.table, i)
+	}
+	shift := func(region string) {
+		if err := g.a.Shift(health.Shift{Region: region, Reason: "drill", Who: "alice", Started: g.now, Expires: g.now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !up() {
+		t.Fatal("alias down with both regions serving")
+	}
+	shift("r1")
+	if !up() {
+		t.Error("alias down with r2's answer serving")
+	}
+	shift("r2")
+	if up() {
+		t.Error("alias up with every answer of its target shifted away")
+	}
+	if err := g.a.Unshift("r1", "bob", g.now); err != nil {
+		t.Fatal(err)
+	}
+	if !up() {
+		t.Error("alias down after r1 came back")
 	}
 }

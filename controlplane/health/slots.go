@@ -307,9 +307,9 @@ func ReasonName(r uint8) string {
 	return prober.Reason(r).String()
 }
 
-// evalOrder lists the slots of calculated checks so that each comes after
-// its children; the config has no cycles. cfgs and children are the
-// slots' configurations and their children's slots.
+// evalOrder lists the slots of calculated checks and derived entries so
+// that each comes after its children; the config has no cycles. cfgs and
+// children are the slots' configurations and their children's slots.
 func evalOrder(index *Index, cfgs []slotCfg, children []uint32) []uint32 {
 	var out []uint32
 	done := make([]bool, len(cfgs))
@@ -323,12 +323,15 @@ func evalOrder(index *Index, cfgs []slotCfg, children []uint32) []uint32 {
 		for _, ch := range children[c.children.off : c.children.off+c.children.n] {
 			visit(ch)
 		}
-		if c.kind == kindCalculated {
+		if c.kind == kindCalculated || c.kind == kindDerived {
 			out = append(out, i)
 		}
 	}
 	for k := range index.Len() {
 		visit(index.EntryOf(k))
+	}
+	for _, dv := range index.Derived() {
+		visit(dv.Entry)
 	}
 	return out
 }
