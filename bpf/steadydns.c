@@ -396,12 +396,12 @@ static __always_inline int move_down(struct xdp_md *ctx, __u32 keep, __u32 delta
  * call before the head's; asking the tail first for every growth would be
  * refused on veth for most replies of four answers and more. Any other
  * growth goes at the head: drivers guarantee XDP_PACKET_HEADROOM there. A
- * growth past HEAD_GROWTH (8 AAAA answers) takes the tail for the few
- * bytes past it and the head for HEAD_GROWTH: two calls, where asking the
- * head for all of it, then the tail, fails twice first on a veth frame.
- * Only where the head has less room than that does the tail take all of
- * it. Returns 0, or -1 with the frame as it was, or -2 with the frame
- * changed. */
+ * growth past HEAD_GROWTH (8 AAAA answers, or 7 signed A) needs the tail
+ * anyway, so the tail is asked for all of it first: a driver's page (or
+ * BPF_PROG_RUN's) takes it in one call with nothing moved. veth's buffer
+ * refuses, and the tail then takes the few bytes past HEAD_GROWTH and the
+ * head HEAD_GROWTH. Returns 0, or -1 with the frame as it was, or -2 with
+ * the frame changed. */
 static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 {
 	if (delta <= 0)
@@ -416,13 +416,13 @@ static __always_inline int resize(struct xdp_md *ctx, __u32 keep, __s32 delta)
 			return -1;
 		return move_down(ctx, keep, delta);
 	}
+	if (!bpf_xdp_adjust_tail(ctx, delta))
+		return 0;
 	if (bpf_xdp_adjust_tail(ctx, delta - HEAD_GROWTH))
 		return -1;
 	if (!bpf_xdp_adjust_head(ctx, -HEAD_GROWTH))
 		return move_down(ctx, keep, HEAD_GROWTH) ? -2 : 0;
-	if (bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta))
-		return -2;
-	return bpf_xdp_adjust_tail(ctx, delta) ? -1 : 0;
+	return bpf_xdp_adjust_tail(ctx, HEAD_GROWTH - delta) ? -2 : -1;
 }
 
 /* size_reply makes the query's frame as long as its reply, s->reply's
