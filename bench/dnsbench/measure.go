@@ -15,14 +15,18 @@ import (
 // ServerResult is what one server measured.
 type ServerResult struct {
 	Name, About string
-	Offered     stats.Summary     // queries per second kxdpgun sent
-	Answered    stats.Summary     // replies per second kxdpgun received
-	Ratio       float64           // Answered.Median over the reflector's; 0 without a reflector
-	KernelNs    stats.Summary     // ns per packet in the veth's XDP program under load; N=0 without one
-	P50, P99    stats.Summary     // latency in µs at LatencyRate, dnsperf
-	Lost        int               // dnsperf queries without a reply, all runs
-	Rcodes      map[string]uint64 // kxdpgun's replies by rcode, all runs
-	Spot        Spot
+	Offered     stats.Summary // queries per second kxdpgun sent
+	Answered    stats.Summary // replies per second kxdpgun received
+	Ratio       float64       // Answered.Median over the reflector's; 0 without a reflector
+	KernelNs    stats.Summary // ns per packet in the veth's XDP program under load; N=0 without one
+	// DO0Ns and DO0Answered are the paired run's (server.pairDO0): the
+	// same queries asking DO=0 with EDNS; N=0 unpaired. DO1OverDO0 is
+	// KernelNs over DO0Ns round by round.
+	DO0Ns, DO0Answered, DO1OverDO0 stats.Summary
+	P50, P99                       stats.Summary     // latency in µs at LatencyRate, dnsperf
+	Lost                           int               // dnsperf queries without a reply, all runs
+	Rcodes                         map[string]uint64 // kxdpgun's replies by rcode, all runs
+	Spot                           Spot
 	// Compliance is genreport's cases put to the server at the zone's
 	// apex; none for the reflector, which only echoes.
 	Compliance []compliance.Result
@@ -31,8 +35,9 @@ type ServerResult struct {
 
 // serverRuns gathers one server's samples over the rounds of a run.
 type serverRuns struct {
-	res                          ServerResult
-	p50, p99, sent, answered, ns []float64
+	res                            ServerResult
+	p50, p99, sent, answered, ns   []float64
+	do0Ns, do0Answered, do1OverDO0 []float64
 }
 
 func newServerRuns(s server) *serverRuns {
@@ -44,6 +49,7 @@ func (m *serverRuns) result() ServerResult {
 	res := m.res
 	res.P50, res.P99 = stats.Summarize(m.p50), stats.Summarize(m.p99)
 	res.Offered, res.Answered, res.KernelNs = stats.Summarize(m.sent), stats.Summarize(m.answered), stats.Summarize(m.ns)
+	res.DO0Ns, res.DO0Answered, res.DO1OverDO0 = stats.Summarize(m.do0Ns), stats.Summarize(m.do0Answered), stats.Summarize(m.do1OverDO0)
 	return res
 }
 
@@ -106,17 +112,56 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	}
 	var g gunRun
 	var cost float64
-	other, err = r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, queries, rate); return err })
-	if err != nil {
+	do1 := func() error {
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, queries, rate); return err })
+		res.OtherLoad = max(res.OtherLoad, other)
+		return err
+	}
+	if s.pairDO0 && prog != nil {
+		if err := r.pairedDO0(ctx, prog, m, round, rate, do1); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	} else if err := do1(); err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	if prog != nil {
 		m.ns = append(m.ns, cost)
 	}
-	res.OtherLoad = max(res.OtherLoad, other)
+	if s.pairDO0 && prog != nil {
+		m.do1OverDO0 = append(m.do1OverDO0, cost/m.do0Ns[len(m.do0Ns)-1])
+	}
 	m.sent, m.answered = append(m.sent, g.sent), append(m.answered, g.replies)
 	for k, v := range g.rcodes {
 		res.Rcodes[k] += v
+	}
+	return nil
+}
+
+// pairedDO0 runs do1, the round's DO=1 load, and a load of the same
+// queries asking DO=0 with EDNS on the same program, DO=0 first in even
+// rounds and DO=1 first in odd ones, so a drift in the host's speed
+// falls on both alike; it records the DO=0 run.
+func (r *rig) pairedDO0(ctx context.Context, prog *ebpf.Program, m *serverRuns, round, rate int, do1 func() error) error {
+	var g gunRun
+	var cost float64
+	do0 := func() error {
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.edns, rate); return err })
+		m.res.OtherLoad = max(m.res.OtherLoad, other)
+		return err
+	}
+	first, second := do0, do1
+	if round%2 == 1 {
+		first, second = do1, do0
+	}
+	if err := first(); err != nil {
+		return err
+	}
+	if err := second(); err != nil {
+		return err
+	}
+	m.do0Ns, m.do0Answered = append(m.do0Ns, cost), append(m.do0Answered, g.replies)
+	for k, v := range g.rcodes {
+		m.res.Rcodes[k] += v
 	}
 	return nil
 }

@@ -82,6 +82,10 @@ func Markdown(w io.Writer, res *Results) {
 		if s.Spot.Problem != "" {
 			fmt.Fprintf(w, " First wrong answer: %s.", s.Spot.Problem)
 		}
+		if s.DO0Ns.N > 0 {
+			fmt.Fprintf(w, " Paired in each round with the same queries asking DO=0 with EDNS: %s ns/packet in XDP, %s k/s answered; DO=1 over DO=0, round by round, %s.",
+				s.DO0Ns.Format(1, 0), s.DO0Answered.Format(1e3, 0), s.DO1OverDO0.Format(1, 2))
+		}
 		fmt.Fprintln(w)
 	}
 	complianceMarkdown(w, res.Servers)

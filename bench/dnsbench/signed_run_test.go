@@ -11,7 +11,8 @@ import (
 
 // TestSignedRun measures steadydns with its zone signed online under DO=1
 // load: the run starts only once XDP answers every name signed, and each
-// spot-checked answer must carry its RRSIG. It asserts no speed.
+// spot-checked answer must carry its RRSIG; the paired DO=0 run is
+// measured on the same process. It asserts no speed.
 func TestSignedRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("the benchmark loads XDP programs and builds network namespaces, so it needs root (running as uid %d)", os.Geteuid())
@@ -49,5 +50,11 @@ func TestSignedRun(t *testing.T) {
 	}
 	if s.KernelNs.N != 1 || s.KernelNs.Median <= 0 || s.Answered.Median <= 0 {
 		t.Errorf("in-kernel cost %+v, answered %+v", s.KernelNs, s.Answered)
+	}
+	if s.DO0Ns.N != 1 || s.DO0Ns.Median <= 0 || s.DO0Answered.Median <= 0 {
+		t.Errorf("the paired DO=0 run: in-kernel cost %+v, answered %+v", s.DO0Ns, s.DO0Answered)
+	}
+	if want := s.KernelNs.Median / s.DO0Ns.Median; s.DO1OverDO0.N != 1 || s.DO1OverDO0.Median != want {
+		t.Errorf("DO=1 over DO=0 %+v, want %v", s.DO1OverDO0, want)
 	}
 }

@@ -27,6 +27,7 @@ type zone struct {
 	file    string // the RFC 1035 zone file
 	queries string // one `name TYPE` line per query: both kxdpgun's and dnsperf's format
 	signed  string // the same queries with kxdpgun's flag D: EDNS with DO=1
+	edns    string // the same queries with kxdpgun's flag E: EDNS, DO=0
 }
 
 func nameOf(i int) string { return fmt.Sprintf("n%d.%s", i, origin) }
@@ -51,7 +52,7 @@ func addrAAAA(i, j int) netip.Addr {
 // for every name once, in an order shuffled with a fixed seed so every run
 // and every server sees the same sequence.
 func writeZone(dir string, n int) (*zone, error) {
-	z := &zone{names: n, file: filepath.Join(dir, "bench.test.zone"), queries: filepath.Join(dir, "queries.txt"), signed: filepath.Join(dir, "queries-do.txt")}
+	z := &zone{names: n, file: filepath.Join(dir, "bench.test.zone"), queries: filepath.Join(dir, "queries.txt"), signed: filepath.Join(dir, "queries-do.txt"), edns: filepath.Join(dir, "queries-edns.txt")}
 	err := writeLines(z.file, func(w *bufio.Writer) {
 		fmt.Fprintf(w, "$ORIGIN %s\n$TTL 300\n", origin)
 		fmt.Fprintf(w, "@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ IN NS ns1\nns1 IN A 198.18.0.2\nns1 IN AAAA fd53::2\n")
@@ -72,7 +73,7 @@ func writeZone(dir string, n int) (*zone, error) {
 		qs[i] = i
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(qs), func(a, b int) { qs[a], qs[b] = qs[b], qs[a] })
-	for file, flag := range map[string]string{z.queries: "", z.signed: " D"} {
+	for file, flag := range map[string]string{z.queries: "", z.signed: " D", z.edns: " E"} {
 		err = writeLines(file, func(w *bufio.Writer) {
 			for _, q := range qs {
 				t := "A"
