@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -59,7 +60,8 @@ type pkg struct {
 }
 
 // TestLayers lists the module's packages with `go list` and holds every
-// non-test import to the layers above.
+// non-test import to the layers above, and every package to a row of
+// docs/architecture.md's layout, which a newcomer reads first.
 func TestLayers(t *testing.T) {
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
 	out, err := cmd.Output()
@@ -69,6 +71,10 @@ func TestLayers(t *testing.T) {
 			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
 		}
 		t.Fatalf("go list: %v", err)
+	}
+	arch, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	n := 0
@@ -81,6 +87,9 @@ func TestLayers(t *testing.T) {
 		}
 		n++
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel != "" && !strings.Contains(string(arch), "| `"+rel+"/` |") {
+			t.Errorf("%s: no row in docs/architecture.md's layout", rel)
+		}
 		from, ok := layerOf(rel)
 		if !ok {
 			t.Errorf("%s: in no layer; add it to layers", rel)
