@@ -31,18 +31,7 @@ func TestOutcomesCoverSelect(t *testing.T) {
 			MaxAnswers:  uint8(1 + rng.IntN(int(MaxAnswers))),
 			MinHealthy:  uint8(rng.IntN(3)),
 		}}
-		cs := s.Cand[:]
-		if k > int(K) {
-			s.Pool = make([]bpf.SteadydnsCandidate, k)
-			cs = s.Pool
-		}
-		for i := range cs {
-			cs[i] = bpf.SteadydnsCandidate{Check: uint32(rng.IntN(6)), Weight: uint8(rng.IntN(4) * 10),
-				Priority: uint8(rng.IntN(3)), Region: uint8(rng.IntN(5))}
-			if rng.IntN(4) == 0 {
-				cs[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
-			}
-		}
+		randomCandidates(rng, s, k)
 		var table [6]bool
 		for i := range table {
 			table[i] = rng.IntN(2) == 0

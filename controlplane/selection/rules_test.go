@@ -498,18 +498,7 @@ func TestSelectInvariants(t *testing.T) {
 			MaxAnswers:  uint8(rng.IntN(int(MaxAnswers) + 1)),
 			MinHealthy:  uint8(rng.IntN(4)),
 		}}
-		cs := s.Cand[:]
-		if k > int(K) {
-			s.Pool = make([]bpf.SteadydnsCandidate, k)
-			cs = s.Pool
-		}
-		for i := range cs {
-			cs[i] = bpf.SteadydnsCandidate{Check: uint32(rng.IntN(6)), Weight: uint8(rng.IntN(4) * 10),
-				Priority: uint8(rng.IntN(3)), Region: uint8(rng.IntN(5))}
-			if rng.IntN(4) == 0 {
-				cs[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
-			}
-		}
+		randomCandidates(rng, s, k)
 		n := int(s.N)
 		var table [6]bool
 		for i := range table {
@@ -532,7 +521,7 @@ func TestSelectInvariants(t *testing.T) {
 		}
 		var down uint64
 		for i := range n {
-			if !open && !up(cs[i].Check) {
+			if !open && !up(s.Candidates()[i].Check) {
 				down |= 1 << i
 			}
 		}
@@ -572,6 +561,24 @@ func TestSelectInvariants(t *testing.T) {
 					fail("slot %d after %d: not in slot order from %d", slot, p.Order[i-1], p.Order[0])
 				}
 			}
+		}
+	}
+}
+
+// randomCandidates fills s with k random candidates, a pool past K: checks
+// 0..5 of a random table, weights, priorities, regions 0..4 and a quarter
+// backups.
+func randomCandidates(rng *rand.Rand, s *bpf.Set, k int) {
+	cs := s.Cand[:]
+	if k > int(K) {
+		s.Pool = make([]bpf.SteadydnsCandidate, k)
+		cs = s.Pool
+	}
+	for i := range cs {
+		cs[i] = bpf.SteadydnsCandidate{Check: uint32(rng.IntN(6)), Weight: uint8(rng.IntN(4) * 10),
+			Priority: uint8(rng.IntN(3)), Region: uint8(rng.IntN(5))}
+		if rng.IntN(4) == 0 {
+			cs[i].Flags = uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP)
 		}
 	}
 }
