@@ -1,10 +1,8 @@
 package bpf_test
 
 import (
-	"slices"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
 
 	"github.com/steadydns/steadydns/internal/packet"
@@ -28,28 +26,13 @@ func BenchmarkNSIDCost(b *testing.B) {
 	}
 	plain := packet.Build(frame(false, query("www.example.test.", dns.TypeA, withOpt(1232, false)), packet.Full))
 	asked := packet.Build(frame(false, query("www.example.test.", dns.TypeA, withOpt(1232, false, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})), packet.Full))
-	cells := []struct {
-		name string
-		prog *ebpf.Program
-		in   []byte
-	}{
+	cells := []costCell{
 		{"unset-not-asked", off.Steadydns, plain},
 		{"unset-asked", off.Steadydns, asked},
 		{"set-not-asked", on.Steadydns, plain},
 		{"set-asked", on.Steadydns, asked},
 	}
-	samples := make([][]float64, len(cells))
-	for range b.N {
-		for range rounds {
-			base := runCost(b, pass, plain, 2)
-			for i, c := range cells {
-				samples[i] = append(samples[i], float64(runCost(b, c.prog, c.in, 3)-base))
-			}
-		}
-	}
-	for i, c := range cells {
-		s := slices.Clone(samples[i])
-		slices.Sort(s)
-		b.ReportMetric(s[len(s)/2], "ns/"+c.name)
+	for i, m := range medianCosts(b, pass, plain, cells) {
+		b.ReportMetric(m, "ns/"+cells[i].name)
 	}
 }

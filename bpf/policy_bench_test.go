@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -57,29 +58,17 @@ func BenchmarkPolicyCost(b *testing.B) {
 	}
 	setHealth(b, o, up...)
 
-	names := make([]string, 0, len(frames))
-	for n := range frames {
-		names = append(names, n)
+	names := slices.Sorted(maps.Keys(frames))
+	cells := make([]costCell, len(names))
+	for i, n := range names {
+		cells[i] = costCell{n, o.Steadydns, frames[n]}
 	}
-	slices.Sort(names)
-	samples := map[string][]float64{}
-	for range b.N {
-		for range rounds {
-			base := runCost(b, pass, frames[names[0]], 2)
-			for _, n := range names {
-				samples[n] = append(samples[n], float64(runCost(b, o.Steadydns, frames[n], 3)-base))
-			}
-		}
-	}
-	median := func(s []float64) float64 {
-		s = slices.Clone(s)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
+	med := medianCosts(b, pass, frames[names[0]], cells)
+	median := func(name string) float64 { return med[slices.Index(names, name)] }
 	for _, p := range policies {
 		var lo, hi float64
 		for i, down := range downs {
-			m := median(samples[fmt.Sprintf("p%d-d%d.example.test.", p, down)])
+			m := median(fmt.Sprintf("p%d-d%d.example.test.", p, down))
 			b.ReportMetric(m, fmt.Sprintf("ns/%s-%d%%down", policyName(p), down))
 			if i == 0 || m < lo {
 				lo = m
@@ -102,6 +91,35 @@ func policyName(p bpf.SteadydnsPolicy) string {
 // The BPF_PROG_RUN cost method the benchmarks share: rounds of perRound
 // runs, each on a fresh copy of the frame, the cells interleaved.
 const perRound, rounds = 2000, 15
+
+// costCell is a cell of a cost benchmark: prog run on in, answering with
+// XDP_TX.
+type costCell struct {
+	name string
+	prog *ebpf.Program
+	in   []byte
+}
+
+// medianCosts times cells by the shared method, b.N times rounds of every
+// cell in turn, each less the XDP_PASS program's cost on base, and
+// returns each cell's median in ns, in the cells' order.
+func medianCosts(b *testing.B, pass *ebpf.Program, base []byte, cells []costCell) []float64 {
+	samples := make([][]float64, len(cells))
+	for range b.N {
+		for range rounds {
+			floor := runCost(b, pass, base, 2)
+			for i, c := range cells {
+				samples[i] = append(samples[i], float64(runCost(b, c.prog, c.in, 3)-floor))
+			}
+		}
+	}
+	med := make([]float64, len(cells))
+	for i, s := range samples {
+		s = slices.Sorted(slices.Values(s))
+		med[i] = s[len(s)/2]
+	}
+	return med
+}
 
 // runCost is prog's mean time per run on in over perRound runs; every run
 // must return want.

@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -50,24 +51,16 @@ func BenchmarkPoolCost(b *testing.B) {
 	}
 	setHealth(b, o, up)
 
-	names := make([]string, 0, len(frames))
-	for n := range frames {
-		names = append(names, n)
+	names := slices.Sorted(maps.Keys(frames))
+	cells := make([]costCell, len(names))
+	for i, n := range names {
+		cells[i] = costCell{n, o.Steadydns, frames[n]}
 	}
-	slices.Sort(names)
-	samples := map[string][]float64{}
-	for range b.N {
-		for range rounds {
-			base := runCost(b, pass, frames[names[0]], 2)
-			for _, n := range names {
-				samples[n] = append(samples[n], float64(runCost(b, o.Steadydns, frames[n], 3)-base))
-			}
-		}
-	}
+	med := medianCosts(b, pass, frames[names[0]], cells)
 	for _, k := range ks {
 		for _, down := range downs {
-			s := slices.Sorted(slices.Values(samples[fmt.Sprintf("k%d-d%d.example.test.", k, down)]))
-			b.ReportMetric(s[len(s)/2], fmt.Sprintf("ns/K%d-%d%%down", k, down))
+			m := med[slices.Index(names, fmt.Sprintf("k%d-d%d.example.test.", k, down))]
+			b.ReportMetric(m, fmt.Sprintf("ns/K%d-%d%%down", k, down))
 		}
 	}
 }

@@ -2,7 +2,6 @@ package bpf_test
 
 import (
 	"errors"
-	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -47,18 +46,11 @@ func BenchmarkSampleCost(b *testing.B) {
 		}()
 		b.Cleanup(func() { r.Close(); <-done })
 	}
-	samples := make([][]float64, len(cells))
-	for range b.N {
-		for range rounds {
-			base := runCost(b, pass, in, 2)
-			for i, c := range cells {
-				samples[i] = append(samples[i], float64(runCost(b, c.prog, in, 3)-base))
-			}
-		}
-	}
+	timed := make([]costCell, len(cells))
 	for i, c := range cells {
-		s := slices.Clone(samples[i])
-		slices.Sort(s)
-		b.ReportMetric(s[len(s)/2], "ns/"+c.name)
+		timed[i] = costCell{c.name, c.prog, in}
+	}
+	for i, m := range medianCosts(b, pass, in, timed) {
+		b.ReportMetric(m, "ns/"+cells[i].name)
 	}
 }

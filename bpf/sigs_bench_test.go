@@ -50,11 +50,7 @@ func BenchmarkSignedCost(b *testing.B) {
 	if _, err := p.Sync(time.Now()); err != nil {
 		b.Fatal(err)
 	}
-	type cell struct {
-		name string
-		in   []byte
-	}
-	var cells []cell
+	var cells []costCell
 	for _, set := range []string{"two", "eight"} {
 		for _, do := range []bool{false, true} {
 			in := packet.Build(frame(false, query(set+".example.test.", dns.TypeA, withOpt(1232, do)), packet.Full))
@@ -62,23 +58,11 @@ func BenchmarkSignedCost(b *testing.B) {
 			if ret != 3 || !signed(b, out, do) {
 				b.Fatalf("%s do=%v: action %d, or RRSIGs not as DO asks", set, do, ret)
 			}
-			cells = append(cells, cell{fmt.Sprintf("%s-do%d", set, map[bool]int{false: 0, true: 1}[do]), in})
+			cells = append(cells, costCell{fmt.Sprintf("%s-do%d", set, map[bool]int{false: 0, true: 1}[do]), o.Steadydns, in})
 		}
 	}
-	samples := make([][]float64, len(cells))
-	for range b.N {
-		for range rounds {
-			base := runCost(b, pass, cells[0].in, 2)
-			for i, c := range cells {
-				samples[i] = append(samples[i], float64(runCost(b, o.Steadydns, c.in, 3)-base))
-			}
-		}
-	}
-	med := make([]float64, len(cells))
+	med := medianCosts(b, pass, cells[0].in, cells)
 	for i, c := range cells {
-		s := slices.Clone(samples[i])
-		slices.Sort(s)
-		med[i] = s[len(s)/2]
 		b.ReportMetric(med[i], "ns/"+c.name)
 	}
 	b.ReportMetric(med[1]/med[0], "do1/do0-two")
