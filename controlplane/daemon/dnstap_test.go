@@ -46,7 +46,7 @@ func TestDnstap(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	for _, tool := range []string{"fstrm_capture", "dnstap-ldns"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (scripts/deps.sh installs it)", tool)
+			t.Fatalf("%s is not installed (scripts/deps.sh installs it): %v", tool, err)
 		}
 	}
 	dir := t.TempDir()

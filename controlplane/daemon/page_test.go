@@ -49,7 +49,7 @@ func TestStatusPage(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed (scripts/deps.sh installs it)")
+		t.Fatalf("chromium is not installed (scripts/deps.sh installs it): %v", err)
 	}
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	backends := []*httpBackend{{host: env.Backends[0]}, {host: env.Backends[1]}}
