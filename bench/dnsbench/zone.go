@@ -53,19 +53,7 @@ func addrAAAA(i, j int) netip.Addr {
 // and every server sees the same sequence.
 func writeZone(dir string, n int) (*zone, error) {
 	z := &zone{names: n, file: filepath.Join(dir, "bench.test.zone"), queries: filepath.Join(dir, "queries.txt"), signed: filepath.Join(dir, "queries-do.txt"), edns: filepath.Join(dir, "queries-edns.txt")}
-	err := writeLines(z.file, func(w *bufio.Writer) {
-		fmt.Fprintf(w, "$ORIGIN %s\n$TTL 300\n", origin)
-		fmt.Fprintf(w, "@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ IN NS ns1\nns1 IN A 198.18.0.2\nns1 IN AAAA fd53::2\n")
-		for i := range n {
-			for j := range perNameA {
-				fmt.Fprintf(w, "n%d IN A %s\n", i, addrA(i, j))
-			}
-			for j := range perNameAAAA {
-				fmt.Fprintf(w, "n%d IN AAAA %s\n", i, addrAAAA(i, j))
-			}
-		}
-	})
-	if err != nil {
+	if err := writeZoneFile(z.file, n, nil); err != nil {
 		return nil, err
 	}
 	qs := make([]int, 2*n) // 2i asks A for name i, 2i+1 AAAA
@@ -74,7 +62,7 @@ func writeZone(dir string, n int) (*zone, error) {
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(qs), func(a, b int) { qs[a], qs[b] = qs[b], qs[a] })
 	for file, flag := range map[string]string{z.queries: "", z.signed: " D", z.edns: " E"} {
-		err = writeLines(file, func(w *bufio.Writer) {
+		err := writeLines(file, func(w *bufio.Writer) {
 			for _, q := range qs {
 				t := "A"
 				if q%2 == 1 {
@@ -88,6 +76,34 @@ func writeZone(dir string, n int) (*zone, error) {
 		}
 	}
 	return z, nil
+}
+
+// writeZoneFile writes the zone file of n names. A name for which moved
+// is true has the A set of addrMoved instead: the same zone after a change.
+func writeZoneFile(path string, n int, moved func(i int) bool) error {
+	return writeLines(path, func(w *bufio.Writer) {
+		fmt.Fprintf(w, "$ORIGIN %s\n$TTL 300\n", origin)
+		fmt.Fprintf(w, "@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ IN NS ns1\nns1 IN A 198.18.0.2\nns1 IN AAAA fd53::2\n")
+		for i := range n {
+			a := addrA
+			if moved != nil && moved(i) {
+				a = addrMoved
+			}
+			for j := range perNameA {
+				fmt.Fprintf(w, "n%d IN A %s\n", i, a(i, j))
+			}
+			for j := range perNameAAAA {
+				fmt.Fprintf(w, "n%d IN AAAA %s\n", i, addrAAAA(i, j))
+			}
+		}
+	})
+}
+
+// addrMoved is the j-th A address of name i once its set has changed, in
+// 198.18.128.0/17: apart from addrA's and the test hosts' addresses.
+func addrMoved(i, j int) netip.Addr {
+	v := uint16(i*perNameA+j) & 0x7fff
+	return netip.AddrFrom4([4]byte{198, 18, byte(0x80 | v>>8), byte(v)})
 }
 
 // expected is the answer set name i has for qtype, as strings of addresses.
