@@ -175,9 +175,10 @@ func (e *edgeServer) start() error {
 		}
 	}
 	e.presignStop = make(chan struct{})
-	// Every second: a key that starts or stops signing by its timing
-	// changes the signatures, and XDP's follow within it.
-	go e.presign.Run(e.presignStop, time.Second)
+	// Renewals wait up to an hour so that those falling close share one
+	// rewrite of the entries: they are due days before expiry. Key events
+	// are not delayed.
+	go e.presign.Run(e.presignStop, time.Hour)
 	fb := fallback.New(opts, e.view)
 	warnFileLimit(fb.TCPLimits().MaxConnections)
 	if err := fb.Start(); err != nil {

@@ -185,11 +185,16 @@ func TestSignerCache(t *testing.T) {
 	if other[0].(*dns.RRSIG).Signature == sa[0].(*dns.RRSIG).Signature {
 		t.Fatal("a different set got the same signature")
 	}
-	now = t0.Add(Refresh - Jitter/2 - time.Second)
+	// Renews names the second from which Sign makes them again.
+	refresh, rekey := s.Renews(sa)
+	if refresh.Before(t0.Add(Refresh-Jitter/2)) || refresh.After(t0.Add(Refresh+Jitter/2)) || !rekey.IsZero() {
+		t.Fatalf("renews at %v, rekey %v; want within Refresh ± Jitter/2 of %v, no key event", refresh, rekey, t0)
+	}
+	now = refresh.Add(-time.Second)
 	if again, _ := s.Sign(a); again[0].(*dns.RRSIG).Signature != sa[0].(*dns.RRSIG).Signature {
 		t.Fatal("signed again before the refresh")
 	}
-	now = t0.Add(Refresh + Jitter/2)
+	now = refresh
 	fresh, _ := s.Sign(a)
 	if fresh[0].(*dns.RRSIG).Signature == sa[0].(*dns.RRSIG).Signature {
 		t.Fatal("not signed again after the refresh time")
@@ -216,6 +221,9 @@ func TestSignerTiming(t *testing.T) {
 	set := rrs(t, "example.test. 60 IN TXT \"x\"")
 	sigs, _ := s.Sign(set)
 	verify(t, s, sigs, set, keys[0].Tag()) // the KSK signs while no ZSK is active
+	if _, rekey := s.Renews(sigs); !rekey.Equal(t0.Add(time.Hour)) {
+		t.Errorf("rekey at %v, want the ZSK's activation %v", rekey, t0.Add(time.Hour))
+	}
 	if _, err := NewSigner("example.test.", keys[1:], func() time.Time { return t0 }); err == nil {
 		t.Fatal("a signer without a KSK was made")
 	}

@@ -182,7 +182,7 @@ func (s *Signer) sign(ks *keySet, rrset []dns.RR, t time.Time) (cached, error) {
 	jitter := time.Duration(rand.Int64N(int64(2*Jitter))) - Jitter
 	inception := t.Add(-skew)
 	expiration := t.Add(Validity + jitter)
-	c := cached{refresh: t.Add(Refresh + jitter/2), gen: ks.gen}
+	c := cached{gen: ks.gen}
 	for _, k := range keys {
 		sig := &dns.RRSIG{
 			Hdr:        dns.RR_Header{Ttl: rrset[0].Header().Ttl},
@@ -199,7 +199,35 @@ func (s *Signer) sign(ks *keySet, rrset []dns.RR, t time.Time) (cached, error) {
 		sig.Hdr.Name = dns.CanonicalName(sig.Hdr.Name)
 		c.sigs = append(c.sigs, sig)
 	}
+	c.refresh = renewal(c.sigs[0].(*dns.RRSIG))
 	return c, nil
+}
+
+// renewal is when Sign makes sig's set's signatures again: Refresh after
+// sig was made, moved by half its jitter. It is read off the signature so
+// that Renews knows it from the signature alone.
+func renewal(sig *dns.RRSIG) time.Time {
+	made := time.Unix(int64(sig.Inception), 0).Add(skew)
+	jitter := time.Unix(int64(sig.Expiration), 0).Sub(made) - Validity
+	return made.Add(Refresh + jitter/2).Truncate(time.Second)
+}
+
+// Renews says when Sign returns other signatures than sigs, which it
+// made: refresh, when the earliest of them is due to be made again, and
+// rekey, the next key event, past which every signature may change
+// (zero: none ahead).
+func (s *Signer) Renews(sigs []dns.RR) (refresh, rekey time.Time) {
+	for _, rr := range sigs {
+		if sig, ok := rr.(*dns.RRSIG); ok {
+			if r := renewal(sig); refresh.IsZero() || r.Before(refresh) {
+				refresh = r
+			}
+		}
+	}
+	if ks := s.set.Load(); ks != nil {
+		rekey = ks.next
+	}
+	return refresh, rekey
 }
 
 // cacheKey is the set's canonical content: its records in wire form with

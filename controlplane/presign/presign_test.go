@@ -1,6 +1,9 @@
 package presign
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -51,10 +54,18 @@ func (h health) Up(i uint32) bool { return h[i] }
 func (h health) Open(uint8) bool  { return false }
 
 // fakeSigner makes an RRSIG whose signature is its generation and the
-// number of records signed, so that a test sees what was signed when.
-type fakeSigner struct{ gen byte }
+// number of records signed, so that a test sees what was signed when. It
+// counts its signatures, and renews them at refresh and rekey.
+type fakeSigner struct {
+	gen            byte
+	signed         int
+	refresh, rekey time.Time
+}
+
+func (f *fakeSigner) Renews([]dns.RR) (time.Time, time.Time) { return f.refresh, f.rekey }
 
 func (f *fakeSigner) Sign(rrs []dns.RR) ([]dns.RR, error) {
+	f.signed++
 	return []dns.RR{&dns.RRSIG{Hdr: dns.RR_Header{Name: rrs[0].Header().Name, Rrtype: dns.TypeRRSIG, Class: dns.ClassINET, Ttl: rrs[0].Header().Ttl},
 		TypeCovered: rrs[0].Header().Rrtype, Algorithm: 13, Labels: 3, OrigTtl: rrs[0].Header().Ttl, Expiration: 2, Inception: 1, KeyTag: 7,
 		SignerName: "example.test.", Signature: "AQID" + string("ABCDEFGH"[f.gen%8]) + string("ABCDEFGH"[len(rrs)%8]) + "==",
@@ -303,4 +314,194 @@ func TestEncodeNoData(t *testing.T) {
 	if _, ok := EncodeNoData([]dns.RR{other}, wire); ok {
 		t.Error("an owner outside the question's name was encoded")
 	}
+}
+
+// sets are n multivalue sets of three, two at a time, each with checks
+// of its own (set i's candidate j reads entry 3i+j+1), signed by zone.
+func sets(n int, zone Signer) []Set {
+	out := make([]Set, n)
+	for i := range out {
+		s := set(bpf.SteadydnsPolicyPOLICY_MULTIVALUE, 2, "198.18.1.1", "198.18.1.2", "198.18.1.3")
+		s.Name = fmt.Sprintf("s%d.example.test.", i)
+		s.Wire = string(append([]byte{byte(len(fmt.Sprint(i)) + 1), 's'}, fmt.Sprintf("%d\x07example\x04test\x00", i)...))
+		for j := range 3 {
+			s.Value.Cand[j].Check = uint32(3*i + j + 1)
+		}
+		s.Zone = zone
+		out[i] = s
+	}
+	return out
+}
+
+// upAll is a health table of n sets' checks, all up.
+func upAll(n int) health {
+	h := make(health, 3*n+1)
+	for i := range h {
+		h[i] = true
+	}
+	return h
+}
+
+// TestUpdateIdle: with nothing changed, updates (one per pushed table)
+// walk no set and sign nothing, and name no time to wake; a health entry
+// that changes walks the one set that reads it, whose one new answer set
+// is written beside the others, untouched.
+func TestUpdateIdle(t *testing.T) {
+	const n = 200
+	st := &mapStore{m: map[bpf.SteadydnsSigKey]bpf.SteadydnsSigValue{}}
+	h := upAll(n)
+	p, err := New(st, &h, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := &fakeSigner{}
+	ss := sets(n, signer)
+	p.Configure(ss, nil)
+	t0 := time.Unix(100, 0)
+	stats, err := p.Update(t0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Walked != n || stats.Written != 3*n || signer.signed != 3*n {
+		t.Fatalf("first update: %+v, %d signed; want %d sets walked, %d written and signed", stats, signer.signed, n, 3*n)
+	}
+	signer.signed = 0
+	for sec := range 600 {
+		stats, err := p.Update(t0.Add(time.Duration(sec+1)*time.Second), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Walked != 0 || stats.Outcomes != 0 || stats.Written+stats.Removed != 0 || !stats.Next.IsZero() {
+			t.Fatalf("idle second %d: %+v, want nothing walked, written or removed, and no time to wake", sec, stats)
+		}
+	}
+	if signer.signed != 0 {
+		t.Fatalf("%d signatures asked for in 600 idle seconds, want 0", signer.signed)
+	}
+
+	before := maps.Clone(st.m)
+	h[3*7+2] = false // set 7's candidate 1
+	stats, err = p.Update(t0.Add(601*time.Second), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set 7's four answer sets: the open table's three windows, and 0+2
+	// at the degraded TTL, the one new.
+	if stats.Walked != 1 || stats.Outcomes != 4 || signer.signed != 4 || stats.Written != 1 || stats.Removed != 0 {
+		t.Fatalf("after one change: %+v, %d signed; want set 7 walked, its 4 answer sets signed and 1 written", stats, signer.signed)
+	}
+	added := key(st, ss[7], 20, 0, 2)
+	after := maps.Clone(st.m)
+	if _, ok := after[added]; !ok {
+		t.Fatalf("no entry %+v for set 7's answers at the new health", added)
+	}
+	delete(after, added)
+	if !maps.Equal(before, after) {
+		t.Fatal("entries other than the new one changed")
+	}
+}
+
+// TestUpdateRenews: an update wakes at the signatures' refresh, batch
+// later, and walks every set due by then, whose new signatures move the
+// epoch; a key event wakes it at once and walks only its signer's sets.
+func TestUpdateRenews(t *testing.T) {
+	st := &mapStore{m: map[bpf.SteadydnsSigKey]bpf.SteadydnsSigValue{}}
+	h := upAll(4)
+	p, err := New(st, &h, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(100, 0)
+	a := &fakeSigner{refresh: t0.Add(time.Hour)}
+	b := &fakeSigner{refresh: t0.Add(time.Hour + time.Minute), rekey: t0.Add(30 * time.Minute)}
+	ss := sets(4, a)
+	ss[2].Zone, ss[3].Zone = b, b
+	p.Configure(ss, nil)
+	const batch = 10 * time.Minute
+	stats, err := p.Update(t0, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stats.Next.Equal(b.rekey) {
+		t.Fatalf("next %v, want b's key event %v", stats.Next, b.rekey)
+	}
+	// b's key event: its two sets, signed anew.
+	b.gen++
+	b.rekey = time.Time{}
+	a.signed, b.signed = 0, 0
+	stats, err = p.Update(t0.Add(30*time.Minute), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Walked != 2 || a.signed != 0 || b.signed != 6 || st.epoch != 2 {
+		t.Fatalf("at the key event: %+v, a signed %d, b %d, epoch %d; want b's 2 sets walked, 6 signed, epoch 2", stats, a.signed, b.signed, st.epoch)
+	}
+	if want := t0.Add(30*time.Minute + Grace); !stats.Next.Equal(want) {
+		t.Fatalf("next %v, want the old epoch's removal %v", stats.Next, want)
+	}
+	if stats, err = p.Update(t0.Add(30*time.Minute+Grace), batch); err != nil || stats.Removed != 12 {
+		t.Fatalf("removed %d (%v), want the old epoch's 12", stats.Removed, err)
+	}
+	if want := t0.Add(time.Hour + batch); !stats.Next.Equal(want) {
+		t.Fatalf("next %v, want the first refresh, batch later: %v", stats.Next, want)
+	}
+	// Just before: nothing. Then both signers' sets are due.
+	if stats, err = p.Update(t0.Add(time.Hour+batch-time.Second), batch); err != nil || stats.Walked != 0 {
+		t.Fatalf("before the batch: walked %d (%v), want 0", stats.Walked, err)
+	}
+	a.gen++
+	b.gen++
+	a.refresh, b.refresh = t0.Add(48*time.Hour), t0.Add(48*time.Hour)
+	if stats, err = p.Update(t0.Add(time.Hour+batch), batch); err != nil || stats.Walked != 4 || st.epoch != 3 || len(st.live()) != 12 {
+		t.Fatalf("at the batch: %+v (%v), epoch %d, %d live; want 4 walked, one move to epoch 3, 12 live", stats, err, st.epoch, len(st.live()))
+	}
+}
+
+// TestConfigureChanges: a new config walks the sets added or changed, and
+// the entries of one removed go after their grace; unchanged sets are not
+// walked and keep their entries.
+func TestConfigureChanges(t *testing.T) {
+	st := &mapStore{m: map[bpf.SteadydnsSigKey]bpf.SteadydnsSigValue{}}
+	h := upAll(4)
+	p, err := New(st, &h, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := &fakeSigner{}
+	ss := sets(4, signer)
+	p.Configure(ss[:3], nil)
+	t0 := time.Unix(100, 0)
+	if _, err := p.Update(t0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	next := sets(4, signer)
+	next[1].Addrs[2] = netip.MustParseAddr("198.18.1.9")
+	next[1].Value.Cand[2].Addr = [16]byte{198, 18, 1, 9}
+	signer.signed = 0
+	p.Configure([]Set{next[0], next[1], next[3]}, nil) // 1 changed, 2 gone, 3 new
+	stats, err := p.Update(t0.Add(time.Second), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set 1's window 0+1 is as before: its entry stays.
+	if stats.Walked != 2 || signer.signed != 6 || stats.Written != 5 {
+		t.Fatalf("%+v, %d signed; want sets 1 and 3 walked, their 6 answer sets signed, 5 written", stats, signer.signed)
+	}
+	stats, err = p.Update(t0.Add(time.Second+Grace), time.Hour)
+	if err != nil || stats.Walked != 0 || stats.Removed != 5 {
+		t.Fatalf("%+v (%v); want nothing walked, and set 2's 3 and set 1's 2 old windows removed", stats, err)
+	}
+	want := []bpf.SteadydnsSigKey{key(st, next[0], 60, 0, 1), key(st, next[0], 60, 1, 2), key(st, next[0], 60, 0, 2),
+		key(st, next[1], 60, 0, 1), key(st, next[1], 60, 1, 2), key(st, next[1], 60, 0, 2),
+		key(st, next[3], 60, 0, 1), key(st, next[3], 60, 1, 2), key(st, next[3], 60, 0, 2)}
+	got := keysOf(st.m)
+	slices.SortFunc(got, cmpKey)
+	slices.SortFunc(want, cmpKey)
+	if !slices.Equal(got, want) {
+		t.Fatalf("entries %+v, want %+v", got, want)
+	}
+}
+
+func cmpKey(a, b bpf.SteadydnsSigKey) int {
+	return cmp.Or(cmp.Compare(a.Hash, b.Hash), cmp.Compare(a.Content, b.Content), cmp.Compare(a.Ttl, b.Ttl))
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -30,6 +31,7 @@ import (
 type Signer interface {
 	DNSKEYs() []dns.RR
 	Sign(rrset []dns.RR) ([]dns.RR, error)
+	Renews(sigs []dns.RR) (refresh, rekey time.Time)
 }
 
 // SignOnline makes z signed by s: its apex gets s's DNSKEY set, and DO
@@ -65,6 +67,15 @@ func (z *Zone) Sign(rrset []dns.RR) ([]dns.RR, error) {
 		return nil, nil
 	}
 	return z.online.Sign(rrset)
+}
+
+// Renews says when Sign returns other signatures than sigs
+// (dnssec.Signer.Renews); zero times when z is not signed online.
+func (z *Zone) Renews(sigs []dns.RR) (refresh, rekey time.Time) {
+	if z.online == nil {
+		return time.Time{}, time.Time{}
+	}
+	return z.online.Renews(sigs)
 }
 
 // NoData returns the authority section of the signed NODATA of name's
