@@ -3,6 +3,7 @@ package dnsbench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -669,4 +670,41 @@ func (s *steadyQueries) stop() (sent, lost, wrong int, problem string) {
 	s.conn.Close()
 	s.done.Wait()
 	return s.sent, len(s.pending), s.wrong, s.problem
+}
+
+// WriteLoad writes res as load.json in dir.
+func WriteLoad(res *LoadResult, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", dir, err)
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the loading results: %w", err)
+	}
+	path := filepath.Join(dir, "load.json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadMarkdown writes res as a table.
+func LoadMarkdown(w io.Writer, res *LoadResult) {
+	mib := func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+	fmt.Fprintf(w, "Loading %d names (%d sets), serve with XDP; reload: %d sets changed, %d queries sent meanwhile: %d lost, %d wrong.\n\n",
+		res.Names, res.Sets, res.Changed, res.Sent, res.Lost, res.Wrong)
+	fmt.Fprintln(w, "| phase | seconds | peak resident | of it the maps | peak less maps | Go heap peak | GCs | sets answered right |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, ph := range []struct {
+		name string
+		p    Phase
+	}{{"load", res.Load}, {"reload", res.Reload}} {
+		p := ph.p
+		fmt.Fprintf(w, "| %s | %.1f | %s | %s | %s | %s | %d | %d of %d |\n", ph.name, p.Seconds, mib(p.PeakRSS), mib(p.MapsRSS), mib(p.PeakRSS-min(p.PeakRSS, p.MapsRSS)), mib(p.HeapPeak), p.GCs, p.Correct, p.Checked)
+	}
+	for _, p := range []string{res.Load.Problem, res.Reload.Problem, res.Problem} {
+		if p != "" {
+			fmt.Fprintf(w, "\nfirst problem: %s\n", p)
+		}
+	}
 }
