@@ -78,7 +78,7 @@ func build(cfg *config.Config, prev *health.Index, signing bool) (*Plan, error) 
 // server.max_records, and the loader refuses a set past that, which would
 // leave a reload half-applied.
 func fits(cfg *config.Config, c *records.Compiled) error {
-	if n := len(c.Entries()); n > cfg.Server.MaxRecords {
+	if n := c.InTable(); n > cfg.Server.MaxRecords {
 		return cfg.Errorf("server.max_records", "%d record sets, more than the %d the record table holds", n, cfg.Server.MaxRecords)
 	}
 	return nil

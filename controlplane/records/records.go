@@ -71,7 +71,7 @@ func (c *Compiled) Lookup(name string, qtype uint16) *Set {
 
 // Entries are the record map contents.
 func (c *Compiled) Entries() map[loader.RecordKey]*bpf.Set {
-	m := make(map[loader.RecordKey]*bpf.Set, len(c.Sets))
+	m := make(map[loader.RecordKey]*bpf.Set, c.InTable())
 	for _, s := range c.Sets {
 		if !s.Fallback {
 			m[s.Key()] = &s.Value
@@ -80,14 +80,48 @@ func (c *Compiled) Entries() map[loader.RecordKey]*bpf.Set {
 	return m
 }
 
-// Wire is the lowercased wire form of a fqdn, the data-plane key's name.
-func Wire(name string) string {
-	buf := make([]byte, 256)
-	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf, 0, nil, false)
-	if err != nil {
-		return ""
+// InTable is how many sets Entries holds, counted without building it.
+func (c *Compiled) InTable() int {
+	n := 0
+	for _, s := range c.Sets {
+		if !s.Fallback {
+			n++
+		}
 	}
-	return string(buf[:n])
+	return n
+}
+
+// Wire is the lowercased wire form of a fqdn, the data-plane key's name.
+// It runs once per set at every load: a name without escapes is encoded
+// here without the packer's allocations, the rest by the packer.
+func Wire(name string) string {
+	name = dns.Fqdn(name)
+	if name == "." || strings.Contains(name, "\\") || len(name) > 254 {
+		var buf [256]byte
+		n, err := dns.PackDomainName(strings.ToLower(name), buf[:], 0, nil, false)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+	var buf [256]byte
+	n := 0
+	for label := range strings.SplitSeq(name[:len(name)-1], ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return "" // an empty or overlong label, as the packer refuses
+		}
+		buf[n] = byte(len(label))
+		for i := range len(label) {
+			b := label[i]
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			buf[n+1+i] = b
+		}
+		n += 1 + len(label)
+	}
+	buf[n] = 0
+	return string(buf[:n+1])
 }
 
 // Compile builds the sets. zones are the loaded zones in config order;
@@ -249,6 +283,7 @@ func compileStatic(z *zone.Zone, zs zone.Set) *Set {
 	if z.Signed() {
 		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 	}
+	s.Addrs = make([]netip.Addr, len(zs.RRs))
 	for j, rr := range zs.RRs {
 		var a netip.Addr
 		switch rr := rr.(type) {
@@ -258,12 +293,17 @@ func compileStatic(z *zone.Zone, zs zone.Set) *Set {
 			a, _ = netip.AddrFromSlice(rr.AAAA.To16())
 		}
 		setAddr(&v.Cand[j], a)
-		s.Addrs = append(s.Addrs, a)
-		s.Checks = append(s.Checks, "")
-		s.Regions = append(s.Regions, "")
+		s.Addrs[j] = a
 	}
+	// A zone may hold millions of sets: theirs share one slice of empty
+	// checks and regions, which nothing writes.
+	s.Checks = noStrings[:len(zs.RRs):len(zs.RRs)]
+	s.Regions = s.Checks
 	return s
 }
+
+// noStrings are the checks and regions of a static set, every one none.
+var noStrings = make([]string, loader.MaxCandidates)
 
 func setAddr(c *bpf.SteadydnsCandidate, a netip.Addr) {
 	if a.Is4() {

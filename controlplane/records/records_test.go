@@ -323,3 +323,31 @@ func TestSignedOnline(t *testing.T) {
 		}
 	}
 }
+
+// TestWireAsPacked holds Wire's own encoding to the packer's, lowercased,
+// for names at and past every limit: a key that differs from the one the
+// program computes from a query would leave its set unanswered in XDP.
+func TestWireAsPacked(t *testing.T) {
+	label := func(n int) string { return strings.Repeat("a", n) }
+	long := func(total int) string { // a name of total bytes, fqdn
+		var parts []string
+		for total > 0 {
+			n := min(63, total-1)
+			parts = append(parts, label(n))
+			total -= n + 1
+		}
+		return strings.Join(parts, ".") + "."
+	}
+	names := []string{".", "WWW.Example.Test.", "www.example.test", "a..test.", ".a.", "x" + label(63) + ".test.", label(63) + ".test.",
+		long(253), long(254), long(255), `a\.b.test.`, `A\065.test.`, "n123456.bench.test."}
+	for _, name := range names {
+		var buf [256]byte
+		want := ""
+		if n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), buf[:], 0, nil, false); err == nil {
+			want = string(buf[:n])
+		}
+		if got := Wire(name); got != want {
+			t.Errorf("Wire(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
