@@ -128,6 +128,12 @@ func (z *Zone) add(rr dns.RR) error {
 			return nil // an RRset is a set (RFC 2181 §5)
 		}
 	}
+	if h.Name == n.name {
+		// The parser gives every record a name of its own: those spelled
+		// as the node is share its copy, so a zone of millions of records
+		// keeps one per name.
+		h.Name = n.name
+	}
 	n.sets[h.Rrtype] = append(n.sets[h.Rrtype], rr)
 	return nil
 }
