@@ -111,6 +111,9 @@ type recordTable struct {
 	heads    []slotHead // every slot of the table
 	index    map[RecordKey]uint32
 	writes   uint64 // slots written since the table was opened, unchanged ones skipped
+	// scratch is the slot put encodes a set into before writing it: one
+	// for the table, not one allocated per set of a zone of millions.
+	scratch bpf.SteadydnsRecSlot
 }
 
 // openRecordTable maps the records map, its hot index and the pool map,
@@ -304,10 +307,10 @@ func setSeqFence(vars *bpf.SteadydnsVariableSpecs) error {
 	return nil
 }
 
-// encode is the slot content of a set, and for a pool its entry, to be
-// written at index.
-func encode(k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) (*bpf.SteadydnsRecSlot, *pool) {
-	s := &bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: v.SteadydnsRrset}
+// encode puts the slot content of a set into s and returns, for a pool,
+// its entry, to be written at index.
+func encode(s *bpf.SteadydnsRecSlot, k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) *pool {
+	*s = bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: v.SteadydnsRrset}
 	var p *pool
 	if v.Pool != nil {
 		rr, entry := EncodePool(k.Qtype, v, index)
@@ -323,7 +326,7 @@ func encode(k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) (*bpf.S
 		}
 	}
 	if p != nil {
-		return s, p
+		return p
 	}
 	for i := range s.Rr.Cand {
 		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
@@ -331,7 +334,7 @@ func encode(k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) (*bpf.S
 	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_STATIC) != 0 {
 		pack(k.Qtype, &s.Rr)
 	}
-	return s, nil
+	return nil
 }
 
 // pack rewrites a static set's candidates as their addresses alone, back
@@ -359,7 +362,8 @@ func answerSum(qtype uint16, c *bpf.SteadydnsCandidate) uint16 {
 	if qtype == 1 { // A
 		rdlen = 4
 	}
-	rec := []byte{0xc0, 0x0c, byte(qtype >> 8), byte(qtype), 0, 1, 0, 0, 0, 0, 0, byte(rdlen)}
+	var room [12 + 16]byte
+	rec := append(room[:0], 0xc0, 0x0c, byte(qtype>>8), byte(qtype), 0, 1, 0, 0, 0, 0, 0, byte(rdlen))
 	rec = append(rec, c.Addr[:rdlen]...)
 	var sum uint32
 	for i := 0; i < len(rec); i += 2 {
@@ -413,8 +417,8 @@ func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
 	if j, ok := t.index[k]; ok {
 		h := t.heads[j]
-		s, p := encode(k, h.hash, h.dist, v, index)
-		t.write(j, s, p)
+		p := encode(&t.scratch, k, h.hash, h.dist, v, index)
+		t.write(j, &t.scratch, p)
 		return nil
 	}
 	if b := liveBits(len(t.index)+1, t.maxBits); b > t.bits {
@@ -455,7 +459,8 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
 		var s *bpf.SteadydnsRecSlot
 		var p *pool
 		if m.head.key == k {
-			s, p = encode(k, h, m.head.dist, v, index)
+			s = &t.scratch
+			p = encode(s, k, h, m.head.dist, v, index)
 		} else {
 			s = t.copyOf(t.index[m.head.key])
 			s.Dist = m.head.dist

@@ -27,7 +27,8 @@ func slotWords(s []byte, words []uint64) (seq uint32, ok bool) {
 func TestSlotWrite(t *testing.T) {
 	mem := make([]uint64, 2*slotSize/8) // aligned, as the mapping is
 	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 2*slotSize), tags: make([]byte, 2*tagSize)}
-	v, _ := encode(RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}, 0)
+	v := new(bpf.SteadydnsRecSlot)
+	encode(v, RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}, 0)
 	for i, c := range []struct {
 		ttl       uint32
 		seq, want uint32
