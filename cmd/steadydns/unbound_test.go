@@ -95,8 +95,9 @@ aggregation:
 // (AD), follows health and comes from XDP; so do the zone's MX and TXT,
 // NODATA and NXDOMAIN, answered as black lies, and the NODATA of a set
 // whose backends are all down, from XDP. Then the ZSK is rolled over from
-// the CLI and a SIGHUP: every answer through each phase validates, and
-// the DNSKEY set and the signing key go through the phases in order.
+// the CLI and a SIGHUP: every answer through each phase validates, the
+// DNSKEY set and the signing key go through the phases in order, and the
+// answers after it come from XDP.
 func TestUnboundValidates(t *testing.T) {
 	testenv.SkipUnlessRoot(t)
 	unbound, err := exec.LookPath("unbound")
@@ -405,4 +406,8 @@ stub-zone:
 	if !slices.Equal(phases, want) {
 		t.Fatalf("the ZSK rollover went through\n%s\nwant\n%s", strings.Join(phases, "\n"), strings.Join(want, "\n"))
 	}
+	// With the old key gone, XDP's entries were signed anew at the key
+	// events, not left to the fallback.
+	fromXDP("after the ZSK rollover", "www.example.test.", "198.18.1.1")
+	fromXDP("after the ZSK rollover", "multi.example.test.", "198.18.1.1", "198.18.1.2")
 }
