@@ -90,9 +90,8 @@ func newServed(v *View, debug string) *served {
 		return sv
 	}
 	var (
-		key  [maxKey]byte
-		keys [][]byte
-		ents []indexed
+		key [maxKey]byte
+		all entries
 	)
 	for z := range v.Zones.All() {
 		for name := range z.Owners() {
@@ -107,30 +106,54 @@ func newServed(v *View, debug string) *served {
 				continue
 			}
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-				if e, ok := indexAnswer(v, z, name, t); ok {
-					binary.BigEndian.PutUint16(key[n:], t)
-					keys = append(keys, append([]byte(nil), key[:n+2]...))
-					ents = append(ents, e)
-				}
+				binary.BigEndian.PutUint16(key[n:], t)
+				all.add(v, z, name, t, key[:n+2])
 			}
 		}
 	}
-	sv.idx = buildIndex(keys, ents)
+	sv.idx = buildIndex(&all)
 	return sv
 }
 
-// buildIndex lays out the entries ents under keys, which are distinct.
-func buildIndex(keys [][]byte, ents []indexed) wireIndex {
+// entries are the index's entries before it is laid out: the keys, and
+// the zone sets' answers, back to back in one buffer each, so that a zone
+// of millions of sets takes a few large allocations, not millions.
+type entries struct {
+	keys, answers []byte
+	ents          []indexed // answers nil: they are in answers, up to ansEnd
+	keyEnd        []int
+	ansEnd        []int
+}
+
+// add adds the entry of name and qtype in z, under key, if the fast
+// path answers it.
+func (all *entries) add(v *View, z *zone.Zone, name string, qtype uint16, key []byte) {
+	e, rrs, ok := indexAnswer(v, z, name, qtype)
+	if !ok {
+		return
+	}
+	all.keys = append(all.keys, key...)
+	all.answers = appendRRs(all.answers, rrs)
+	all.ents = append(all.ents, e)
+	all.keyEnd = append(all.keyEnd, len(all.keys))
+	all.ansEnd = append(all.ansEnd, len(all.answers))
+}
+
+// buildIndex lays out the entries of all, whose keys are distinct.
+func buildIndex(all *entries) wireIndex {
 	x := wireIndex{seed: maphash.MakeSeed()}
 	size := 8
-	for size < 2*len(keys) {
+	for size < 2*len(all.ents) {
 		size *= 2
 	}
 	x.slots = make([]uint64, size)
-	for i, k := range keys {
-		e := ents[i]
+	x.data = make([]byte, 0, min(len(all.ents)*entHeader+len(all.keys)+len(all.answers), 1<<32))
+	var k0, a0 int
+	for i, e := range all.ents {
+		k, answers := all.keys[k0:all.keyEnd[i]], all.answers[a0:all.ansEnd[i]]
+		k0, a0 = all.keyEnd[i], all.ansEnd[i]
 		off := len(x.data)
-		if off+entHeader+len(k)+len(e.answers) >= 1<<32 {
+		if off+entHeader+len(k)+len(answers) >= 1<<32 {
 			// A slot holds an offset of 32 bits: the questions past
 			// 4 GiB of entries take the zone's lookup.
 			break
@@ -147,10 +170,10 @@ func buildIndex(keys [][]byte, ents []indexed) wireIndex {
 			x.dyn = append(x.dyn, dynSet{e.dynName, e.dynType})
 		}
 		binary.LittleEndian.PutUint32(h[entN:], n)
-		binary.LittleEndian.PutUint32(h[entAnsLen:], uint32(len(e.answers)))
+		binary.LittleEndian.PutUint32(h[entAnsLen:], uint32(len(answers)))
 		x.data = append(x.data, h[:]...)
 		x.data = append(x.data, k...)
-		x.data = append(x.data, e.answers...)
+		x.data = append(x.data, answers...)
 		hash := maphash.Bytes(x.seed, k)
 		mask := uint64(len(x.slots) - 1)
 		for j := hash & mask; ; j = (j + 1) & mask {
@@ -163,20 +186,20 @@ func buildIndex(keys [][]byte, ents []indexed) wireIndex {
 	return x
 }
 
-// indexAnswer is the entry for name and qtype in z, if the fast path
-// would answer it from the zone's lookup: the same conditions as
-// answerFast's, for a lookup without DO, which is the lookup with DO in an
-// unsigned zone.
-func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) (indexed, bool) {
+// indexAnswer is the entry for name and qtype in z, and a zone set's
+// records, if the fast path would answer it from the zone's lookup: the
+// same conditions as answerFast's, for a lookup without DO, which is the
+// lookup with DO in an unsigned zone.
+func indexAnswer(v *View, z *zone.Zone, name string, qtype uint16) (indexed, []dns.RR, bool) {
 	res := z.Lookup(name, qtype, false)
 	switch {
 	case res.Kind == zone.Answer && len(res.Ns) == 0 && len(res.Extra) == 0 && staticSet(res.Answer, name, qtype):
-		return indexed{n: len(res.Answer), signed: z.Signed(), answers: appendRRs(nil, res.Answer)}, true
+		return indexed{n: len(res.Answer), signed: z.Signed()}, res.Answer, true
 	case res.Kind == zone.Dynamic && res.DynamicType == qtype && len(res.Answer) == 0 && v.Records != nil:
 		// Signed online, DO gets the answer's signatures from the handler.
-		return indexed{dynName: res.DynamicName, dynType: res.DynamicType, signed: z.Online()}, true
+		return indexed{dynName: res.DynamicName, dynType: res.DynamicType, signed: z.Online()}, nil, true
 	}
-	return indexed{}, false
+	return indexed{}, nil, false
 }
 
 // find returns the entry under key, if there is one. It allocates
