@@ -157,7 +157,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		c.add(s)
 	}
 	for _, z := range zones {
-		for _, zs := range z.DataPlaneSets() {
+		for zs := range z.DataPlaneSets() {
 			if len(zs.RRs) > int(loader.MaxCandidates) {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s in zone %s has %d records, more than the %d the kernel holds: the fallback answers it",
 					zs.Name, dns.TypeToString[zs.Type], z.Origin(), len(zs.RRs), loader.MaxCandidates))

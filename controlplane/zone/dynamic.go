@@ -2,6 +2,7 @@ package zone
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -64,19 +65,20 @@ type Set struct {
 // DataPlaneSets lists every A and AAAA set of the zone file that the XDP
 // program may answer: authoritative, so not glue nor anything at or below
 // a zone cut, not below a DNAME, and not owned by a wildcard, whose answers
-// are synthesised. Sets are sorted by name, A before AAAA.
-func (z *Zone) DataPlaneSets() []Set {
-	var sets []Set
-	for _, key := range z.names() {
-		if strings.HasPrefix(key, "*.") || !z.authoritative(key) {
-			continue
-		}
-		n := z.nodes[key]
-		for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			if rrs := n.sets[t]; rrs != nil {
-				sets = append(sets, Set{Name: key, Type: t, TTL: rrs[0].Header().Ttl, RRs: rrs})
+// are synthesised. Sets come sorted by name, A before AAAA, one at a time:
+// a zone may hold millions.
+func (z *Zone) DataPlaneSets() iter.Seq[Set] {
+	return func(yield func(Set) bool) {
+		for _, key := range z.names() {
+			if strings.HasPrefix(key, "*.") || !z.authoritative(key) {
+				continue
+			}
+			n := z.nodes[key]
+			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				if rrs := n.sets[t]; rrs != nil && !yield(Set{Name: key, Type: t, TTL: rrs[0].Header().Ttl, RRs: rrs}) {
+					return
+				}
 			}
 		}
 	}
-	return sets
 }

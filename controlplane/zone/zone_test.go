@@ -155,7 +155,7 @@ func TestLookupLeavesZoneUntouched(t *testing.T) {
 	z := loadExample(t)
 	z.Lookup("STATIC.example.test.", dns.TypeA, false)
 	z.Lookup("static.example.test.", dns.TypeA, false)
-	for _, s := range z.DataPlaneSets() {
+	for s := range z.DataPlaneSets() {
 		if s.Name == "static.example.test." && s.Type == dns.TypeA {
 			if got := s.RRs[0].Header().Name; got != "Static.example.test." {
 				t.Errorf("zone record renamed to %q", got)
@@ -206,7 +206,7 @@ func TestMarkDynamic(t *testing.T) {
 func TestDataPlaneSets(t *testing.T) {
 	z := loadExample(t)
 	var got []string
-	for _, s := range z.DataPlaneSets() {
+	for s := range z.DataPlaneSets() {
 		got = append(got, s.Name+" "+dns.TypeToString[s.Type]+" "+strings.Join(rrs(s.RRs), ","))
 		if s.TTL != s.RRs[0].Header().Ttl {
 			t.Errorf("%s: TTL %d, records %d", s.Name, s.TTL, s.RRs[0].Header().Ttl)
