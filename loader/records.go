@@ -599,6 +599,16 @@ func (t *recordTable) fit(n int) error {
 	return nil
 }
 
+// reserve makes an empty table's index room for n sets, so that a first
+// load of millions does not grow it a power of two at a time.
+func (t *recordTable) reserve(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.index) == 0 {
+		t.index = make(map[RecordKey]uint32, n)
+	}
+}
+
 // keys lists the sets in the table.
 func (t *recordTable) keys() []RecordKey {
 	t.mu.Lock()
@@ -667,6 +677,7 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
 	if err := o.records.fit(len(sets)); err != nil {
 		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
 	}
+	o.records.reserve(len(sets))
 	for _, pools := range []bool{false, true} {
 		for k, v := range sets {
 			if (v.Pool != nil) != pools {
