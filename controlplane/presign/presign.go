@@ -185,6 +185,9 @@ func (p *Presigner) Configure(sets []Set, ranks []selection.Ranks) {
 	}
 	before := make(map[id]int, len(p.sets))
 	for i := range p.sets {
+		if j, dup := before[id{p.sets[i].Wire, p.sets[i].Type}]; dup {
+			p.release(p.state[j].wants)
+		}
 		before[id{p.sets[i].Wire, p.sets[i].Type}] = i
 	}
 	state := make([]setState, len(sets))
@@ -282,8 +285,9 @@ func (p *Presigner) Update(now time.Time, batch time.Duration) (Stats, error) {
 func (p *Presigner) update(now time.Time, batch time.Duration, all bool) (Stats, error) {
 	var st Stats
 	var errs []error
-	// Each entry is read once, so that every walk of an update sees one
-	// table, the one the changes were found in.
+	// Each entry a walk reads is read once, so that every walk of an
+	// update sees one state of it; one read otherwise than the watch has
+	// it makes the sets that read it before pending too (watchSet).
 	ups, opens := map[uint32]bool{}, map[uint8]bool{}
 	up := func(i uint32) bool {
 		u, ok := ups[i]
@@ -302,12 +306,14 @@ func (p *Presigner) update(now time.Time, batch time.Duration, all bool) (Stats,
 		return o
 	}
 	for i, w := range p.watch {
-		if up(i) != w.up {
+		if u := p.health.Up(i); u != w.up {
+			ups[i] = u
 			p.mark(w.sets)
 		}
 	}
 	for s, w := range p.open {
-		if open(s) != w.up {
+		if o := p.health.Open(s); o != w.up {
+			opens[s] = o
 			p.mark(w.sets)
 		}
 	}
@@ -325,7 +331,8 @@ func (p *Presigner) update(now time.Time, batch time.Duration, all bool) (Stats,
 
 	var touched []bpf.SteadydnsSigKey // wanted anew, or with a new value
 	slices.Sort(p.pending)
-	for _, i := range p.pending {
+	for n := 0; n < len(p.pending); n++ { // walks may make more pending
+		i := p.pending[n]
 		old := p.state[i]
 		next, err := p.walk(i, up, open, now, &st)
 		if err != nil {
@@ -545,8 +552,9 @@ func (p *Presigner) watchSet(i int, s *setState, before map[uint32]*watch, opens
 				w.up = b.up
 			}
 			p.watch[r.index] = w
-		} else if before == nil {
-			w.up = r.up // a walk's reads are the update's
+		} else if before == nil && w.up != r.up {
+			w.up = r.up
+			p.mark(w.sets)
 		}
 		w.sets[i] = struct{}{}
 	}
@@ -557,8 +565,9 @@ func (p *Presigner) watchSet(i int, s *setState, before map[uint32]*watch, opens
 			w.up = b.up
 		}
 		p.open[s.stale] = w
-	} else if opens == nil {
+	} else if opens == nil && w.up != s.open {
 		w.up = s.open
+		p.mark(w.sets)
 	}
 	w.sets[i] = struct{}{}
 }

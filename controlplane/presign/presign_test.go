@@ -505,3 +505,29 @@ func TestConfigureChanges(t *testing.T) {
 func cmpKey(a, b bpf.SteadydnsSigKey) int {
 	return cmp.Or(cmp.Compare(a.Hash, b.Hash), cmp.Compare(a.Content, b.Content), cmp.Compare(a.Ttl, b.Ttl))
 }
+
+// TestUpdateSharedEntry: a health entry two sets read walks both when it
+// changes, and neither of the others.
+func TestUpdateSharedEntry(t *testing.T) {
+	st := &mapStore{m: map[bpf.SteadydnsSigKey]bpf.SteadydnsSigValue{}}
+	h := upAll(4)
+	p, err := New(st, &h, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := sets(4, &fakeSigner{})
+	ss[1].Value.Cand = ss[0].Value.Cand // set 1 reads set 0's entries
+	p.Configure(ss, nil)
+	t0 := time.Unix(100, 0)
+	if _, err := p.Update(t0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h[1] = false
+	stats, err := p.Update(t0.Add(time.Second), time.Hour)
+	if err != nil || stats.Walked != 2 || stats.Written != 2 {
+		t.Fatalf("%+v (%v); want sets 0 and 1 walked, one entry written for each", stats, err)
+	}
+	if _, ok := st.m[key(st, ss[1], 20, 1, 2)]; !ok {
+		t.Fatal("no entry for set 1's answers at the new health")
+	}
+}
