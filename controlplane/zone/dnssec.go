@@ -40,7 +40,7 @@ type Signer interface {
 func (z *Zone) SignOnline(s Signer) error {
 	for _, n := range z.nodes {
 		for _, t := range []uint16{dns.TypeDNSKEY, dns.TypeRRSIG, dns.TypeNSEC} {
-			if n.sets[t] != nil {
+			if n.sets.get(t) != nil {
 				return fmt.Errorf("signing %s online: the zone file has %s records: it is signed already", z.origin, dns.TypeToString[t])
 			}
 		}
@@ -51,7 +51,7 @@ func (z *Zone) SignOnline(s Signer) error {
 	for _, k := range s.DNSKEYs() {
 		k = dns.Copy(k)
 		k.Header().Name = z.apex.name
-		z.apex.sets[dns.TypeDNSKEY] = append(z.apex.sets[dns.TypeDNSKEY], k)
+		z.apex.sets.add(dns.TypeDNSKEY, k)
 	}
 	z.online = s
 	return nil
@@ -154,7 +154,7 @@ func (l *lookup) signedAddresses(target string) []dns.RR {
 	}
 	var out []dns.RR
 	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-		if set := n.sets[t]; set != nil {
+		if set := n.sets.get(t); set != nil {
 			out = append(out, set...)
 			out = append(out, l.sign(set)...)
 		}
@@ -176,7 +176,7 @@ func (z *Zone) proof(names ...string) []dns.RR {
 		default:
 			return nil
 		}
-		rr := n.sets[t][0]
+		rr := n.sets.get(t)[0]
 		if slices.Contains(out, rr) {
 			continue
 		}
@@ -211,7 +211,7 @@ func (z *Zone) nsecFor(name string) *node {
 
 // nsec3For is nsecFor for the NSEC3 chain, in the order of the hashes.
 func (z *Zone) nsec3For(name string) *node {
-	p := z.nsec3[0].sets[dns.TypeNSEC3][0].(*dns.NSEC3)
+	p := z.nsec3[0].sets.get(dns.TypeNSEC3)[0].(*dns.NSEC3)
 	h := dns.HashName(name, p.Hash, p.Iterations, p.Salt)
 	i := sort.Search(len(z.nsec3), func(i int) bool { return hashLabel(z.nsec3[i]) > h })
 	if i == 0 {

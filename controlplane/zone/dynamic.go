@@ -38,9 +38,9 @@ func (z *Zone) MarkDynamic(name string, qtype uint16) error {
 			return fmt.Errorf("%s: the name has a CNAME", what)
 		case qtype == dns.TypeCNAME && len(n.dynamic) > 0:
 			return fmt.Errorf("%s: the name has other records, which a CNAME must hold alone", what)
-		case n.sets[dns.TypeCNAME] != nil:
+		case n.sets.get(dns.TypeCNAME) != nil:
 			return fmt.Errorf("%s: the name has a CNAME", what)
-		case n.sets[qtype] != nil:
+		case n.sets.get(qtype) != nil:
 			return fmt.Errorf("%s: the zone file has this set too", what)
 		case n.dynamic[qtype]:
 			return fmt.Errorf("%s: already dynamic", what)
@@ -75,7 +75,7 @@ func (z *Zone) DataPlaneSets() iter.Seq[Set] {
 			}
 			n := z.nodes[key]
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-				if rrs := n.sets[t]; rrs != nil && !yield(Set{Name: key, Type: t, TTL: rrs[0].Header().Ttl, RRs: rrs}) {
+				if rrs := n.sets.get(t); rrs != nil && !yield(Set{Name: key, Type: t, TTL: rrs[0].Header().Ttl, RRs: rrs}) {
 					return
 				}
 			}

@@ -103,7 +103,7 @@ func (l *lookup) step(name string, first bool) (string, bool) {
 				return l.missing(name, ceKey, anc)
 			}
 			// DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1).
-			if n.sets[dns.TypeNS] != nil && (i > 0 || l.qtype != dns.TypeDS) {
+			if n.sets.get(dns.TypeNS) != nil && (i > 0 || l.qtype != dns.TypeDS) {
 				if first {
 					l.referral(n)
 				} else {
@@ -113,7 +113,7 @@ func (l *lookup) step(name string, first bool) (string, bool) {
 			}
 			ce, ceKey = n, anc
 		}
-		if i > 0 && ce.sets[dns.TypeDNAME] != nil {
+		if i > 0 && ce.sets.get(dns.TypeDNAME) != nil {
 			return l.dname(name, ce)
 		}
 	}
@@ -161,14 +161,14 @@ func (l *lookup) at(name string, n *node, w *wildcard) (string, bool) {
 		r.DynamicName, r.DynamicType = lower(name), dns.TypeCNAME
 		l.negative()
 		l.dynamicDenial(name, n)
-	case n.sets[dns.TypeCNAME] != nil && t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC:
+	case n.sets.get(dns.TypeCNAME) != nil && t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC:
 		r.Answer = append(r.Answer, l.rrset(name, n, dns.TypeCNAME)...)
 		l.wildcardProof(w)
-		return n.sets[dns.TypeCNAME][0].(*dns.CNAME).Target, true
-	case n.sets[t] != nil:
+		return n.sets.get(dns.TypeCNAME)[0].(*dns.CNAME).Target, true
+	case n.sets.get(t) != nil:
 		r.Kind = Answer
 		r.Answer = appendShared(r.Answer, l.rrset(name, n, t))
-		l.additional(n.sets[t])
+		l.additional(n.sets.get(t))
 		l.wildcardProof(w)
 	case n.dynamic[t]:
 		r.Kind = Dynamic
@@ -216,11 +216,11 @@ func (l *lookup) any(name string, n *node) []dns.RR {
 // dname follows the DNAME at n, an ancestor of name (RFC 6672 §3.1).
 func (l *lookup) dname(name string, n *node) (string, bool) {
 	r := &l.res
-	d := n.sets[dns.TypeDNAME][0].(*dns.DNAME)
+	d := n.sets.get(dns.TypeDNAME)[0].(*dns.DNAME)
 	r.Answer = append(r.Answer, d)
 	switch {
 	case l.online():
-		r.Answer = append(r.Answer, l.sign(n.sets[dns.TypeDNAME])...)
+		r.Answer = append(r.Answer, l.sign(n.sets.get(dns.TypeDNAME))...)
 	case l.do:
 		r.Answer = append(r.Answer, n.sigs(dns.TypeDNAME)...)
 	}
@@ -244,9 +244,9 @@ func (l *lookup) dname(name string, n *node) (string, bool) {
 func (l *lookup) referral(n *node) {
 	r := &l.res
 	r.Kind, r.Authoritative = Referral, false
-	r.Ns = append(r.Ns, n.sets[dns.TypeNS]...)
+	r.Ns = append(r.Ns, n.sets.get(dns.TypeNS)...)
 	if l.do {
-		ds := n.sets[dns.TypeDS]
+		ds := n.sets.get(dns.TypeDS)
 		switch {
 		case l.online() && ds != nil:
 			r.Ns = append(r.Ns, ds...)
@@ -261,7 +261,7 @@ func (l *lookup) referral(n *node) {
 			r.Ns = append(r.Ns, l.z.proof(lower(n.name))...) // an unsigned delegation
 		}
 	}
-	for _, rr := range n.sets[dns.TypeNS] {
+	for _, rr := range n.sets.get(dns.TypeNS) {
 		r.Extra = append(r.Extra, l.z.addresses(rr.(*dns.NS).Ns, false)...)
 	}
 }
@@ -305,7 +305,7 @@ func (z *Zone) addresses(target string, signed bool) []dns.RR {
 	}
 	var out []dns.RR
 	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-		out = append(out, n.sets[t]...)
+		out = append(out, n.sets.get(t)...)
 		if signed {
 			out = append(out, n.sigs(t)...)
 		}
@@ -342,7 +342,7 @@ func (l *lookup) negative() {
 // rrset returns n's set of type t, and its signatures when asked, owned
 // by name.
 func (l *lookup) rrset(name string, n *node, t uint16) []dns.RR {
-	set := n.sets[t]
+	set := n.sets.get(t)
 	if t == dns.TypeDNSKEY && n == l.z.apex && l.z.online != nil {
 		set = l.z.online.DNSKEYs() // the keys in it follow their timing
 	}
@@ -433,7 +433,7 @@ func (z *Zone) holds(key string) bool {
 // types returns the types of n's sets in ascending order.
 func types(n *node) []uint16 {
 	ts := make([]uint16, 0, len(n.sets))
-	for t := range n.sets {
+	for t := range n.sets.all() {
 		ts = append(ts, t)
 	}
 	slices.Sort(ts)

@@ -41,15 +41,57 @@ type Zone struct {
 }
 
 type node struct {
-	name    string              // owner as first spelled in the zone file
-	sets    map[uint16][]dns.RR // zone-file order; signatures under TypeRRSIG
-	dynamic map[uint16]bool     // A or AAAA sets served from elsewhere
+	name    string          // owner as first spelled in the zone file
+	sets    rrsets          // zone-file order; signatures under TypeRRSIG
+	dynamic map[uint16]bool // A or AAAA sets served from elsewhere
+}
+
+// rrsets are a node's record sets, each type's records in zone-file
+// order. A node holds a few types: a slice searched in order is a fraction
+// of a map's memory, for each of a zone's millions of names.
+type rrsets []rrset
+
+type rrset struct {
+	t   uint16
+	rrs []dns.RR
+}
+
+// get returns the records of type t, nil for none.
+func (s rrsets) get(t uint16) []dns.RR {
+	for i := range s {
+		if s[i].t == t {
+			return s[i].rrs
+		}
+	}
+	return nil
+}
+
+// add appends rr to the set of type t.
+func (s *rrsets) add(t uint16, rr dns.RR) {
+	for i := range *s {
+		if (*s)[i].t == t {
+			(*s)[i].rrs = append((*s)[i].rrs, rr)
+			return
+		}
+	}
+	*s = append(*s, rrset{t, []dns.RR{rr}})
+}
+
+// all yields every type and its records.
+func (s rrsets) all() iter.Seq2[uint16, []dns.RR] {
+	return func(yield func(uint16, []dns.RR) bool) {
+		for _, set := range s {
+			if !yield(set.t, set.rrs) {
+				return
+			}
+		}
+	}
 }
 
 // sigs returns the node's signatures that cover type t.
 func (n *node) sigs(t uint16) []dns.RR {
 	var out []dns.RR
-	for _, rr := range n.sets[dns.TypeRRSIG] {
+	for _, rr := range n.sets.get(dns.TypeRRSIG) {
 		if rr.(*dns.RRSIG).TypeCovered == t {
 			out = append(out, rr)
 		}
@@ -96,7 +138,7 @@ func (z *Zone) Origin() string { return z.origin }
 func (z *Zone) SOA() *dns.SOA { return z.soa }
 
 // Signed reports whether the zone has a DNSKEY at its apex.
-func (z *Zone) Signed() bool { return z.apex.sets[dns.TypeDNSKEY] != nil }
+func (z *Zone) Signed() bool { return z.apex.sets.get(dns.TypeDNSKEY) != nil }
 
 func (z *Zone) add(rr dns.RR) error {
 	h := rr.Header()
@@ -117,13 +159,13 @@ func (z *Zone) add(rr dns.RR) error {
 	var n *node
 	if h.Rrtype == dns.TypeNSEC3 || h.Rrtype == dns.TypeRRSIG && rr.(*dns.RRSIG).TypeCovered == dns.TypeNSEC3 {
 		if n = z.hashed[key]; n == nil {
-			n = &node{name: h.Name, sets: make(map[uint16][]dns.RR)}
+			n = &node{name: h.Name}
 			z.hashed[key] = n
 		}
 	} else {
 		n = z.node(h.Name)
 	}
-	for _, have := range n.sets[h.Rrtype] {
+	for _, have := range n.sets.get(h.Rrtype) {
 		if dns.IsDuplicate(have, rr) {
 			return nil // an RRset is a set (RFC 2181 §5)
 		}
@@ -134,7 +176,7 @@ func (z *Zone) add(rr dns.RR) error {
 		// keeps one per name.
 		h.Name = n.name
 	}
-	n.sets[h.Rrtype] = append(n.sets[h.Rrtype], rr)
+	n.sets.add(h.Rrtype, rr)
 	return nil
 }
 
@@ -146,7 +188,7 @@ func (z *Zone) node(owner string) *node {
 	if n := z.nodes[key]; n != nil {
 		return n
 	}
-	n := &node{name: owner, sets: make(map[uint16][]dns.RR)}
+	n := &node{name: owner}
 	z.nodes[key] = n
 	if key != z.origin {
 		off, _ := dns.NextLabel(owner, 0)
@@ -159,22 +201,22 @@ func (z *Zone) check() error {
 	if z.soa == nil {
 		return fmt.Errorf("no SOA at the apex %s", z.origin)
 	}
-	if z.apex.sets[dns.TypeNS] == nil {
+	if z.apex.sets.get(dns.TypeNS) == nil {
 		return fmt.Errorf("no NS at the apex %s", z.origin)
 	}
 	for _, key := range z.names() {
 		n := z.nodes[key]
-		if len(n.sets[dns.TypeDNAME]) > 1 {
+		if len(n.sets.get(dns.TypeDNAME)) > 1 {
 			return fmt.Errorf("%s: more than one DNAME", n.name)
 		}
-		cname := n.sets[dns.TypeCNAME]
+		cname := n.sets.get(dns.TypeCNAME)
 		if cname == nil {
 			continue
 		}
 		if len(cname) > 1 {
 			return fmt.Errorf("%s: more than one CNAME", n.name)
 		}
-		for t := range n.sets {
+		for t := range n.sets.all() {
 			if t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC {
 				return fmt.Errorf("%s: CNAME and %s at the same name", n.name, dns.TypeToString[t])
 			}
@@ -187,13 +229,13 @@ func (z *Zone) check() error {
 func (z *Zone) index() {
 	for _, n := range z.nodes {
 		sameTTL(n)
-		if n.sets[dns.TypeNSEC] != nil {
+		if n.sets.get(dns.TypeNSEC) != nil {
 			z.nsec = append(z.nsec, n)
 		}
 	}
 	for _, n := range z.hashed {
 		sameTTL(n)
-		if n.sets[dns.TypeNSEC3] != nil {
+		if n.sets.get(dns.TypeNSEC3) != nil {
 			z.nsec3 = append(z.nsec3, n)
 		}
 	}
@@ -211,7 +253,7 @@ func (z *Zone) index() {
 // 2181 §5.2 asks, so that both answer paths send the same TTL. Signatures
 // keep theirs: an RRSIG set covers many types.
 func sameTTL(n *node) {
-	for t, rrs := range n.sets {
+	for t, rrs := range n.sets.all() {
 		if t == dns.TypeRRSIG {
 			continue
 		}
@@ -248,10 +290,10 @@ func (z *Zone) authoritative(key string) bool {
 	for off := 0; ; {
 		anc := key[off:]
 		if n := z.nodes[anc]; n != nil {
-			if anc != z.origin && n.sets[dns.TypeNS] != nil {
+			if anc != z.origin && n.sets.get(dns.TypeNS) != nil {
 				return false
 			}
-			if off > 0 && n.sets[dns.TypeDNAME] != nil {
+			if off > 0 && n.sets.get(dns.TypeDNAME) != nil {
 				return false
 			}
 		}
