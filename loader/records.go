@@ -678,11 +678,21 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
 		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
 	}
 	o.records.reserve(len(sets))
-	for _, pools := range []bool{false, true} {
-		for k, v := range sets {
-			if (v.Pool != nil) != pools {
-				continue
-			}
+	pools := 0
+	for k, v := range sets {
+		if v.Pool != nil {
+			pools++
+			continue
+		}
+		if err := o.records.put(k, v); err != nil {
+			return err
+		}
+	}
+	if pools == 0 {
+		return nil // a zone of millions of sets has none: one walk
+	}
+	for k, v := range sets {
+		if v.Pool != nil {
 			if err := o.records.put(k, v); err != nil {
 				return err
 			}
