@@ -44,7 +44,7 @@ type edgeServer struct {
 	presign     *presign.Presigner
 	presignStop chan struct{}
 
-	view     *fallback.View
+	view     *fallback.Prepared // the plan's, indexed
 	fb       *fallback.Server
 	tap      *dnstap.Logger       // server.dnstap, nil without
 	samples  *loader.SampleReader // XDP's samples for tap, nil without
@@ -130,14 +130,22 @@ func (e *edgeServer) apply(p *Plan) error {
 			return err
 		}
 	}
-	if err := e.objs.SyncRecords(sets); err != nil {
+	// The fallback's index is built while the record table is written:
+	// for a large zone each takes seconds, and neither reads what the
+	// other writes.
+	view := &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, e.table, p.Geo)}
+	prepared := make(chan *fallback.Prepared, 1)
+	go func() { prepared <- fallback.Prepare(view, e.cfg.Server.Debug.Name) }()
+	err := e.objs.SyncRecords(sets)
+	ready := <-prepared
+	if err != nil {
 		return err
 	}
-	e.view = &fallback.View{Zones: zone.NewZones(p.Zones...), Records: records.NewAnswerer(p.Compiled, e.table, p.Geo)}
+	e.view = ready
 	e.presign.Configure(presignSets(p))
 	e.presign.Kick()
 	if e.fb != nil {
-		e.fb.SetView(e.view)
+		e.fb.SetPrepared(e.view)
 	}
 	return nil
 }
@@ -179,7 +187,8 @@ func (e *edgeServer) start() error {
 	// rewrite of the entries: they are due days before expiry. Key events
 	// are not delayed.
 	go e.presign.Run(e.presignStop, time.Hour)
-	fb := fallback.New(opts, e.view)
+	fb := fallback.New(opts, nil)
+	fb.SetPrepared(e.view)
 	warnFileLimit(fb.TCPLimits().MaxConnections)
 	if err := fb.Start(); err != nil {
 		return err

@@ -431,3 +431,38 @@ func TestFastAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestSetPrepared: a view prepared for the server's debug name is served
+// as indexed, not indexed again; one prepared for another debug name is
+// indexed again, so the server's debug names stay out of its index.
+func TestSetPrepared(t *testing.T) {
+	v := fastServer(t, false, &pathRecord{}).view.Load().v
+	p := Prepare(v, "")
+	plain := New(Options{}, nil)
+	plain.SetPrepared(p)
+	debug := New(Options{Debug: Debug{Name: "mail.example.test."}}, nil)
+	debug.SetPrepared(p)
+	if plain.view.Load() != p.sv {
+		t.Error("the server indexed a view prepared for its debug name again")
+	}
+	for _, c := range []struct {
+		s    *Server
+		name string
+		held bool
+	}{
+		{plain, "mail.example.test.", true},
+		{plain, "static.example.test.", true},
+		{debug, "mail.example.test.", false},
+		{debug, "static.example.test.", true},
+	} {
+		b := pack(t, query(c.name, dns.TypeA))
+		var k [maxKey]byte
+		q, ok := parseFast(b, &k)
+		if !ok {
+			t.Fatalf("%s: not a query of the fast path", c.name)
+		}
+		if _, held := c.s.view.Load().idx.find(k[:q.keyLen]); held != c.held {
+			t.Errorf("%s A: in the index %v, want %v", c.name, held, c.held)
+		}
+	}
+}
