@@ -132,7 +132,13 @@ func Wire(name string) string {
 // record as dynamic in its zone, which rejects names the zone cannot hold
 // there (below a cut, at a CNAME, already in the file).
 func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region string) (uint32, bool)) (*Compiled, error) {
-	c := &Compiled{byName: map[nameType]*Set{}}
+	// Sized for a set per name, so that a zone of millions grows them
+	// once at most.
+	n := len(cfg.Records)
+	for _, z := range zones {
+		n += z.Len()
+	}
+	c := &Compiled{Sets: make([]*Set, 0, n), byName: make(map[nameType]*Set, n)}
 	all := zone.NewZones(zones...)
 	for i, r := range cfg.Records {
 		key := fmt.Sprintf("records[%d].name", i)
@@ -156,6 +162,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		}
 		c.add(s)
 	}
+	var room slab
 	for _, z := range zones {
 		for zs := range z.DataPlaneSets() {
 			if len(zs.RRs) > int(loader.MaxCandidates) {
@@ -163,7 +170,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 					zs.Name, dns.TypeToString[zs.Type], z.Origin(), len(zs.RRs), loader.MaxCandidates))
 				continue
 			}
-			c.add(compileStatic(z, zs))
+			c.add(compileStatic(z, zs, &room))
 		}
 	}
 	// Alias targets resolve once every set they may name is compiled.
@@ -270,8 +277,34 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check,
 	return s, nil
 }
 
-func compileStatic(z *zone.Zone, zs zone.Set) *Set {
-	s := &Set{Name: zs.Name, Type: zs.Type, Policy: "static"}
+// slab hands out static sets and their addresses from blocks of many:
+// a zone of millions of sets takes thousands of allocations, not millions.
+type slab struct {
+	sets  []Set
+	addrs []netip.Addr
+}
+
+func (b *slab) set() *Set {
+	if len(b.sets) == 0 {
+		b.sets = make([]Set, 1024)
+	}
+	s := &b.sets[0]
+	b.sets = b.sets[1:]
+	return s
+}
+
+func (b *slab) addrSlice(n int) []netip.Addr {
+	if len(b.addrs) < n {
+		b.addrs = make([]netip.Addr, max(n, 4096))
+	}
+	a := b.addrs[:n:n]
+	b.addrs = b.addrs[n:]
+	return a
+}
+
+func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
+	s := room.set()
+	*s = Set{Name: zs.Name, Type: zs.Type, Policy: "static"}
 	v := &s.Value
 	v.Ttl = zs.TTL
 	v.N = uint8(len(zs.RRs))
@@ -283,7 +316,7 @@ func compileStatic(z *zone.Zone, zs zone.Set) *Set {
 	if z.Signed() {
 		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 	}
-	s.Addrs = make([]netip.Addr, len(zs.RRs))
+	s.Addrs = room.addrSlice(len(zs.RRs))
 	for j, rr := range zs.RRs {
 		var a netip.Addr
 		switch rr := rr.(type) {

@@ -131,6 +131,10 @@ func Load(origin, path string) (*Zone, error) {
 	return z, nil
 }
 
+// Len is the number of names the zone has a node for, as Owners yields
+// them: what a caller sizes an index of the zone's sets by.
+func (z *Zone) Len() int { return len(z.nodes) }
+
 // Origin returns the zone's origin, lowercase and fully qualified.
 func (z *Zone) Origin() string { return z.origin }
 
@@ -204,22 +208,31 @@ func (z *Zone) check() error {
 	if z.apex.sets.get(dns.TypeNS) == nil {
 		return fmt.Errorf("no NS at the apex %s", z.origin)
 	}
-	for _, key := range z.names() {
-		n := z.nodes[key]
-		if len(n.sets.get(dns.TypeDNAME)) > 1 {
-			return fmt.Errorf("%s: more than one DNAME", n.name)
+	// The first problem in name order, found without sorting the names.
+	var first string
+	var err error
+	for key, n := range z.nodes {
+		if e := checkNode(n); e != nil && (err == nil || key < first) {
+			first, err = key, e
 		}
-		cname := n.sets.get(dns.TypeCNAME)
-		if cname == nil {
-			continue
-		}
-		if len(cname) > 1 {
-			return fmt.Errorf("%s: more than one CNAME", n.name)
-		}
-		for t := range n.sets.all() {
-			if t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC {
-				return fmt.Errorf("%s: CNAME and %s at the same name", n.name, dns.TypeToString[t])
-			}
+	}
+	return err
+}
+
+func checkNode(n *node) error {
+	if len(n.sets.get(dns.TypeDNAME)) > 1 {
+		return fmt.Errorf("%s: more than one DNAME", n.name)
+	}
+	cname := n.sets.get(dns.TypeCNAME)
+	if cname == nil {
+		return nil
+	}
+	if len(cname) > 1 {
+		return fmt.Errorf("%s: more than one CNAME", n.name)
+	}
+	for t := range n.sets.all() {
+		if t != dns.TypeCNAME && t != dns.TypeRRSIG && t != dns.TypeNSEC {
+			return fmt.Errorf("%s: CNAME and %s at the same name", n.name, dns.TypeToString[t])
 		}
 	}
 	return nil
