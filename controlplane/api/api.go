@@ -80,6 +80,10 @@ func Handler(st State, m *Metrics) http.Handler {
 		io.WriteString(w, "ready\n")
 	})
 	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		// A reload of a zone of millions of names outlasts the server's
+		// write timeout, and its answer is the reload's outcome: without
+		// this the client would see the connection close, not the result.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		if err := st.Reload(); err != nil {
 			// The request was fine; the config on disk is what was refused.
 			writeError(w, http.StatusUnprocessableEntity, err.Error())

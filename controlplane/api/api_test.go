@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -635,5 +637,39 @@ func TestHealthReadyReload(t *testing.T) {
 	json.Unmarshal([]byte(body), &e)
 	if code != 422 || !strings.HasPrefix(e.Error, s.cfg.File+":1:") {
 		t.Errorf("reload of a broken file: %d %q, want 422 with its error", code, body)
+	}
+}
+
+// slowReload is a server whose reload outlasts the API server's write
+// timeout, as one of a zone of millions of names does.
+type slowReload struct {
+	*server
+	wait time.Duration
+}
+
+func (s slowReload) Reload() error {
+	time.Sleep(s.wait)
+	return s.server.Reload()
+}
+
+// TestSlowReloadAnswers: a reload that takes longer than the server's
+// write timeout still answers with its outcome, not a closed connection.
+func TestSlowReloadAnswers(t *testing.T) {
+	s := newServer(t)
+	srv := api.NewServer(api.Handler(slowReload{s, 500 * time.Millisecond}, s.metrics))
+	srv.WriteTimeout = 50 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	resp, err := http.Post("http://"+ln.Addr().String()+"/api/v1/reload", "", nil)
+	if err != nil {
+		t.Fatalf("reloading: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("reload answered %s, want 204", resp.Status)
 	}
 }
