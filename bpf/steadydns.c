@@ -527,17 +527,34 @@ static __always_inline int write_reply(struct xdp_md *ctx, struct scratch *s)
 			off += 28;
 		}
 	}
-	/* The RRSIGs find_sig copied out, in whole words: the last word's
-	 * bytes past them are the OPT's, written over next (a signed reply
-	 * has one). Their length is read afresh for each word, so the
-	 * verifier learns nothing from where the loop stopped. */
-	for (__u32 w = 0; w < SIG_BYTES_MAX / 8; w++) {
-		if (w * 8 >= *(volatile const __u32 *)&rp->sig_len)
+	/* The RRSIGs find_sig copied out: whole 32-byte blocks, one bounds
+	 * check each, then whole words; the last word's bytes past them are
+	 * the OPT's, written over next (a signed reply has one). Their length
+	 * is read afresh for each step, so the verifier learns nothing from
+	 * where a loop stopped. */
+	__u32 w32 = 0;
+	for (__u32 w = 0; w < SIG_BYTES_MAX / 32; w++) {
+		if (w * 32 + 32 > *(volatile const __u32 *)&rp->sig_len)
 			break;
-		__u8 *p = data + frame_at(off + w * 8);
+		w32 = w + 1;
+		__u64 *p = data + frame_at(off + w * 32);
+		if ((void *)(p + 4) > data_end)
+			return -1;
+		const __u64 *g = (const __u64 *)(s->sig + w * 32);
+		__u64 a = g[0], b = g[1], c = g[2], e = g[3];
+		p[0] = a;
+		p[1] = b;
+		p[2] = c;
+		p[3] = e;
+	}
+	for (__u32 w = 0; w < 4; w++) {
+		__u32 o8 = (w32 & 31) * 32 + w * 8;
+		if (o8 >= *(volatile const __u32 *)&rp->sig_len)
+			break;
+		__u8 *p = data + frame_at(off + o8);
 		if ((void *)(p + 8) > data_end)
 			return -1;
-		*(__u64 *)p = *(const __u64 *)(s->sig + w * 8);
+		*(__u64 *)p = *(const __u64 *)(s->sig + (o8 & 1023));
 	}
 	off += rp->sig_len & (MSG_MAX - 1);
 	if (has_opt) {
