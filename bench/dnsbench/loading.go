@@ -76,8 +76,7 @@ type LoadResult struct {
 // Phase is one phase's time and memory. Memory is the process's peak
 // resident set over the phase (VmHWM), the part of it that is the
 // kernel's maps mapped into the process (the record table, counted where
-// its pages were touched), and the Go heap's peak from the runtime's GC
-// trace: the heap at the start of its largest collection.
+// its pages were touched), and the Go heap's peak (measure).
 type Phase struct {
 	Seconds  float64 `json:"seconds"`
 	PeakRSS  uint64  `json:"peak_rss_bytes"`
@@ -141,7 +140,7 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (res *LoadResult, err error
 		return nil, err
 	}
 	res.Load.Seconds = time.Since(p.started).Seconds()
-	if err := p.measure(&res.Load); err != nil {
+	if err := p.measure(ctx, l, &res.Load); err != nil {
 		return nil, err
 	}
 	logf("answering after %.1f s; checking every set", res.Load.Seconds)
@@ -173,7 +172,7 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (res *LoadResult, err error
 	if err != nil {
 		return nil, err
 	}
-	if err := p.measure(&res.Reload); err != nil {
+	if err := p.measure(ctx, l, &res.Reload); err != nil {
 		return nil, err
 	}
 	logf("reloaded in %.1f s; checking every set", res.Reload.Seconds)
@@ -310,8 +309,10 @@ func (p *serveProc) stop() error {
 var gcLine = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB`)
 
 // measure fills ph's memory from the process as it is now, and the GC
-// trace since the last phase.
-func (p *serveProc) measure(ph *Phase) error {
+// trace since the last phase. The heap's peak is the larger of the
+// trace's largest heap at the start of a collection and the heap now,
+// which may have grown past it since the last.
+func (p *serveProc) measure(ctx context.Context, l *loadHosts, ph *Phase) error {
 	pid := p.cmd.Process.Pid
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -343,7 +344,12 @@ func (p *serveProc) measure(ph *Phase) error {
 		ph.HeapPeak = max(ph.HeapPeak, mb<<20)
 	}
 	p.gcSeen = n
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading the serve log: %w", err)
+	}
+	now, err := l.heapInUse(ctx)
+	ph.HeapPeak = max(ph.HeapPeak, now)
+	return err
 }
 
 // procKB is a "Key: N kB" field of a proc file, in bytes.
@@ -541,26 +547,7 @@ func (l *loadHosts) checkAll(names int, moved func(int) bool, ph *Phase) {
 // reload asks the API to reload, as an operator would, and returns when
 // the reload is applied: the request answers then.
 func (l *loadHosts) reload(ctx context.Context) error {
-	// The API listens on the edge's loopback: the connection is made in
-	// its namespace, and the one request goes over it.
-	var conn net.Conn
-	err := l.env.Edge.Do(func() error {
-		var err error
-		conn, err = net.Dial("tcp", "127.0.0.1:9153")
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("connecting to the api: %w", err)
-	}
-	defer conn.Close()
-	once := func(context.Context, string, string) (net.Conn, error) { return conn, nil }
-	c := &http.Client{Transport: &http.Transport{DialContext: once, DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:9153/api/v1/reload", nil)
-	if err != nil {
-		return fmt.Errorf("reloading: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+l.token)
-	resp, err := c.Do(req)
+	resp, err := l.api(ctx, http.MethodPost, "/api/v1/reload")
 	if err != nil {
 		return fmt.Errorf("reloading: %w", err)
 	}
@@ -570,6 +557,48 @@ func (l *loadHosts) reload(ctx context.Context) error {
 		return fmt.Errorf("reloading: %s: %s", resp.Status, body)
 	}
 	return nil
+}
+
+// heapInUse is the Go heap serve holds now, garbage not yet collected
+// included, from its metrics.
+func (l *loadHosts) heapInUse(ctx context.Context) (uint64, error) {
+	resp, err := l.api(ctx, http.MethodGet, "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("reading the metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return uint64(f), err
+		}
+	}
+	return 0, fmt.Errorf("reading the metrics: no go_memstats_heap_inuse_bytes: %v", sc.Err())
+}
+
+// api sends one request to the API, which listens on the edge's
+// loopback: the connection is made in the edge's namespace, and the one
+// request goes over it.
+func (l *loadHosts) api(ctx context.Context, method, path string) (*http.Response, error) {
+	var conn net.Conn
+	err := l.env.Edge.Do(func() error {
+		var err error
+		conn, err = net.Dial("tcp", "127.0.0.1:9153")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the api: %w", err)
+	}
+	once := func(context.Context, string, string) (net.Conn, error) { return conn, nil }
+	c := &http.Client{Transport: &http.Transport{DialContext: once, DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1:9153"+path, nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	return c.Do(req)
 }
 
 // steadyQueries sends queries for random names at a steady rate from
