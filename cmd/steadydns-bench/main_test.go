@@ -132,3 +132,27 @@ func TestFleetFlags(t *testing.T) {
 		t.Errorf("fleet without steadydns: exit %d, want 1 naming %s:\n%s", code, out, beside)
 	}
 }
+
+// TestLoadFlags: `steadydns-bench load` has its own flags and refuses bad
+// values before anything runs.
+func TestLoadFlags(t *testing.T) {
+	bin := build(t)
+	code, out := invoke(t, bin, "load", "-h")
+	if code != 0 || !strings.HasPrefix(out, "usage: steadydns-bench load") {
+		t.Errorf("load -h: exit %d, want 0 and the usage:\n%s", code, out)
+	}
+	for _, f := range []string{"names", "rate", "binary", "prefix", "out"} {
+		if !strings.Contains(out, "\n  -"+f+" ") && !strings.Contains(out, "\n  -"+f+"\n") {
+			t.Errorf("load -h does not list --%s:\n%s", f, out)
+		}
+	}
+	if code, out := invoke(t, bin, "load", "--names", "10"); code != 1 || !strings.Contains(out, "at least 50") {
+		t.Errorf("--names 10: exit %d, want 1:\n%s", code, out)
+	}
+	if code, out := invoke(t, bin, "load", "--rate", "10"); code != 1 || !strings.Contains(out, "at least 100") {
+		t.Errorf("--rate 10: exit %d, want 1:\n%s", code, out)
+	}
+	if code, out := invoke(t, bin, "load", "extra"); code != 1 || !strings.Contains(out, `"extra"`) {
+		t.Errorf("a stray argument: exit %d, want 1:\n%s", code, out)
+	}
+}
