@@ -40,7 +40,7 @@ type Zone struct {
 
 	online Signer // signs answers as they are made; nil for an unsigned or offline-signed zone
 
-	room *addrRoom // while loading: where A and AAAA records are moved to
+	room *loadRoom // while loading: where nodes and A and AAAA records go
 }
 
 type node struct {
@@ -118,7 +118,7 @@ func Load(origin, path string) (*Zone, error) {
 	}
 	z.labels = dns.CountLabel(z.origin)
 	z.apex = z.node(z.origin)
-	z.room = new(addrRoom)
+	z.room = new(loadRoom)
 	defer func() { z.room = nil }()
 	zp := dns.NewZoneParser(f, z.origin, path)
 	stop := make(chan struct{})
@@ -223,19 +223,33 @@ func (z *Zone) add(rr dns.RR) error {
 	return nil
 }
 
-// addrRoom holds A and AAAA records and their addresses in blocks of
-// many. The parser allocates each record and its address on their own:
-// for a zone of millions of them, millions of objects the collector marks
-// again at every cycle. Moved into blocks, they are thousands.
-type addrRoom struct {
+// loadRoom holds nodes, and A and AAAA records with their addresses, in
+// blocks of many. Allocated each on its own, a zone of millions of names
+// is millions of objects the collector marks again at every cycle of a
+// load; in blocks, they are thousands.
+type loadRoom struct {
+	nodes []node
 	as    []dns.A
 	aaaas []dns.AAAA
 	ips   []byte
 }
 
+// node is a new node, in the room if there is one.
+func (r *loadRoom) node() *node {
+	if r == nil {
+		return new(node)
+	}
+	if len(r.nodes) == 0 {
+		r.nodes = make([]node, 1024)
+	}
+	n := &r.nodes[0]
+	r.nodes = r.nodes[1:]
+	return n
+}
+
 // move returns rr moved into the room if it is an A or AAAA record, else
 // rr. A nil room moves nothing.
-func (r *addrRoom) move(rr dns.RR) dns.RR {
+func (r *loadRoom) move(rr dns.RR) dns.RR {
 	if r == nil {
 		return rr
 	}
@@ -265,7 +279,7 @@ func (r *addrRoom) move(rr dns.RR) dns.RR {
 }
 
 // ip is a copy of ip in the room.
-func (r *addrRoom) ip(ip net.IP) net.IP {
+func (r *loadRoom) ip(ip net.IP) net.IP {
 	if len(r.ips) < len(ip) {
 		r.ips = make([]byte, 16<<10)
 	}
@@ -283,7 +297,8 @@ func (z *Zone) node(owner string) *node {
 	if n := z.nodes[key]; n != nil {
 		return n
 	}
-	n := &node{name: owner}
+	n := z.room.node()
+	n.name = owner
 	z.nodes[key] = n
 	if key != z.origin {
 		off, _ := dns.NextLabel(owner, 0)
