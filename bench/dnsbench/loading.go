@@ -78,7 +78,10 @@ type LoadResult struct {
 // kernel's maps mapped into the process (the record table, counted where
 // its pages were touched), and the Go heap's peak (measure).
 type Phase struct {
-	Seconds  float64 `json:"seconds"`
+	Seconds float64 `json:"seconds"`
+	// CPU is serve's CPU time over the phase, user and system: on a
+	// shared host, what the phase cost whatever else ran.
+	CPU      float64 `json:"cpu_seconds"`
 	PeakRSS  uint64  `json:"peak_rss_bytes"`
 	MapsRSS  uint64  `json:"maps_rss_bytes"`
 	HeapPeak uint64  `json:"heap_peak_bytes"`
@@ -164,6 +167,10 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (res *LoadResult, err error
 	}
 	time.Sleep(time.Second)
 	logf("reloading with %d sets changed, %d queries/s meanwhile", res.Changed, o.Rate)
+	if p.cpuSeen, err = p.cpu(); err != nil {
+		q.stop()
+		return nil, err
+	}
 	start := time.Now()
 	err = l.reload(ctx)
 	res.Reload.Seconds = time.Since(start).Seconds()
@@ -268,7 +275,8 @@ type serveProc struct {
 	started time.Time
 	done    chan struct{}
 	err     error
-	gcSeen  int // GC trace lines already counted in a phase
+	gcSeen  int     // GC trace lines already counted in a phase
+	cpuSeen float64 // CPU seconds at the start of the phase
 }
 
 // start runs serve in the edge's namespace on every CPU, as it runs in
@@ -319,6 +327,11 @@ func (p *serveProc) measure(ctx context.Context, l *loadHosts, ph *Phase) error 
 		return fmt.Errorf("reading the status of serve: %w", err)
 	}
 	ph.PeakRSS = procKB(string(status), "VmHWM:")
+	cpu, err := p.cpu()
+	if err != nil {
+		return err
+	}
+	ph.CPU, p.cpuSeen = cpu-p.cpuSeen, cpu
 	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
 		return fmt.Errorf("reading the mappings of serve: %w", err)
@@ -350,6 +363,27 @@ func (p *serveProc) measure(ctx context.Context, l *loadHosts, ph *Phase) error 
 	now, err := l.heapInUse(ctx)
 	ph.HeapPeak = max(ph.HeapPeak, now)
 	return err
+}
+
+// cpu is the CPU time serve has used, user and system, from
+// /proc/pid/stat, whose times are in USER_HZ, 100 a second (proc(5)).
+func (p *serveProc) cpu() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the stat of serve: %w", err)
+	}
+	// Past the command's name, in parentheses, the state is field 3:
+	// utime and stime are 14 and 15.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("reading the stat of serve: %d fields", len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("reading the stat of serve: %w", err)
+	}
+	return float64(utime+stime) / 100, nil
 }
 
 // procKB is a "Key: N kB" field of a proc file, in bytes.
@@ -722,14 +756,14 @@ func LoadMarkdown(w io.Writer, res *LoadResult) {
 	mib := func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 	fmt.Fprintf(w, "Loading %d names (%d sets), serve with XDP; reload: %d sets changed, %d queries sent meanwhile: %d lost, %d wrong.\n\n",
 		res.Names, res.Sets, res.Changed, res.Sent, res.Lost, res.Wrong)
-	fmt.Fprintln(w, "| phase | seconds | peak resident | of it the maps | peak less maps | Go heap peak | GCs | sets answered right |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| phase | seconds | CPU seconds | peak resident | of it the maps | peak less maps | Go heap peak | GCs | sets answered right |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, ph := range []struct {
 		name string
 		p    Phase
 	}{{"load", res.Load}, {"reload", res.Reload}} {
 		p := ph.p
-		fmt.Fprintf(w, "| %s | %.1f | %s | %s | %s | %s | %d | %d of %d |\n", ph.name, p.Seconds, mib(p.PeakRSS), mib(p.MapsRSS), mib(p.PeakRSS-min(p.PeakRSS, p.MapsRSS)), mib(p.HeapPeak), p.GCs, p.Correct, p.Checked)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s | %s | %s | %d | %d of %d |\n", ph.name, p.Seconds, p.CPU, mib(p.PeakRSS), mib(p.MapsRSS), mib(p.PeakRSS-min(p.PeakRSS, p.MapsRSS)), mib(p.HeapPeak), p.GCs, p.Correct, p.Checked)
 	}
 	for _, p := range []string{res.Load.Problem, res.Reload.Problem, res.Problem} {
 		if p != "" {

@@ -35,8 +35,8 @@ func TestMeasureLoad(t *testing.T) {
 		if ph.Checked != 2*names || ph.Correct != ph.Checked {
 			t.Errorf("%s: %d of %d sets answered right, want all %d; first problem: %s", ph.name, ph.Correct, ph.Checked, 2*names, ph.Problem)
 		}
-		if ph.Seconds <= 0 || ph.GCs == 0 || ph.HeapPeak == 0 {
-			t.Errorf("%s: %v s, %d GCs, heap peak %d: a figure without a source", ph.name, ph.Seconds, ph.GCs, ph.HeapPeak)
+		if ph.Seconds <= 0 || ph.CPU <= 0 || ph.GCs == 0 || ph.HeapPeak == 0 {
+			t.Errorf("%s: %v s, %v s of CPU, %d GCs, heap peak %d: a figure without a source", ph.name, ph.Seconds, ph.CPU, ph.GCs, ph.HeapPeak)
 		}
 		// The record table is mapped and touched, and the process holds
 		// more than it.
