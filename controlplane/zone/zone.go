@@ -41,6 +41,9 @@ type Zone struct {
 	online Signer // signs answers as they are made; nil for an unsigned or offline-signed zone
 
 	room *loadRoom // while loading: where nodes and A and AAAA records go
+	// cuts: the zone has a delegation or a DNAME, below which a name is
+	// not its own; without, every name is, and none need be checked.
+	cuts bool
 }
 
 type node struct {
@@ -212,6 +215,9 @@ func (z *Zone) add(rr dns.RR) error {
 		if dns.IsDuplicate(have, rr) {
 			return nil // an RRset is a set (RFC 2181 §5)
 		}
+	}
+	if h.Rrtype == dns.TypeDNAME || h.Rrtype == dns.TypeNS && key != z.origin {
+		z.cuts = true
 	}
 	if h.Name == n.name {
 		// The parser gives every record a name of its own: those spelled
@@ -406,6 +412,9 @@ func (z *Zone) names() []string {
 // authoritative reports whether key holds this zone's own data: not at or
 // below a zone cut, and not below a DNAME (RFC 6672 §2.3).
 func (z *Zone) authoritative(key string) bool {
+	if !z.cuts {
+		return true
+	}
 	for off := 0; ; {
 		anc := key[off:]
 		if n := z.nodes[anc]; n != nil {
