@@ -423,6 +423,11 @@ func (l *loadHosts) waitAnswer(ctx context.Context, p *serveProc, i int) error {
 	}
 	defer conn.Close()
 	deadline := time.Now().Add(30 * time.Minute)
+	// One query each 50 ms at most: until serve listens, a query is
+	// refused at once, and asking again at once would take a CPU from
+	// the load being measured.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if askOne(conn, i, dns.TypeAAAA, nil, 50*time.Millisecond) == "" {
 			return nil
@@ -432,7 +437,7 @@ func (l *loadHosts) waitAnswer(ctx context.Context, p *serveProc, i int) error {
 			return fmt.Errorf("serve exited: %v; log %s:\n%s", p.err, p.log, tail(p.log))
 		case <-ctx.Done():
 			return ctx.Err()
-		default:
+		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("serve does not answer %s AAAA; log %s:\n%s", nameOf(i), p.log, tail(p.log))
