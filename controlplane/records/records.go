@@ -163,14 +163,17 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		c.add(s)
 	}
 	var room slab
-	for _, z := range zones {
+	for i, z := range zones {
 		for zs := range z.DataPlaneSets() {
 			if len(zs.RRs) > int(loader.MaxCandidates) {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s in zone %s has %d records, more than the %d the kernel holds: the fallback answers it",
 					zs.Name, dns.TypeToString[zs.Type], z.Origin(), len(zs.RRs), loader.MaxCandidates))
 				continue
 			}
-			c.add(compileStatic(z, zs, &room))
+			s := compileStatic(z, zs, &room)
+			// As a record's: presign signs it with this zone's keys.
+			s.Value.Zone = uint8(min(i, int(bpf.SteadydnsLimitsMAX_ZONES)))
+			c.add(s)
 		}
 	}
 	// Alias targets resolve once every set they may name is compiled.
