@@ -58,7 +58,7 @@ const testHealth = xdptest.HealthCapacity
 // every round loads of its own.
 func loadAgain(t testing.TB, o *loader.Objects, rrl loader.RRL) *ebpf.Program {
 	t.Helper()
-	p, err := o.LoadProgram(loader.Options{HealthCapacity: testHealth, Servers: []netip.Addr{server4, server6}, RRL: rrl})
+	p, err := o.LoadProgram(loader.Options{HealthCapacity: testHealth, ExtCapacity: xdptest.ExtCapacity, Servers: []netip.Addr{server4, server6}, RRL: rrl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,7 @@ struct {
 struct query {
 	__u64 hash;      /* name_hash of the name and qtype */
 	__u32 seq;       /* the found slot's sequence count */
+	__u32 slot;      /* and its index */
 	__u64 name_sum;  /* ones-complement partial sum of the name as sent */
 	__u32 name_len;  /* wire length, root label included */
 	__u32 q_end;     /* message offset just past the question */
@@ -257,5 +258,19 @@ struct {
 	__type(value, struct scratch);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } scratch SEC(".maps");
+
+/* Every step is inlined into one function: a call costs its return, and
+ * under the kernel's return thunk (the SRSO mitigation of AMD CPUs) every
+ * return mispredicts. reread_scratch() stands where a call boundary
+ * stood: what the step before it wrote to the scratch is read back from
+ * map memory, which the verifier knows nothing of, instead of reused from
+ * the registers clang would keep it in. Each path through that step then
+ * ends in the same state, and the verifier checks what follows once, not
+ * once per path (the label walk, the options and the selection's cases
+ * would otherwise multiply past its limit). */
+static __always_inline void reread_scratch(void)
+{
+	asm volatile("" ::: "memory");
+}
 
 #endif

@@ -466,4 +466,64 @@ static __always_inline int select_answers(struct scratch *s,
 	return select_set(s, rr, rr->cand, rr->rr_sum, n, order, bits, wmask, K, 1);
 }
 
+/* select_static_head is select_static for a static set kept in its
+ * slot (struct rrset_head): the packed addresses are 32 bytes there, so
+ * each is copied at its own size, an A's 4 bytes or an AAAA's 16, within
+ * them. */
+static __always_inline int select_static_head(struct scratch *s, const struct rrset_head *rh,
+					      __u32 n, __u32 stride)
+{
+	struct pick *p = &s->pick;
+	__u64 sum = 0;
+	p->action = ACT_ANSWER;
+	p->degraded = 0;
+	if (stride == STATIC_STRIDE_A) {
+#pragma unroll
+		for (__u32 i = 0; i < MAX_CANDIDATES; i++) {
+			if (i >= n)
+				break;
+			p->order[i] = i;
+			*(__u64 *)s->ans[i] = *(const __u32 *)(rh->packed + i * STATIC_STRIDE_A);
+			sum += rh->rr_sum[i];
+		}
+	} else {
+#pragma unroll
+		for (__u32 i = 0; i < 2; i++) {
+			if (i >= n)
+				break;
+			p->order[i] = i;
+			__u64 *d = (__u64 *)s->ans[i];
+			const __u64 *a = (const __u64 *)(rh->packed + i * STATIC_STRIDE_AAAA);
+			d[0] = a[0];
+			d[1] = a[1];
+			sum += rh->rr_sum[i];
+		}
+	}
+	p->n = n;
+	p->sum = sum;
+	return 0;
+}
+
+/* select_head is select_answers for a set kept in its slot: one
+ * candidate, or a static set of up to eight A or two AAAA, which the
+ * control plane keeps there (struct rrset_head, whose fields are struct
+ * rrset's first, at the same offsets, so select_one reads it as one). */
+static __always_inline int select_head(struct scratch *s, const struct rrset_head *rh, __u32 stride)
+{
+	if (!s || !rh)
+		return -1;
+	__u32 zero = 0, wmask = health_word_mask;
+	const __u64 *bits = bpf_map_lookup_elem(&health_bits, &zero);
+	if (!bits)
+		return -1;
+	__u32 n = rh->n;
+	if (n <= 1)
+		return select_one(s, (const struct rrset *)rh, n, s->draw.open, bits, wmask);
+	if (n > MAX_CANDIDATES)
+		n = MAX_CANDIDATES;
+	if (stride == STATIC_STRIDE_AAAA && n > 2)
+		n = 2;
+	return select_static_head(s, rh, n, stride);
+}
+
 #endif

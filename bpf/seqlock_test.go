@@ -14,6 +14,7 @@ import (
 
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/internal/xdptest"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -34,7 +35,7 @@ func TestSlotRewrittenWhileRead(t *testing.T) {
 	if err := spec.Variables["seq_fence"].Set(uint32(1)); err != nil {
 		t.Fatal(err)
 	}
-	fenced, err := o.LoadProgramSpec(loader.Options{HealthCapacity: testHealth, Servers: []netip.Addr{server4, server6}}, spec)
+	fenced, err := o.LoadProgramSpec(loader.Options{HealthCapacity: testHealth, ExtCapacity: xdptest.ExtCapacity, Servers: []netip.Addr{server4, server6}}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}

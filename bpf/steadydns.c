@@ -93,20 +93,6 @@ static __always_inline int count_aborted(void)
 	return XDP_ABORTED;
 }
 
-/* Every step is inlined into one function: a call costs its return, and
- * under the kernel's return thunk (the SRSO mitigation of AMD CPUs) every
- * return mispredicts. reread_scratch() stands where a call boundary
- * stood: what the step before it wrote to the scratch is read back from
- * map memory, which the verifier knows nothing of, instead of reused from
- * the registers clang would keep it in. Each path through that step then
- * ends in the same state, and the verifier checks what follows once, not
- * once per path (the label walk, the options and the selection's cases
- * would otherwise multiply past its limit). */
-static __always_inline void reread_scratch(void)
-{
-	asm volatile("" ::: "memory");
-}
-
 static __always_inline int is_server_v4(__be32 a)
 {
 #pragma unroll
@@ -763,14 +749,15 @@ int steadydns(struct xdp_md *ctx)
 	if (rrl_on)
 		rrl_h = rrl_touch(f.src, f.v6, s->q.hash);
 	STAGE_END(STAGE_HASH, s->q.hash + rrl_h);
-	int si = find_slot(s);
-	if (si < 0)
+	if (find_slot(s))
 		return count(OUT_NOT_FOUND);
-	__u32 slot = si;
+	__u32 slot = s->q.slot;
 	struct rec_slot *sl = bpf_map_lookup_elem(&records, &slot);
 	if (!sl)
 		return count(OUT_NOT_FOUND);
-	const struct rrset *rr = &sl->rr;
+	/* The slot holds the set's fields whether or not the set is its
+	 * own: an ext set's are there too, flagged RR_EXT. */
+	const struct rrset *rr = (const struct rrset *)&sl->rr;
 	STAGE_END(STAGE_LOOKUP, rr->flags);
 
 	/* No table yet: fail open. A stale table: the record's policy. */
@@ -791,7 +778,17 @@ int steadydns(struct xdp_md *ctx)
 	}
 
 	__u32 stride = q.qtype == TYPE_A ? STATIC_STRIDE_A : STATIC_STRIDE_AAAA;
-	if (select_answers(s, rr, order, stride))
+	int sel;
+	if (rr->flags & RR_EXT) {
+		__u32 e = sl->rr.ext;
+		const struct rec_ext *x = bpf_map_lookup_elem(&rec_exts, &e);
+		if (!x)
+			return count(OUT_NOT_FOUND);
+		sel = select_answers(s, &x->rr, order, stride);
+	} else {
+		sel = select_head(s, &sl->rr, stride);
+	}
+	if (sel)
 		return count(OUT_MALFORMED);
 	reread_scratch();
 	/* The pick's fields read one by one, each as wide as select_answers

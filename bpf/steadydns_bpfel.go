@@ -122,6 +122,7 @@ const (
 	SteadydnsLimitsMAX_SERVER_ADDRS   SteadydnsLimits = 8
 	SteadydnsLimitsEDNS_UDP_SIZE      SteadydnsLimits = 1232
 	SteadydnsLimitsPROBE_MAX          SteadydnsLimits = 16
+	SteadydnsLimitsLOAD_MAX_PCT       SteadydnsLimits = 80
 	SteadydnsLimitsSTATIC_STRIDE_A    SteadydnsLimits = 4
 	SteadydnsLimitsSTATIC_STRIDE_AAAA SteadydnsLimits = 16
 	SteadydnsLimitsNSID_MAX           SteadydnsLimits = 128
@@ -210,6 +211,13 @@ const (
 	SteadydnsPolicyPOLICY_ROUND_ROBIN SteadydnsPolicy = 3
 )
 
+type SteadydnsRecExt struct {
+	_        structs.HostLayout
+	Rr       SteadydnsRrset
+	NameTail [208]int8
+	_        [16]byte
+}
+
 type SteadydnsRecPool struct {
 	_     structs.HostLayout
 	RrSum [64]uint16
@@ -224,9 +232,7 @@ type SteadydnsRecSlot struct {
 	Qtype    uint16
 	Hash     uint64
 	NameHead [48]int8
-	Rr       SteadydnsRrset
-	NameTail [208]int8
-	_        [16]byte
+	Rr       SteadydnsRrsetHead
 }
 
 type SteadydnsRrlClock struct {
@@ -281,7 +287,25 @@ const (
 	SteadydnsRrsetFlagsRR_GEO    SteadydnsRrsetFlags = 2
 	SteadydnsRrsetFlagsRR_STATIC SteadydnsRrsetFlags = 4
 	SteadydnsRrsetFlagsRR_POOL   SteadydnsRrsetFlags = 8
+	SteadydnsRrsetFlagsRR_EXT    SteadydnsRrsetFlags = 16
 )
+
+type SteadydnsRrsetHead struct {
+	_           structs.HostLayout
+	Ttl         uint32
+	TtlDegraded uint32
+	N           uint8
+	Policy      uint8
+	WhenAllDown uint8
+	MaxAnswers  uint8
+	MinHealthy  uint8
+	Stale       uint8
+	Flags       uint8
+	Zone        uint8
+	RrSum       [8]uint16
+	Cand        [1]SteadydnsCandidate
+	_           [8]byte
+}
 
 type SteadydnsSample struct {
 	_          structs.HostLayout
@@ -314,7 +338,7 @@ type SteadydnsScratch struct {
 		_       structs.HostLayout
 		Hash    uint64
 		Seq     uint32
-		_       [4]byte
+		Slot    uint32
 		NameSum uint64
 		NameLen uint32
 		Q_end   uint32
@@ -451,9 +475,9 @@ const (
 	SteadydnsMapHealth         = "health"
 	SteadydnsMapHealthBits     = "health_bits"
 	SteadydnsMapHealthMeta     = "health_meta"
-	SteadydnsMapRecBits        = "rec_bits"
+	SteadydnsMapRecExts        = "rec_exts"
 	SteadydnsMapRecPools       = "rec_pools"
-	SteadydnsMapRecTags        = "rec_tags"
+	SteadydnsMapRecSize        = "rec_size"
 	SteadydnsMapRecords        = "records"
 	SteadydnsMapRrCounter      = "rr_counter"
 	SteadydnsMapRrl            = "rrl"
@@ -545,9 +569,9 @@ type SteadydnsMapSpecs struct {
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
-	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecExts    *ebpf.MapSpec `ebpf:"rec_exts"`
 	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
-	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
+	RecSize    *ebpf.MapSpec `ebpf:"rec_size"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -611,9 +635,9 @@ type SteadydnsMaps struct {
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
-	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecExts    *ebpf.Map `ebpf:"rec_exts"`
 	RecPools   *ebpf.Map `ebpf:"rec_pools"`
-	RecTags    *ebpf.Map `ebpf:"rec_tags"`
+	RecSize    *ebpf.Map `ebpf:"rec_size"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -637,9 +661,9 @@ func (m *SteadydnsMaps) Close() error {
 		m.Health,
 		m.HealthBits,
 		m.HealthMeta,
-		m.RecBits,
+		m.RecExts,
 		m.RecPools,
-		m.RecTags,
+		m.RecSize,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,

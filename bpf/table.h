@@ -35,13 +35,14 @@ static __always_inline void slot_fence(void)
 }
 
 /* name_eq compares the first n bytes of the query's key, zero past the
- * name, with a slot's name, 8 bytes at a time: its head, then its tail.
- * Wire names delimit themselves, so equal first n bytes are equal names. */
+ * name, with a slot's name, 8 bytes at a time: its head, then, for a name
+ * longer than NAME_HEAD, its tail in the set's ext entry, which the
+ * control plane gives every such set. Wire names delimit themselves, so
+ * equal first n bytes are equal names. */
 static __always_inline int name_eq(const __u8 *key, const struct rec_slot *sl, __u32 n)
 {
 	const __u64 *a = (const __u64 *)key;
 	const __u64 *h = (const __u64 *)sl->name_head;
-	const __u64 *t = (const __u64 *)sl->name_tail;
 	_Static_assert(NAME_HEAD % 8 == 0, "the name's head is whole words");
 	for (__u32 w = 0; w < NAME_HEAD / 8; w++) {
 		if (w * 8 >= n)
@@ -49,6 +50,15 @@ static __always_inline int name_eq(const __u8 *key, const struct rec_slot *sl, _
 		if (a[w] != h[w])
 			return 0;
 	}
+	if (n <= NAME_HEAD)
+		return 1;
+	if (!(sl->rr.flags & RR_EXT))
+		return 0;
+	__u32 e = sl->rr.ext;
+	const struct rec_ext *x = bpf_map_lookup_elem(&rec_exts, &e);
+	if (!x)
+		return 0;
+	const __u64 *t = (const __u64 *)x->name_tail;
 	for (__u32 w = 0; w < (NAME_MAX_WIRE + 1 - NAME_HEAD) / 8; w++) {
 		if (NAME_HEAD + w * 8 >= n)
 			break;
@@ -63,75 +73,82 @@ static __always_inline int name_eq(const __u8 *key, const struct rec_slot *sl, _
  * without using it. The load does not wait for the comparisons before
  * it, so the CPU fetches that line while the miss on the slot's first
  * line (the hash and the name's head) is outstanding: one memory latency
- * per query instead of two in a row. The two lines are the pair the CPU
- * fetches together, and all a set of one candidate, or a static set of
- * up to eight A or two AAAA, reads. A larger set's further lines are
- * loaded by the scan, whose branches on the set's size are predicted, so
- * it need not wait for them either, and the touch stays one load. The
- * empty asm keeps the load, which clang would otherwise drop as unused. */
+ * per query instead of two in a row. The empty asm keeps the load, which
+ * clang would otherwise drop as unused. */
 static __always_inline void touch_slot(const struct rec_slot *sl)
 {
 	__u64 a = *(const volatile __u64 *)&sl->rr;
 	asm volatile("" : : "r"(a));
 }
 
-/* rec_tag is a set's entry in the hot index (rec_tags): its hash, never 0,
- * which marks an empty slot. recTag in loader/records.go is the same in Go. */
-static __always_inline __u64 rec_tag(__u64 h)
+/* home_slot is the slot a hash starts its probe at in a live region of
+ * size slots: the hash's top 32 bits scaled to the size, so that the
+ * region may have any size, not only a power of two. homeSlot in
+ * loader/records.go is the same in Go. */
+static __always_inline __u32 home_slot(__u64 h, __u32 size)
 {
-	return h | 1;
+	return (__u32)(((h >> 32) * (__u64)size) >> 32);
 }
 
-/* find_slot probes from the query's home slot for its name and type and
- * returns the slot's index, or -1. It reads the hot index, eight slots'
- * tags to a cache line, and loads a slot only when its tag is the query's:
- * the slots a probe passes over cost no load of their own. An empty slot
- * (tag 0) ends the probe: Robin Hood placement leaves no gap before a set.
- * A tag is a hint that the slot decides: a stale one (the loader writes
- * the tag after the slot) meets a slot whose hash or name differs and the
- * probe goes on. It records the slot's sequence count in s->q.seq; the
- * caller compares it again once it has read the slot, and a slot being
- * written (odd count) is passed over. */
-static __always_inline int find_slot(struct scratch *s)
+/* probe_slot probes from the home slot of hash h for a set of qtype and
+ * returns the slot's sequence count and index, count in the upper half,
+ * or -1. Each probe reads a slot's first cache line; slots lie back to
+ * back, so the next probe's line is the next in memory. An empty slot,
+ * or one nearer its home than the probe has come, ends the probe: Robin
+ * Hood placement puts a set before both. A slot being written (odd
+ * count) is passed over. It is the program's one function of its own,
+ * which the verifier checks once, alone: inlined, every probe the loop
+ * may end at would have the rest of the program checked after it again,
+ * PROBE_MAX times over the verifier's limit. */
+__attribute__((noinline)) __s64 probe_slot(__u64 h, __u32 qtype)
 {
-	if (!s)
-		return -1;
-	struct query *q = &s->q;
-	__u64 h = q->hash;
-	__u64 want = rec_tag(h);
-	__u32 n = q->name_len;
 	__u32 zero = 0;
-	__u32 *live = bpf_map_lookup_elem(&rec_bits, &zero);
-	__u32 bits = live ? *live & 31 : 0;
-	__u32 home = bits ? h >> (64 - bits) : 0;
-	__u32 mask = (1u << bits) - 1;
-
+	__u32 *live = bpf_map_lookup_elem(&rec_size, &zero);
+	if (!live)
+		return -1;
+	__u32 size = *live;
+	if (!size)
+		return -1;
+	__u32 idx = home_slot(h, size);
+#pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < PROBE_MAX; i++) {
-		__u32 idx = (home + i) & mask;
-		__u64 *t = bpf_map_lookup_elem(&rec_tags, &idx);
-		if (!t)
-			return -1;
-		__u64 tag = *(volatile __u64 *)t;
-		if (!tag)
-			return -1;
-		if (tag != want)
-			continue;
 		struct rec_slot *sl = bpf_map_lookup_elem(&records, &idx);
 		if (!sl)
 			return -1;
 		__u32 seq = *(volatile __u32 *)&sl->seq;
 		touch_slot(sl);
 		slot_fence();
-		if (seq & 1)
-			continue;
-		if (sl->state != SLOT_USED || sl->hash != h || sl->qtype != q->qtype)
-			continue;
-		if (!name_eq(s->key, sl, n))
-			continue;
-		q->seq = seq;
-		return idx;
+		if (!(seq & 1)) {
+			if (sl->state != SLOT_USED || sl->dist < i)
+				return -1;
+			if (sl->hash == h && sl->qtype == qtype)
+				return (__s64)((__u64)seq << 32 | idx);
+		}
+		idx = idx + 1 < size ? idx + 1 : 0;
 	}
 	return -1;
+}
+
+/* find_slot finds the query's set: the slot probe_slot finds, whose name
+ * must then match too (a query whose 64-bit hash meets another name's
+ * goes to the fallback). It leaves the slot's index in s->q.slot and its
+ * sequence count in s->q.seq, which the caller compares again once it
+ * has read the slot, or returns -1. */
+static __always_inline int find_slot(struct scratch *s)
+{
+	if (!s)
+		return -1;
+	struct query *q = &s->q;
+	__s64 r = probe_slot(q->hash, q->qtype);
+	if (r < 0)
+		return -1;
+	__u32 slot = (__u32)r;
+	const struct rec_slot *sl = bpf_map_lookup_elem(&records, &slot);
+	if (!sl || !name_eq(s->key, sl, q->name_len))
+		return -1;
+	q->seq = (__u64)r >> 32;
+	q->slot = slot;
+	return 0;
 }
 
 /* slot_unchanged reports whether a slot still holds what find_slot found:

@@ -57,8 +57,11 @@ enum limits {
 	 * day 2020 value, which avoids fragments. */
 	EDNS_UDP_SIZE = 1232,
 	/* The record table: a query probes at most PROBE_MAX slots from its
-	 * home slot; the control plane places every set within them. */
+	 * home slot; the control plane places every set within them. Its
+	 * live region is kept at a load of at most LOAD_MAX_PCT percent,
+	 * where Robin Hood placement keeps the longest probe well inside. */
 	PROBE_MAX = 16,
+	LOAD_MAX_PCT = 80,
 	/* The bytes a static set keeps per address (struct rrset's
 	 * packed), by the query type. */
 	STATIC_STRIDE_A = 4,
@@ -135,6 +138,10 @@ enum rrset_flags {
 	/* A pool: the candidates and their sums are in the pool map, at
 	 * the set's pool index. */
 	RR_POOL = 8,
+	/* The set, whole, and its name's tail are in the ext map, at the
+	 * slot's ext index (struct rec_ext): a set the slot's two cache
+	 * lines cannot hold. */
+	RR_EXT = 16,
 };
 
 struct candidate {
@@ -162,17 +169,16 @@ struct rrset {
 	 * the record's start: the loader computes it for the set's type, so
 	 * the program's checksum needs no pass over the answers. Before the
 	 * candidates, so that a set's fields, its sums and its first
-	 * candidate share a cache line, and the first four candidates end
-	 * with the slot's third line: a set of up to four reads three. */
+	 * candidate share a cache line: the slot's (struct rrset_head). */
 	__u16 rr_sum[MAX_CANDIDATES];
 	union {
 		struct candidate cand[MAX_CANDIDATES];
 		/* A set flagged RR_STATIC keeps its addresses alone, back to
 		 * back, STATIC_STRIDE_A bytes each for A and STATIC_STRIDE_AAAA
 		 * for AAAA, the rest zero: up to eight A or two AAAA end with
-		 * the set's first cache line, so such a set reads two lines,
-		 * the pair the CPU fetches together. A set of one is the same
-		 * either way: its address starts cand[0], its check is 0. */
+		 * the set's first cache line, which the slot holds. A set of
+		 * one is the same either way: its address starts cand[0], its
+		 * check is 0. */
 		__u8 packed[MAX_CANDIDATES * 16];
 		/* A set flagged RR_POOL: its entry of the pool map. */
 		__u32 pool;
@@ -180,11 +186,11 @@ struct rrset {
 };
 
 /* A pool's candidates and their sums (struct rrset's rr_sum and cand),
- * an entry of the pool map. Its set's slot holds its index, and the
- * control plane writes an entry only while that slot's sequence count is
- * odd, and reuses it only once the slot has moved on: the count that
- * guards a set's fields guards its pool too. Candidates past the set's n
- * are zero. */
+ * an entry of the pool map. Its set's ext entry holds its index, and the
+ * control plane writes an entry only while that set's slot's sequence
+ * count is odd, and reuses it only once the slot has moved on: the count
+ * that guards a set's fields guards its pool too. Candidates past the
+ * set's n are zero. */
 struct rec_pool {
 	__u16 rr_sum[POOL_CANDIDATES];
 	struct candidate cand[POOL_CANDIDATES];
@@ -196,39 +202,73 @@ enum slot_state {
 	SLOT_USED = 1,
 };
 
-/* One slot of the record table, an open-addressing hash table in an array
- * map (the verifier inlines array lookups; a hash map's lookup is a call
- * that hashes the whole key). A set lives in the slot its hash's top bits
- * pick, or up to PROBE_MAX - 1 slots after it, in Robin Hood order: the
- * control plane keeps each set no further from home than the sets it
- * passes. The control plane writes slots through the map's memory mapping
- * under a sequence count: odd while it writes, so a query that sees the
- * count odd or changed leaves the set to the fallback instead of reading
- * it half-written. */
+/* What a slot keeps of a set: struct rrset's first 64 bytes, the same
+ * fields at the same offsets, so the loader copies them and the
+ * selection reads either through the same code: the set's fields, its
+ * sums, and one candidate or a static set's packed addresses. A set that
+ * needs more (more candidates, a pool, or a name past NAME_HEAD) is
+ * flagged RR_EXT and names its ext entry in ext instead. */
+struct rrset_head {
+	__u32 ttl;
+	__u32 ttl_degraded;
+	__u8 n;
+	__u8 policy;
+	__u8 when_all_down;
+	__u8 max_answers;
+	__u8 min_healthy;
+	__u8 stale;
+	__u8 flags;
+	__u8 zone;
+	__u16 rr_sum[MAX_CANDIDATES];
+	union {
+		struct candidate cand[1];
+		__u8 packed[2 * STATIC_STRIDE_AAAA];
+		__u32 ext;
+	};
+};
+
+/* One slot of the record table, two cache lines: an open-addressing hash
+ * table in an array map (the verifier inlines array lookups; a hash
+ * map's lookup is a call that hashes the whole key). A set lives in the
+ * slot its hash picks (home_slot in table.h), or up to PROBE_MAX - 1
+ * slots after it, in Robin Hood order: the control plane keeps each set
+ * no further from home than the sets it passes, so a probe stops at the
+ * first slot nearer its home than the probe has come. The control plane
+ * writes slots through the map's memory mapping under a sequence count:
+ * odd while it writes, so a query that sees the count odd or changed
+ * leaves the set to the fallback instead of reading it half-written.
+ * The first line holds what the probe compares (the hash, the name's
+ * first NAME_HEAD bytes), the second the set: a set of one candidate, or
+ * a static one of up to eight A or two AAAA, reads the pair of lines the
+ * CPU fetches together and nothing else. */
 struct rec_slot {
 	__u32 seq;
 	__u8 state;      /* enum slot_state */
 	__u8 dist;       /* slots from its home slot */
 	__u16 qtype;
 	__u64 hash;      /* name_hash of the name and qtype */
-	/* The lowercased wire name, zero-filled, in two parts: its first
-	 * NAME_HEAD bytes here, in the slot's first cache line, and the rest
-	 * after the set. A name of up to NAME_HEAD bytes, as most are, is
-	 * compared from the first line, and the set follows in the second:
-	 * a query with a candidate or two reads one pair of adjacent lines. */
+	/* The lowercased wire name's first NAME_HEAD bytes, zero-filled;
+	 * the rest, for a longer name, in its ext entry. */
 	char name_head[NAME_HEAD];
+	struct rrset_head rr;
+} __attribute__((aligned(64)));
+
+/* A set the slot cannot hold, whole, and its name's tail past NAME_HEAD,
+ * an entry of the ext map. Written under its slot's sequence count, as a
+ * pool entry is. */
+struct rec_ext {
 	struct rrset rr;
 	char name_tail[NAME_MAX_WIRE + 1 - NAME_HEAD];
-} __attribute__((aligned(64)));  /* whole cache lines: 512 bytes at K = 8 */
+} __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct rec_slot) == 128, "a slot is two cache lines");
 _Static_assert(__builtin_offsetof(struct rec_slot, rr) == 64,
 	       "a slot's set starts its second cache line");
-_Static_assert(MAX_CANDIDATES < 4 ||
-	       __builtin_offsetof(struct rec_slot, rr.cand[4]) == 192,
-	       "a slot's first four candidates end with its third cache line");
+_Static_assert(__builtin_offsetof(struct rrset_head, rr_sum) == __builtin_offsetof(struct rrset, rr_sum) &&
+	       __builtin_offsetof(struct rrset_head, cand) == __builtin_offsetof(struct rrset, cand) &&
+	       __builtin_offsetof(struct rrset_head, zone) == __builtin_offsetof(struct rrset, zone),
+	       "a slot's set is struct rrset's first bytes");
 _Static_assert(MAX_ZONES < 256, "a set's zone byte can name one past the zones");
-_Static_assert(__builtin_offsetof(struct rec_slot, rr.packed) + 8 * STATIC_STRIDE_A <= 128 &&
-	       __builtin_offsetof(struct rec_slot, rr.packed) + 2 * STATIC_STRIDE_AAAA <= 128,
-	       "a static set of eight A or two AAAA ends with the slot's second cache line");
 
 enum __attribute__((packed)) health_state {
 	HEALTH_DOWN = 0,

@@ -49,12 +49,12 @@ func TestBpftoolDump(t *testing.T) {
 
 	// Field names each map's dump must show.
 	want := map[string][]string{
-		"records":     {"seq", "state", "qtype", "hash", "name_head", "name_tail", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum", "pool"},
+		"records":     {"seq", "state", "dist", "qtype", "hash", "name_head", "rr", "ttl", "policy", "cand", "addr", "check", "rr_sum", "packed", "ext"},
+		"rec_exts":    {"rr", "ttl", "cand", "rr_sum", "pool", "name_tail"},
 		"rec_pools":   {"rr_sum", "cand", "addr", "check", "weight", "priority", "region"},
 		"health":      {"state", "reason"},
 		"health_bits": {},
-		"rec_bits":    {},
-		"rec_tags":    {},
+		"rec_size":    {},
 		"health_meta": {"version", "config_hash", "arrived_ns", "stale_after_ns", "stale_mark"},
 		"stale_timer": {"t"},
 		"counters":    {"answered", "nodata", "servfail", "not_found", "truncated", "ecs"},

@@ -32,6 +32,7 @@ type Options struct {
 	HealthCapacity uint32       // entries in the health table
 	RecordCapacity uint32       // record sets the record table holds; 0: DefaultRecordCapacity
 	PoolCapacity   uint32       // pools (sets of more than MaxCandidates) the pool map holds; 0: DefaultPoolCapacity
+	ExtCapacity    uint32       // sets a slot cannot hold (NeedsExt) the ext map holds; 0: DefaultExtCapacity
 	Servers        []netip.Addr // addresses XDP answers for
 	// NSID is the value replies carry in an NSID option (RFC 5001) when
 	// the query asks for it, at most MaxNSID bytes; empty turns it off.
@@ -104,7 +105,7 @@ func Load(opts Options) (*Objects, error) {
 		o.Close()
 		return nil, err
 	}
-	o.records, err = openRecordTable(o.Records.FD(), o.RecTags.FD(), o.RecPools.FD(), o.RecBits, specs.Records.MaxEntries, opts.RecordCapacity, specs.RecPools.MaxEntries)
+	o.records, err = openRecordTable(o.Records.FD(), o.RecPools.FD(), o.RecExts.FD(), o.RecSize, specs.Records.MaxEntries, opts.RecordCapacity, specs.RecPools.MaxEntries, specs.RecExts.MaxEntries)
 	if err != nil {
 		o.Close()
 		return nil, err
@@ -139,13 +140,15 @@ func prepareSpec(spec *ebpf.CollectionSpec, opts *Options) (*ebpf.CollectionSpec
 	if opts.RecordCapacity == 0 {
 		opts.RecordCapacity = DefaultRecordCapacity
 	}
-	slots := TableSlots(opts.RecordCapacity)
-	specs.Records.MaxEntries = slots
-	specs.RecTags.MaxEntries = slots
+	specs.Records.MaxEntries = TableSlots(opts.RecordCapacity)
 	if opts.PoolCapacity == 0 {
 		opts.PoolCapacity = DefaultPoolCapacity
 	}
 	specs.RecPools.MaxEntries = opts.PoolCapacity
+	if opts.ExtCapacity == 0 {
+		opts.ExtCapacity = DefaultExtCapacity
+	}
+	specs.RecExts.MaxEntries = opts.ExtCapacity
 	if err := setServers(&specs.SteadydnsVariableSpecs, opts.Servers); err != nil {
 		return nil, nil, err
 	}

@@ -44,9 +44,9 @@ func TestRecordCapacity(t *testing.T) {
 	for _, tt := range []struct {
 		capacity, want, slots uint32
 	}{
-		{0, DefaultRecordCapacity, 1 << 17}, // the default of server.max_records
-		{4096, 4096, 8192},
-		{5000, 5000, 16384},
+		{0, DefaultRecordCapacity, 81920}, // the default of server.max_records
+		{4096, 4096, 5120},
+		{5000, 5000, 6250},
 	} {
 		o, err := Load(Options{BPFFS: dir + "/sd", RecordCapacity: tt.capacity})
 		if err != nil {
@@ -128,7 +128,7 @@ func TestLoadProgramFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	usesMaps(t, p, "the other build's program", o.Records, o.RecTags, o.Counters, o.HealthBits)
+	usesMaps(t, p, "the other build's program", o.Records, o.RecExts, o.Counters, o.HealthBits)
 	if _, err := o.LoadProgramFrom(opts, filepath.Join(t.TempDir(), "none.o")); err == nil || !strings.Contains(err.Error(), "none.o") {
 		t.Errorf("loading a missing object: %v, want an error naming it", err)
 	}

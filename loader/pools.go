@@ -54,37 +54,40 @@ func EncodePool(qtype uint16, v *bpf.Set, index uint32) (bpf.SteadydnsRrset, *bp
 	return rr, p
 }
 
-// pool is one pool entry to write with its set's slot.
-type pool struct {
+// entry is one pool or ext entry to write with its set's slot: its index
+// and its bytes.
+type entry struct {
 	index uint32
-	entry *bpf.SteadydnsRecPool
+	bytes []byte
 }
 
-// poolTable is the pool map through its memory mapping and which entry
-// each pool set holds. An entry is written only while its set's slot's
-// sequence count is odd (recordTable.write), and goes back to free only
-// once that slot holds another set or none, so a query that read the
-// entry meanwhile sees the slot's count change.
-type poolTable struct {
+// entryTable is the pool map or the ext map through its memory mapping,
+// and which entry each set holds. An entry is written only while its
+// set's slot's sequence count is odd (recordTable.write), and goes back
+// to free only once that slot holds another set or none, so a query that
+// read the entry meanwhile sees the slot's count change.
+type entryTable struct {
+	what  string // "pool" or "ext", for errors
+	size  int    // bytes of one entry, as the array map spaces them
 	mem   []byte
 	owner map[RecordKey]uint32
 	free  []uint32
 }
 
-func (p *poolTable) capacity() int { return len(p.mem) / poolSize }
+func (p *entryTable) capacity() int { return len(p.mem) / p.size }
 
-// entry is pool entry i's bytes.
-func (p *poolTable) entry(i uint32) []byte {
-	return p.mem[int(i)*poolSize : int(i+1)*poolSize]
+// entry is entry i's bytes.
+func (p *entryTable) entry(i uint32) []byte {
+	return p.mem[int(i)*p.size : int(i+1)*p.size]
 }
 
-// claim is the entry of k's pool: its own, or a free one.
-func (p *poolTable) claim(k RecordKey) (uint32, error) {
+// claim is k's entry: its own, or a free one.
+func (p *entryTable) claim(k RecordKey) (uint32, error) {
 	if i, ok := p.owner[k]; ok {
 		return i, nil
 	}
 	if len(p.free) == 0 {
-		return 0, fmt.Errorf("writing record set %q/%d: all %d pool entries are in use", k.Wire, k.Qtype, p.capacity())
+		return 0, fmt.Errorf("writing record set %q/%d: all %d %s entries are in use", k.Wire, k.Qtype, p.capacity(), p.what)
 	}
 	i := p.free[len(p.free)-1]
 	p.free = p.free[:len(p.free)-1]
@@ -93,30 +96,43 @@ func (p *poolTable) claim(k RecordKey) (uint32, error) {
 }
 
 // release frees k's entry, if it has one: its slot no longer names it.
-func (p *poolTable) release(k RecordKey) {
+func (p *entryTable) release(k RecordKey) {
 	if i, ok := p.owner[k]; ok {
 		delete(p.owner, k)
 		p.free = append(p.free, i)
 	}
 }
 
-// store writes entry's bytes into pool entry i, each word with an
-// atomic store, in order, as storeOrdered writes a slot's; unchanged
-// words are not stored.
-func (p *poolTable) store(i uint32, entry *bpf.SteadydnsRecPool) {
-	dst := p.entry(i)
-	src := unsafe.Slice((*byte)(unsafe.Pointer(entry)), poolSize)
-	for at := 0; at < poolSize; at += 8 {
-		w := *(*uint64)(unsafe.Pointer(&src[at]))
+// freeRest puts every entry no set owns on the free list, once the
+// owners are read back from the table.
+func (p *entryTable) freeRest() {
+	used := make(map[uint32]bool, len(p.owner))
+	for _, i := range p.owner {
+		used[i] = true
+	}
+	for i := range uint32(p.capacity()) {
+		if !used[i] {
+			p.free = append(p.free, i)
+		}
+	}
+}
+
+// store writes e's bytes into its entry, each word with an atomic store,
+// in order, as storeOrdered writes a slot's; unchanged words are not
+// stored.
+func (p *entryTable) store(e *entry) {
+	dst := p.entry(e.index)
+	for at := 0; at < p.size; at += 8 {
+		w := *(*uint64)(unsafe.Pointer(&e.bytes[at]))
 		if d := (*uint64)(unsafe.Pointer(&dst[at])); *d != w {
 			atomic.StoreUint64(d, w)
 		}
 	}
 }
 
-// unchanged reports whether pool entry i holds entry already.
-func (p *poolTable) unchanged(i uint32, entry *bpf.SteadydnsRecPool) bool {
-	return string(p.entry(i)) == string(unsafe.Slice((*byte)(unsafe.Pointer(entry)), poolSize))
+// unchanged reports whether e's entry holds its bytes already.
+func (p *entryTable) unchanged(e *entry) bool {
+	return e == nil || string(p.entry(e.index)) == string(e.bytes)
 }
 
 // PoolCapacity is the number of pools the pool map holds.

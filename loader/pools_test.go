@@ -36,10 +36,11 @@ func pooled(t *testing.T, o *Objects, k RecordKey, want *bpf.Set) uint32 {
 	if !ok {
 		t.Fatalf("%q/%d not found", k.Wire, k.Qtype)
 	}
-	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) == 0 || s.Rr.N != want.N {
-		t.Fatalf("%q/%d: flags %#x n %d, want RR_POOL and n %d", k.Wire, k.Qtype, s.Rr.Flags, s.Rr.N, want.N)
+	x := o.records.extOf(s)
+	if x == nil || x.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) == 0 || x.Rr.N != want.N || s.Rr.N != want.N {
+		t.Fatalf("%q/%d: slot flags %#x, want RR_EXT and an ext entry flagged RR_POOL with n %d", k.Wire, k.Qtype, s.Rr.Flags, want.N)
 	}
-	i := *poolIndex(&s.Rr)
+	i := *poolIndex(&x.Rr)
 	var p bpf.SteadydnsRecPool
 	if err := o.RecPools.Lookup(i, &p); err != nil {
 		t.Fatalf("%q/%d: pool entry %d: %v", k.Wire, k.Qtype, i, err)

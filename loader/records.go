@@ -3,7 +3,6 @@ package loader
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -28,19 +27,24 @@ type RecordKey struct {
 
 // The record table's shape, from bpf/types.h.
 const (
-	probeMax = int(bpf.SteadydnsLimitsPROBE_MAX)
-	slotSize = int(unsafe.Sizeof(bpf.SteadydnsRecSlot{}))
+	probeMax   = int(bpf.SteadydnsLimitsPROBE_MAX)
+	loadMaxPct = int(bpf.SteadydnsLimitsLOAD_MAX_PCT)
+	slotSize   = int(unsafe.Sizeof(bpf.SteadydnsRecSlot{}))
 )
 
 // DefaultRecordCapacity is the record sets the object's table holds when
-// Options.RecordCapacity is 0: half its slots.
+// Options.RecordCapacity is 0.
 const DefaultRecordCapacity = 1 << 16
 
+// minLive is the smallest live region, 1,024 slots (128 KiB): below it a
+// resize would save nothing worth its moves.
+const minLive = 1024
+
 // TableSlots is the number of slots of a table for capacity record sets:
-// twice as many, rounded up to a power of two, so that at most half are in
-// use and every set lands within PROBE_MAX slots of its home.
+// enough that they fill at most LOAD_MAX_PCT percent, where every set
+// lands within PROBE_MAX slots of its home.
 func TableSlots(capacity uint32) uint32 {
-	return 1 << bits.Len32(max(2*capacity, 2)-1)
+	return max(uint32((uint64(capacity)*100+uint64(loadMaxPct)-1)/uint64(loadMaxPct)), minLive)
 }
 
 // TableBytes is the memory the kernel reserves for a table of capacity
@@ -53,7 +57,7 @@ func TableBytes(capacity uint32) uint64 {
 const hashMul = 0x9E3779B97F4A7C15
 
 // NameHash is name_hash, which hash_name in bpf/dns.h computes while it
-// lowercases the query name: the slot a set goes to is the top bits of the
+// lowercases the query name: the slot a set goes to follows from the
 // hash of its wire name and type. The two must agree bit for bit, or the
 // program looks in the wrong place; bpf's tests answer names of every
 // length through the program to hold them to it.
@@ -71,6 +75,12 @@ func NameHash(wire string, qtype uint16) uint64 {
 	return h ^ h>>32
 }
 
+// homeSlot is home_slot of bpf/table.h: the slot of a live region of
+// size slots a hash starts its probe at.
+func homeSlot(h uint64, size uint32) uint32 {
+	return uint32((h >> 32) * uint64(size) >> 32)
+}
+
 // slotHead is what the loader keeps of each slot to place sets without
 // reading the table back.
 type slotHead struct {
@@ -80,140 +90,143 @@ type slotHead struct {
 	hash uint64
 }
 
-// minLiveBits is log2 of the smallest live region, 1,024 slots (512 KiB):
-// below it a resize would save nothing worth its moves.
-const minLiveBits = 10
+// liveSize is the live region for n sets: enough slots that they fill
+// 70% of it, leaving room to add sets before it must grow again at
+// LOAD_MAX_PCT, at least minLive slots and at most the whole table's max.
+func liveSize(n int, max uint32) uint32 {
+	want := (uint64(n)*10 + 6) / 7
+	if want < minLive {
+		want = minLive
+	}
+	return uint32(min(want, uint64(max)))
+}
 
-// liveBits is log2 of the live region for n sets: the smallest power of
-// two that keeps them at a load of at most one half, at least minLiveBits
-// and at most the whole table's maxBits.
-func liveBits(n int, maxBits uint32) uint32 {
-	b := uint32(bits.Len(uint(max(2*n, 2) - 1)))
-	return min(max(b, minLiveBits), maxBits)
+// liveFits reports whether a live region of size slots suits n sets: at
+// most LOAD_MAX_PCT percent full, and, unless it is the smallest, at
+// least a third full, so that a zone that shrank gives its memory's
+// pages back to the caches.
+func liveFits(size uint32, n int, max uint32) bool {
+	full := uint64(n)*100 <= uint64(size)*uint64(loadMaxPct) || size == max
+	return full && (size <= minLive || uint64(n)*3 >= uint64(size))
 }
 
 // recordTable is the record map through its memory mapping, and the
-// placement of every set in it. The sets sit in the table's first
-// 1 << bits slots, the live region, which grows and shrinks with their
-// count; the rec_bits map tells the program its size. tags is the hot
-// index (rec_tags), one word a slot, which write keeps with the slots;
-// pools the pool map (rec_pools), whose entries it writes with the slots
-// that name them.
+// placement of every set in it. The sets sit in the table's first size
+// slots, the live region, which grows and shrinks with their count; the
+// rec_size map tells the program its size. pools and exts are the pool
+// map (rec_pools) and the ext map (rec_exts), whose entries it writes
+// with the slots that name them.
 type recordTable struct {
 	mu       sync.Mutex
 	mem      []byte
-	tags     []byte
-	pools    *poolTable
-	live     *ebpf.Map // rec_bits
-	bits     uint32    // of the live region
-	maxBits  uint32    // of the whole table
+	pools    *entryTable
+	exts     *entryTable
+	live     *ebpf.Map // rec_size
+	size     uint32    // of the live region
+	maxSize  uint32    // the whole table's slots
 	capacity int
 	heads    []slotHead // every slot of the table
 	index    map[RecordKey]uint32
-	writes   uint64 // slots written since the table was opened, unchanged ones skipped
+	// spilled are the sets placed nowhere: each would have landed more
+	// than PROBE_MAX slots from its home. XDP finds no slot for them and
+	// passes their queries to the fallback, which answers them the same.
+	spilled map[RecordKey]uint64
+	// freed counts the removals and resizes that may have made room
+	// since: a spilled set is placed again only once it has moved on
+	// from the count it was spilled at, so that a full stretch does not
+	// have two sets push each other out on every reload.
+	freed  uint64
+	writes uint64 // slots written since the table was opened, unchanged ones skipped
 	// scratch is the slot put encodes a set into before writing it: one
 	// for the table, not one allocated per set of a zone of millions.
 	scratch bpf.SteadydnsRecSlot
 }
 
-// openRecordTable maps the records map, its hot index and the pool map,
+// mapEntries maps an array map of n entries of size bytes.
+func mapEntries(fd, n, size int, what string) ([]byte, error) {
+	mem, err := unix.Mmap(fd, 0, n*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the %s: %w", what, err)
+	}
+	return mem, nil
+}
+
+// openRecordTable maps the records map, the pool map and the ext map,
 // and reads the placement of the sets already in them, which pinned maps
-// keep across restarts, with the size of its live region and the pool
-// entries the sets name. The index is rewritten from the slots, so it
-// holds what they hold whatever an earlier process left.
-func openRecordTable(fd, tagsFD, poolsFD int, live *ebpf.Map, slots, capacity, pools uint32) (*recordTable, error) {
-	mem, err := unix.Mmap(fd, 0, int(slots)*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mapping the record table: %w", err)
+// keep across restarts, with the size of its live region and the entries
+// the sets name. The index is rewritten from the slots, so it holds what
+// they hold whatever an earlier process left.
+func openRecordTable(fd, poolsFD, extsFD int, live *ebpf.Map, slots, capacity, pools, exts uint32) (*recordTable, error) {
+	t := &recordTable{live: live, maxSize: slots, capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}, spilled: map[RecordKey]uint64{},
+		pools: &entryTable{what: "pool", size: poolSize, owner: map[RecordKey]uint32{}},
+		exts:  &entryTable{what: "ext", size: extSize, owner: map[RecordKey]uint32{}}}
+	var err error
+	if t.mem, err = mapEntries(fd, int(slots), slotSize, "record table"); err == nil {
+		if t.pools.mem, err = mapEntries(poolsFD, int(pools), poolSize, "pool map"); err == nil {
+			t.exts.mem, err = mapEntries(extsFD, int(exts), extSize, "ext map")
+		}
 	}
-	tags, err := unix.Mmap(tagsFD, 0, int(slots)*tagSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("mapping the record table's index: %w", err)
+		t.close()
+		return nil, err
 	}
-	pmem, err := unix.Mmap(poolsFD, 0, int(pools)*poolSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Munmap(mem)
-		unix.Munmap(tags)
-		return nil, fmt.Errorf("mapping the pool map: %w", err)
-	}
-	t := &recordTable{mem: mem, tags: tags, pools: &poolTable{mem: pmem, owner: map[RecordKey]uint32{}}, live: live,
-		maxBits: uint32(bits.Len32(slots - 1)), capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}}
-	var b uint32
-	if err := live.Lookup(uint32(0), &b); err != nil {
+	var size uint32
+	if err := live.Lookup(uint32(0), &size); err != nil {
 		t.close()
 		return nil, fmt.Errorf("reading the record table's live size: %w", err)
 	}
-	if b == 0 || b > t.maxBits {
+	if size == 0 || size > t.maxSize {
 		// A new table: no set yet, the smallest region.
-		b = liveBits(0, t.maxBits)
-		if err := live.Put(uint32(0), b); err != nil {
+		size = liveSize(0, t.maxSize)
+		if err := live.Put(uint32(0), size); err != nil {
 			t.close()
 			return nil, fmt.Errorf("writing the record table's live size: %w", err)
 		}
 	}
-	t.bits = b
-	for j := range uint32(1) << b {
+	t.size = size
+	for j := range size {
 		s := t.slot(j)
-		t.setTag(j, s)
 		if s.State != uint8(bpf.SteadydnsSlotStateSLOT_USED) {
 			continue
 		}
-		k := RecordKey{Wire: slotName(s), Qtype: s.Qtype}
+		k := RecordKey{Wire: t.slotName(s), Qtype: s.Qtype}
 		t.heads[j] = slotHead{used: true, dist: s.Dist, key: k, hash: s.Hash}
 		t.index[k] = j
-		if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) != 0 {
-			t.pools.owner[k] = *poolIndex(&s.Rr)
+		if x := t.extOf(s); x != nil {
+			t.exts.owner[k] = *extIndex(&s.Rr)
+			if x.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) != 0 {
+				t.pools.owner[k] = *poolIndex(&x.Rr)
+			}
 		}
 	}
-	used := map[uint32]bool{}
-	for _, i := range t.pools.owner {
-		used[i] = true
-	}
-	for i := range uint32(pools) {
-		if !used[i] {
-			t.pools.free = append(t.pools.free, i)
-		}
-	}
+	t.pools.freeRest()
+	t.exts.freeRest()
 	return t, nil
 }
 
-// tagSize is the stride of the hot index: an array map keeps each
-// 8-byte value 8 bytes apart.
-const tagSize = 8
-
-// recTag is rec_tag of bpf/table.h: a set's entry in the hot index, its
-// hash with the lowest bit set, so never 0, the mark of an empty slot.
-func recTag(h uint64) uint64 { return h | 1 }
-
-// setTag writes slot j's entry in the hot index from the slot's content:
-// its set's tag, or 0 for an empty slot.
-func (t *recordTable) setTag(j uint32, s *bpf.SteadydnsRecSlot) {
-	var tag uint64
-	if s.State == uint8(bpf.SteadydnsSlotStateSLOT_USED) {
-		tag = recTag(s.Hash)
-	}
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.tags[int(j)*tagSize])), tag)
-}
-
 // home is the slot a hash starts its probe at in the live region.
-func (t *recordTable) home(h uint64) uint32 {
-	if t.bits == 0 {
-		return 0
-	}
-	return uint32(h >> (64 - t.bits))
-}
+func (t *recordTable) home(h uint64) uint32 { return homeSlot(h, t.size) }
 
-// mask wraps a slot index to the live region.
-func (t *recordTable) mask() uint32 { return uint32(1)<<t.bits - 1 }
+// next is the slot after j in the live region, wrapping at its end.
+func (t *recordTable) next(j uint32) uint32 {
+	if j+1 < t.size {
+		return j + 1
+	}
+	return 0
+}
 
 func (t *recordTable) close() error {
-	if t == nil || t.mem == nil {
+	if t == nil {
 		return nil
 	}
-	err := errors.Join(unix.Munmap(t.mem), unix.Munmap(t.tags), unix.Munmap(t.pools.mem))
-	t.mem, t.tags, t.pools.mem = nil, nil, nil
-	return err
+	var errs []error
+	for _, m := range []*[]byte{&t.mem, &t.pools.mem, &t.exts.mem} {
+		if *m != nil {
+			errs = append(errs, unix.Munmap(*m))
+			*m = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // slot is slot j as the program reads it, in the mapping.
@@ -221,11 +234,31 @@ func (t *recordTable) slot(j uint32) *bpf.SteadydnsRecSlot {
 	return (*bpf.SteadydnsRecSlot)(unsafe.Pointer(&t.mem[int(j)*slotSize]))
 }
 
-// slotName is the wire name of a slot: up to and including its root label.
-func slotName(s *bpf.SteadydnsRecSlot) string {
-	name := make([]byte, 0, len(s.NameHead)+len(s.NameTail))
-	for _, part := range [][]int8{s.NameHead[:], s.NameTail[:]} {
-		name = append(name, unsafe.Slice((*byte)(unsafe.Pointer(&part[0])), len(part))...)
+// extIndex is the ext entry a slot's set names (struct rrset_head's ext,
+// which shares its bytes with cand).
+func extIndex(v *bpf.SteadydnsRrsetHead) *uint32 {
+	return (*uint32)(unsafe.Pointer(&v.Cand))
+}
+
+// extOf is the ext entry slot s names, or nil for a set the slot holds.
+func (t *recordTable) extOf(s *bpf.SteadydnsRecSlot) *bpf.SteadydnsRecExt {
+	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_EXT) == 0 {
+		return nil
+	}
+	i := *extIndex(&s.Rr)
+	if int(i) >= t.exts.capacity() {
+		return nil
+	}
+	return (*bpf.SteadydnsRecExt)(unsafe.Pointer(&t.exts.entry(i)[0]))
+}
+
+// slotName is the wire name of slot s, up to and including its root
+// label: its head, and for a longer name the tail in its ext entry.
+func (t *recordTable) slotName(s *bpf.SteadydnsRecSlot) string {
+	name := make([]byte, 0, int(bpf.SteadydnsLimitsNAME_MAX_WIRE)+1)
+	name = append(name, unsafe.Slice((*byte)(unsafe.Pointer(&s.NameHead[0])), len(s.NameHead))...)
+	if x := t.extOf(s); x != nil {
+		name = append(name, unsafe.Slice((*byte)(unsafe.Pointer(&x.NameTail[0])), len(x.NameTail))...)
 	}
 	n := 0
 	for n < len(name) && name[n] != 0 {
@@ -240,16 +273,14 @@ func bytesOf(s *bpf.SteadydnsRecSlot) []byte {
 
 // write puts v into slot j under the slot's sequence count: odd while the
 // bytes change, so a query reading the slot meanwhile sees the count odd
-// or changed and leaves the set to the fallback. A pool's entry, p if not
-// nil, is written within the same odd count. A write that would change
-// nothing is skipped. The count itself is not copied from v. The slot's
-// tag in the hot index follows its content: a query that finds the new
-// tag finds the set written, and one that meets the old tag reads a slot
-// whose hash or name is not its own and probes on.
-func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, p *pool) {
+// or changed and leaves the set to the fallback. The set's pool and ext
+// entries, p and x if not nil, are written within the same odd count. A
+// write that would change nothing is skipped. The count itself is not
+// copied from v.
+func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, x, p *entry) {
 	dst := bytesOf(t.slot(j))
 	src := bytesOf(v)
-	if string(dst[4:]) == string(src[4:]) && (p == nil || t.pools.unchanged(p.index, p.entry)) {
+	if string(dst[4:]) == string(src[4:]) && t.exts.unchanged(x) && t.pools.unchanged(p) {
 		return
 	}
 	t.writes++
@@ -258,11 +289,13 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, p *pool) {
 	base := atomic.LoadUint32(seq) &^ 1
 	atomic.StoreUint32(seq, base+1)
 	if p != nil {
-		t.pools.store(p.index, p.entry)
+		t.pools.store(p)
+	}
+	if x != nil {
+		t.exts.store(x)
 	}
 	storeOrdered(dst, src)
 	atomic.StoreUint32(seq, base+2)
-	t.setTag(j, v)
 }
 
 // storeOrdered copies src's words past the count into dst, each with an
@@ -307,34 +340,45 @@ func setSeqFence(vars *bpf.SteadydnsVariableSpecs) error {
 	return nil
 }
 
-// encode puts the slot content of a set into s and returns, for a pool,
-// its entry, to be written at index.
-func encode(s *bpf.SteadydnsRecSlot, k RecordKey, h uint64, dist uint8, v *bpf.Set, index uint32) *pool {
-	*s = bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h, Rr: v.SteadydnsRrset}
-	var p *pool
+// encode puts the slot content of a set into s and returns its ext
+// entry, to be written at ext, for a set that needs one (NeedsExt), and
+// its pool entry, to be written at pool, for a pool. The slot keeps the
+// set's fields either way, flagged RR_EXT with the entry's index for an
+// ext set, whose entry holds the whole set and the name's tail.
+func encode(s *bpf.SteadydnsRecSlot, k RecordKey, h uint64, dist uint8, v *bpf.Set, ext, pool uint32) (x, p *entry) {
+	*s = bpf.SteadydnsRecSlot{State: uint8(bpf.SteadydnsSlotStateSLOT_USED), Dist: dist, Qtype: k.Qtype, Hash: h}
+	rr := v.SteadydnsRrset
 	if v.Pool != nil {
-		rr, entry := EncodePool(k.Qtype, v, index)
-		s.Rr, p = rr, &pool{index, entry}
-	}
-	// The name's head lives in the slot's first cache line, the rest
-	// after the set (struct rec_slot).
-	for i, b := range k.Wire {
-		if i < len(s.NameHead) {
-			s.NameHead[i] = int8(b)
-		} else {
-			s.NameTail[i-len(s.NameHead)] = int8(b)
+		var e *bpf.SteadydnsRecPool
+		rr, e = EncodePool(k.Qtype, v, pool)
+		p = &entry{pool, unsafe.Slice((*byte)(unsafe.Pointer(e)), poolSize)}
+	} else {
+		for i := range rr.Cand {
+			rr.RrSum[i] = answerSum(k.Qtype, &rr.Cand[i])
+		}
+		if rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_STATIC) != 0 {
+			pack(k.Qtype, &rr)
 		}
 	}
-	if p != nil {
-		return p
+	// The slot's set is struct rrset's first bytes (struct rrset_head).
+	head := unsafe.Slice((*byte)(unsafe.Pointer(&s.Rr)), unsafe.Sizeof(s.Rr))
+	copy(head, unsafe.Slice((*byte)(unsafe.Pointer(&rr)), unsafe.Sizeof(rr)))
+	wire := []byte(k.Wire)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&s.NameHead[0])), len(s.NameHead)), wire)
+	if !NeedsExt(k, v) {
+		return nil, p
 	}
-	for i := range s.Rr.Cand {
-		s.Rr.RrSum[i] = answerSum(k.Qtype, &s.Rr.Cand[i])
+	e := new(bpf.SteadydnsRecExt)
+	e.Rr = rr
+	if len(wire) > nameHead {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&e.NameTail[0])), len(e.NameTail)), wire[nameHead:])
 	}
-	if s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_STATIC) != 0 {
-		pack(k.Qtype, &s.Rr)
-	}
-	return nil
+	s.Rr.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_EXT)
+	s.Rr.RrSum = [len(s.Rr.RrSum)]uint16{}
+	s.Rr.Cand = [len(s.Rr.Cand)]bpf.SteadydnsCandidate{}
+	*(*[8]byte)(unsafe.Pointer(uintptr(unsafe.Pointer(&s.Rr.Cand)) + unsafe.Sizeof(s.Rr.Cand))) = [8]byte{}
+	*extIndex(&s.Rr) = ext
+	return &entry{ext, unsafe.Slice((*byte)(unsafe.Pointer(e)), extSize)}, p
 }
 
 // pack rewrites a static set's candidates as their addresses alone, back
@@ -342,10 +386,7 @@ func encode(s *bpf.SteadydnsRecSlot, k RecordKey, h uint64, dist uint8, v *bpf.S
 // static set's answers from there, and the set's first cache line holds
 // eight A or two AAAA. Such a set has no check, backup or region to keep.
 func pack(qtype uint16, v *bpf.SteadydnsRrset) {
-	stride := int(bpf.SteadydnsLimitsSTATIC_STRIDE_AAAA)
-	if qtype == 1 { // A
-		stride = int(bpf.SteadydnsLimitsSTATIC_STRIDE_A)
-	}
+	stride := staticStride(qtype)
 	var packed [unsafe.Sizeof(v.Cand)]byte
 	for i := range min(int(v.N), len(v.Cand)) {
 		copy(packed[i*stride:], v.Cand[i].Addr[:stride])
@@ -379,9 +420,9 @@ func answerSum(qtype uint16, c *bpf.SteadydnsCandidate) uint16 {
 // one takes the first slot from its home whose set is nearer its own home
 // (Robin Hood), and the sets it displaces move one slot on each; they are
 // written from the end of the chain back, so every set stays readable
-// somewhere along its probe while its copy moves. A pool keeps its pool
-// entry, or takes a free one; a set that stops being a pool frees its
-// entry once its slot no longer names it.
+// somewhere along its probe while its copy moves. A set that needs an ext
+// or a pool entry keeps its own, or takes a free one; a set that stops
+// needing one frees it once its slot no longer names it.
 func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 	if len(k.Wire) == 0 || len(k.Wire) > int(bpf.SteadydnsLimitsNAME_MAX_WIRE) {
 		return fmt.Errorf("writing record set %q/%d: wire name of %d bytes", k.Wire, k.Qtype, len(k.Wire))
@@ -391,42 +432,55 @@ func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if at, ok := t.spilled[k]; ok && at == t.freed {
+		return nil
+	}
 	_, kept := t.index[k]
-	if !kept && len(t.index) >= t.capacity {
+	_, spilled := t.spilled[k]
+	if !kept && !spilled && len(t.index)+len(t.spilled) >= t.capacity {
 		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
 	}
-	var index uint32
-	if v.Pool != nil {
-		var err error
-		if index, err = t.pools.claim(k); err != nil {
-			return err
-		}
+	var ext, pool uint32
+	var err error
+	needExt := NeedsExt(k, v)
+	if needExt {
+		ext, err = t.exts.claim(k)
 	}
-	err := t.place(k, v, index)
-	switch {
-	case err != nil && !kept:
+	if err == nil && v.Pool != nil {
+		pool, err = t.pools.claim(k)
+	}
+	if err == nil {
+		err = t.place(k, v, ext, pool)
+	}
+	if err != nil && !kept {
+		t.exts.release(k)
 		t.pools.release(k)
-	case err == nil && v.Pool == nil:
+	}
+	if err == nil && !needExt {
+		t.exts.release(k)
+	}
+	if err == nil && v.Pool == nil {
 		t.pools.release(k)
 	}
 	return err
 }
 
-// place writes a set, v, whose pool entry is index if it is a pool, into
-// its slot or, for a new one, into the table; t.mu is held.
-func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
+// place writes a set, v, whose ext and pool entries are ext and pool if
+// it needs them, into its slot or, for a new one, into the table; t.mu is
+// held.
+func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
 	if j, ok := t.index[k]; ok {
 		h := t.heads[j]
-		p := encode(&t.scratch, k, h.hash, h.dist, v, index)
-		t.write(j, &t.scratch, p)
+		x, p := encode(&t.scratch, k, h.hash, h.dist, v, ext, pool)
+		t.write(j, &t.scratch, x, p)
 		return nil
 	}
-	if b := liveBits(len(t.index)+1, t.maxBits); b > t.bits {
-		if err := t.resize(b); err != nil {
+	// A set added only ever grows the region; a sync shrinks it (fit).
+	if n := len(t.index) + 1; !liveFits(t.size, n, t.maxSize) && uint64(n)*100 > uint64(t.size)*uint64(loadMaxPct) {
+		if err := t.resize(liveSize(n, t.maxSize)); err != nil {
 			return fmt.Errorf("writing record set %q/%d: %w", k.Wire, k.Qtype, err)
 		}
 	}
-	mask := t.mask()
 	h := NameHash(k.Wire, k.Qtype)
 	home := t.home(h)
 	// Plan the chain on copies first: a set pushed past PROBE_MAX must
@@ -437,9 +491,13 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
 	}
 	var chain []move
 	carry := slotHead{used: true, key: k, hash: h}
-	for j := home; ; j = (j + 1) & mask {
+	var spill *slotHead
+	for j := home; ; j = t.next(j) {
 		if int(carry.dist) >= probeMax {
-			return fmt.Errorf("writing record set %q/%d: no free slot within %d of its home; the table is too full there", k.Wire, k.Qtype, probeMax)
+			// The set carried this far would land past PROBE_MAX: it
+			// goes to no slot, and the fallback answers it.
+			spill = &carry
+			break
 		}
 		cur := t.heads[j]
 		if !cur.used {
@@ -452,24 +510,38 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, index uint32) error {
 		}
 		carry.dist++
 	}
-	// The last move fills the empty slot; each earlier one overwrites a
-	// set whose copy is already written further on.
+	if spill != nil {
+		t.spill(spill.key)
+	}
+	// The last move fills the empty slot, or that of the set spilled;
+	// each earlier one overwrites a set whose copy is already written
+	// further on.
 	for i := len(chain) - 1; i >= 0; i-- {
 		m := chain[i]
 		var s *bpf.SteadydnsRecSlot
-		var p *pool
+		var x, p *entry
 		if m.head.key == k {
 			s = &t.scratch
-			p = encode(s, k, h, m.head.dist, v, index)
+			x, p = encode(s, k, h, m.head.dist, v, ext, pool)
 		} else {
 			s = t.copyOf(t.index[m.head.key])
 			s.Dist = m.head.dist
 		}
-		t.write(m.to, s, p)
+		t.write(m.to, s, x, p)
 		t.heads[m.to] = m.head
 		t.index[m.head.key] = m.to
+		delete(t.spilled, m.head.key)
 	}
 	return nil
+}
+
+// spill takes k out of the table's index, placed nowhere, and frees its
+// entries: its slot is written over by the chain that pushed it out.
+func (t *recordTable) spill(k RecordKey) {
+	delete(t.index, k)
+	t.spilled[k] = t.freed
+	t.exts.release(k)
+	t.pools.release(k)
 }
 
 // copyOf is a copy of slot j's content.
@@ -486,14 +558,15 @@ func (t *recordTable) copyOf(j uint32) *bpf.SteadydnsRecSlot {
 func (t *recordTable) remove(k RecordKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.spilled, k)
 	j, ok := t.index[k]
 	if !ok {
 		return
 	}
 	delete(t.index, k)
-	mask := t.mask()
+	t.freed++
 	for {
-		next := (j + 1) & mask
+		next := t.next(j)
 		n := t.heads[next]
 		if !n.used || n.dist == 0 {
 			break
@@ -501,30 +574,30 @@ func (t *recordTable) remove(k RecordKey) {
 		s := t.copyOf(next)
 		s.Dist--
 		n.dist--
-		t.write(j, s, nil)
+		t.write(j, s, nil, nil)
 		t.heads[j] = n
 		t.index[n.key] = j
 		j = next
 	}
-	t.write(j, &bpf.SteadydnsRecSlot{}, nil)
+	t.write(j, &bpf.SteadydnsRecSlot{}, nil, nil)
 	t.heads[j] = slotHead{}
 	// The set's slot holds another set now, or none.
+	t.exts.release(k)
 	t.pools.release(k)
 }
 
 // place puts a set into heads on paper, from its home in a live region of
-// mask + 1 slots, Robin Hood as put does, and reports whether it fits
-// within PROBE_MAX of home.
-func place(heads []slotHead, bits uint32, head slotHead) bool {
-	mask := uint32(1)<<bits - 1
-	j := uint32(head.hash >> (64 - bits))
-	for head.dist = 0; ; j = (j + 1) & mask {
+// size slots, Robin Hood as put does. It returns the set that would land
+// past PROBE_MAX of its home, which goes nowhere, if any.
+func place(heads []slotHead, size uint32, head slotHead) (spilled *slotHead) {
+	j := homeSlot(head.hash, size)
+	for head.dist = 0; ; j = (j + 1) % size {
 		if int(head.dist) >= probeMax {
-			return false
+			return &head
 		}
 		if !heads[j].used {
 			heads[j] = head
-			return true
+			return nil
 		}
 		if heads[j].dist < head.dist {
 			heads[j], head = head, heads[j]
@@ -533,19 +606,20 @@ func place(heads []slotHead, bits uint32, head slotHead) bool {
 	}
 }
 
-// resize moves every set into a live region of 1 << b slots and then
+// resize moves every set into a live region of size slots and then
 // tells the program its size. The new placement is planned on paper
-// first, so a set that would not fit leaves the table as it was. Each set
+// first; a set that would land past PROBE_MAX is spilled. Each set
 // is written to its new slot under the slot's sequence count, following
 // the chain of sets it displaces, so at most two are held in memory; the
 // program still probes the old region meanwhile and may miss a set that
 // moved, and then passes its queries to the fallback, which answers them
 // the same. Slots left without a set are emptied last.
-func (t *recordTable) resize(b uint32) error {
+func (t *recordTable) resize(size uint32) error {
 	heads := make([]slotHead, len(t.heads))
+	var spilled []RecordKey
 	for _, j := range t.index {
-		if !place(heads, b, t.heads[j]) {
-			return fmt.Errorf("resizing the record table to %d slots: a set lands more than %d slots from its home", 1<<b, probeMax)
+		if h := place(heads, size, t.heads[j]); h != nil {
+			spilled = append(spilled, h.key)
 		}
 	}
 	index := make(map[RecordKey]uint32, len(t.index))
@@ -556,20 +630,22 @@ func (t *recordTable) resize(b uint32) error {
 	}
 	moved := make(map[RecordKey]bool, len(t.index))
 	for k, from := range t.index {
-		if moved[k] {
+		if _, ok := index[k]; moved[k] || !ok {
 			continue
 		}
 		cur, key := t.copyOf(from), k
 		for {
 			to := index[key]
 			cur.Dist = heads[to].dist
-			// The set now in the destination, not yet moved, goes next.
+			// The set now in the destination, not yet moved, goes next,
+			// unless it is spilled.
 			old := t.heads[to]
 			var next *bpf.SteadydnsRecSlot
-			if old.used && old.key != key && !moved[old.key] {
+			_, placed := index[old.key]
+			if old.used && old.key != key && !moved[old.key] && placed {
 				next = t.copyOf(to)
 			}
-			t.write(to, cur, nil)
+			t.write(to, cur, nil, nil)
 			moved[key] = true
 			if next == nil {
 				break
@@ -577,24 +653,28 @@ func (t *recordTable) resize(b uint32) error {
 			cur, key = next, old.key
 		}
 	}
-	if err := t.live.Put(uint32(0), b); err != nil {
+	for _, k := range spilled {
+		t.spill(k)
+	}
+	if err := t.live.Put(uint32(0), size); err != nil {
 		return fmt.Errorf("writing the record table's live size: %w", err)
 	}
-	for j := range uint32(1) << max(b, t.bits) {
+	for j := range max(size, t.size) {
 		if !heads[j].used && t.slot(j).State != uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
-			t.write(j, &bpf.SteadydnsRecSlot{}, nil)
+			t.write(j, &bpf.SteadydnsRecSlot{}, nil, nil)
 		}
 	}
-	t.heads, t.index, t.bits = heads, index, b
+	t.heads, t.index, t.size = heads, index, size
+	t.freed++
 	return nil
 }
 
-// fit resizes the live region for n sets, if it is not the size for them.
+// fit resizes the live region for n sets, if it does not suit them.
 func (t *recordTable) fit(n int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b := liveBits(n, t.maxBits); b != t.bits {
-		return t.resize(b)
+	if !liveFits(t.size, n, t.maxSize) {
+		return t.resize(liveSize(n, t.maxSize))
 	}
 	return nil
 }
@@ -609,12 +689,15 @@ func (t *recordTable) reserve(n int) {
 	}
 }
 
-// keys lists the sets in the table.
+// keys lists the sets in the table, and those spilled.
 func (t *recordTable) keys() []RecordKey {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]RecordKey, 0, len(t.index))
+	keys := make([]RecordKey, 0, len(t.index)+len(t.spilled))
 	for k := range t.index {
+		keys = append(keys, k)
+	}
+	for k := range t.spilled {
 		keys = append(keys, k)
 	}
 	return keys
@@ -651,6 +734,16 @@ func (o *Objects) RecordWrites() uint64 {
 	return o.records.writes
 }
 
+// RecordsSpilled is how many record sets have no slot, each of which
+// would have landed more than PROBE_MAX slots from its home: XDP passes
+// their queries to the fallback. A few in ten thousand at the table's
+// fullest, none while it has room.
+func (o *Objects) RecordsSpilled() int {
+	o.records.mu.Lock()
+	defer o.records.mu.Unlock()
+	return len(o.records.spilled)
+}
+
 // RecordKeys lists the record sets now in the table.
 func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	return o.records.keys(), nil
@@ -659,8 +752,9 @@ func (o *Objects) RecordKeys() ([]RecordKey, error) {
 // SyncRecords makes the table hold exactly sets. It deletes the sets no
 // longer wanted before it writes, so that the table never holds more than
 // the larger of the old and the new count: new sets fit whenever they fit
-// on their own. Sets that are no pools are written before the pools, so
-// that a set that stops being one frees its entry first. A kept set is
+// on their own. Sets a slot holds are written first, then the other sets
+// that are no pools, then the pools, so that a set that stops needing an
+// ext or pool entry frees it before another claims one. A kept set is
 // replaced in place and never missing (and not written at all when
 // unchanged); a removed one only leaves a moment early, and XDP passes
 // its queries to the fallback.
@@ -673,48 +767,56 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
 			o.records.remove(k)
 		}
 	}
-	// One resize for the whole sync, not one per power of two crossed.
+	// One resize for the whole sync, not one per step crossed.
 	if err := o.records.fit(len(sets)); err != nil {
 		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
 	}
 	o.records.reserve(len(sets))
-	pools := 0
+	later := 0
 	for k, v := range sets {
-		if v.Pool != nil {
-			pools++
+		if NeedsExt(k, v) {
+			later++
 			continue
 		}
 		if err := o.records.put(k, v); err != nil {
 			return err
 		}
 	}
-	if pools == 0 {
-		return nil // a zone of millions of sets has none: one walk
+	if later == 0 {
+		return nil // a zone of millions of small sets has none: one walk
 	}
-	for k, v := range sets {
-		if v.Pool != nil {
-			if err := o.records.put(k, v); err != nil {
-				return err
+	for _, pools := range []bool{false, true} {
+		for k, v := range sets {
+			if NeedsExt(k, v) && (v.Pool != nil) == pools {
+				if err := o.records.put(k, v); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
 
-// FitRecords reports whether sets fit the record table and the pool map,
-// which SyncRecords checks before it changes anything.
+// FitRecords reports whether sets fit the record table, the ext map and
+// the pool map, which SyncRecords checks before it changes anything.
 func (o *Objects) FitRecords(sets map[RecordKey]*bpf.Set) error {
 	if len(sets) > o.records.capacity {
 		return fmt.Errorf("writing %d record sets: the table holds %d", len(sets), o.records.capacity)
 	}
-	pools := 0
-	for _, v := range sets {
+	pools, exts := 0, 0
+	for k, v := range sets {
 		if v.Pool != nil {
 			pools++
+		}
+		if NeedsExt(k, v) {
+			exts++
 		}
 	}
 	if c := o.records.pools.capacity(); pools > c {
 		return fmt.Errorf("writing %d record sets of more than %d candidates: the pool map holds %d; a restart sizes it for them", pools, MaxCandidates, c)
+	}
+	if c := o.records.exts.capacity(); exts > c {
+		return fmt.Errorf("writing %d record sets that need an ext entry: the ext map holds %d; a restart sizes it for them", exts, c)
 	}
 	return nil
 }

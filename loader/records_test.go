@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/steadydns/steadydns/bpf"
 )
@@ -54,43 +53,41 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 	}
 }
 
-// probe finds k in the mapped table as find_slot in bpf/table.h does:
-// from the home slot its hash's top bits pick, through the hot index to
-// the first empty slot's tag, at most PROBE_MAX slots, reading a slot only
-// where the tag is k's. It fails the test when a slot's tag is not what
-// the slot holds, which would send the program past a set or stop it
-// short.
+// probe finds k in the mapped table as probe_slot and find_slot in
+// bpf/table.h do: from its home slot, at most PROBE_MAX slots, stopping at
+// an empty slot or one nearer its home than the probe has come, and
+// comparing the name where the hash and type match. It fails the test
+// when a slot's dist is not its distance from its home, which would stop
+// the program short.
 func probe(t *testing.T, o *Objects, k RecordKey) (*bpf.SteadydnsRecSlot, bool) {
 	t.Helper()
 	tb := o.records
 	h := NameHash(k.Wire, k.Qtype)
-	mask := tb.mask()
-	home := tb.home(h)
-	for i := range uint32(probeMax) {
-		j := (home + i) & mask
+	j := tb.home(h)
+	for i := range uint8(probeMax) {
 		s := tb.slot(j)
-		tag := *(*uint64)(unsafe.Pointer(&tb.tags[int(j)*tagSize]))
-		want := uint64(0)
-		if s.State == uint8(bpf.SteadydnsSlotStateSLOT_USED) {
-			want = recTag(s.Hash)
-		}
-		if tag != want {
-			t.Fatalf("slot %d: tag %#x, want %#x for what the slot holds", j, tag, want)
-		}
-		if tag == 0 {
+		if s.State != uint8(bpf.SteadydnsSlotStateSLOT_USED) {
 			return nil, false
 		}
-		if tag == recTag(h) && s.Hash == h && s.Qtype == k.Qtype && slotName(s) == k.Wire {
-			return s, true
+		if at := (homeSlot(s.Hash, tb.size) + uint32(s.Dist)) % tb.size; at != j {
+			t.Fatalf("slot %d: dist %d from home %d puts it at %d", j, s.Dist, homeSlot(s.Hash, tb.size), at)
 		}
+		if s.Dist < i {
+			return nil, false
+		}
+		if s.Hash == h && s.Qtype == k.Qtype {
+			return s, tb.slotName(s) == k.Wire
+		}
+		j = tb.next(j)
 	}
 	return nil, false
 }
 
 // TestRecordTableChurn fills a table to its capacity, deletes and adds
 // sets at random, and after each step finds every set as the program
-// would, with its own value, and no set that was removed. A second Load
-// on the same pins reads the same sets back from the mapped table.
+// would, with its own value, but the few spilled past PROBE_MAX, and no
+// set that was removed; a set past the capacity is refused. A second
+// Load on the same pins reads the sets placed back from the table.
 func TestRecordTableChurn(t *testing.T) {
 	requireRoot(t)
 	dir := mountTestFS(t) + "/sd"
@@ -113,11 +110,21 @@ func TestRecordTableChurn(t *testing.T) {
 	}
 	check := func(step string) {
 		t.Helper()
+		// A set spilled, past PROBE_MAX, is the fallback's: a few at
+		// the table's fullest.
+		spilled := 0
 		for k, ttl := range want {
+			if _, ok := o.records.spilled[k]; ok {
+				spilled++
+				continue
+			}
 			s, ok := probe(t, o, k)
 			if !ok || s.Rr.Ttl != ttl {
 				t.Fatalf("%s: %q/%d not found within %d slots of home (found %v)", step, k.Wire, k.Qtype, probeMax, ok)
 			}
+		}
+		if spilled > len(want)/100 || o.RecordsSpilled() != spilled {
+			t.Fatalf("%s: %d of %d sets spilled (%d counted), want at most 1%%", step, spilled, len(want), o.RecordsSpilled())
 		}
 		keys, _ := o.RecordKeys()
 		if len(keys) != len(want) {
@@ -159,9 +166,11 @@ func TestRecordTableChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
+	// A restart reads back the sets placed; the next sync places the
+	// spilled again.
 	keys, _ := again.RecordKeys()
-	if len(keys) != len(want) {
-		t.Fatalf("reloaded: %d keys, want %d", len(keys), len(want))
+	if len(keys) != len(want)-o.RecordsSpilled() {
+		t.Fatalf("reloaded: %d keys, want %d less %d spilled", len(keys), len(want), o.RecordsSpilled())
 	}
 	for _, k := range keys {
 		if _, ok := want[k]; !ok {
@@ -171,10 +180,10 @@ func TestRecordTableChurn(t *testing.T) {
 }
 
 // TestRecordTableLiveRegion syncs a zone that grows and then shrinks: the
-// sets sit in the smallest power of two of slots that keeps them at half
-// load, which rec_bits tells the program, every set is found there as the
-// program probes, the slots past the region are empty, and a second Load
-// on the same pins reads the same region and sets back.
+// sets sit in a region sized to hold them at 70%, which rec_size tells the
+// program, every set is found there as the program probes, the slots past
+// the region are empty, and a second Load on the same pins reads the same
+// region and sets back.
 func TestRecordTableLiveRegion(t *testing.T) {
 	requireRoot(t)
 	dir := mountTestFS(t) + "/sd"
@@ -191,34 +200,36 @@ func TestRecordTableLiveRegion(t *testing.T) {
 		}
 		return m
 	}
-	check := func(o *Objects, n int, bits uint32) {
+	check := func(o *Objects, n int, size uint32) {
 		t.Helper()
 		var live uint32
-		if err := o.RecBits.Lookup(uint32(0), &live); err != nil {
+		if err := o.RecSize.Lookup(uint32(0), &live); err != nil {
 			t.Fatal(err)
 		}
-		if live != bits || o.records.bits != bits {
-			t.Fatalf("%d sets: rec_bits %d, the loader's %d, want %d", n, live, o.records.bits, bits)
+		if live != size || o.records.size != size {
+			t.Fatalf("%d sets: rec_size %d, the loader's %d, want %d", n, live, o.records.size, size)
 		}
 		for k, v := range sets(n) {
 			if s, ok := probe(t, o, k); !ok || s.Rr.Ttl != v.Ttl {
 				t.Fatalf("%d sets: %q not found in the live region", n, k.Wire)
 			}
 		}
-		for j := uint32(1) << bits; j < uint32(len(o.records.heads)); j++ {
+		for j := size; j < uint32(len(o.records.heads)); j++ {
 			if o.records.slot(j).State != uint8(bpf.SteadydnsSlotStateSLOT_EMPTY) {
 				t.Fatalf("%d sets: slot %d past the live region is in use", n, j)
 			}
 		}
 	}
+	// The region grows past 80% full to hold the sets at 70%, and
+	// shrinks below a third full, never below 1,024 slots.
 	for _, c := range []struct {
 		n    int
-		bits uint32
-	}{{0, 10}, {300, 10}, {600, 11}, {3000, 13}, {1500, 12}, {100, 10}} {
+		size uint32
+	}{{0, 1024}, {300, 1024}, {900, 1286}, {3000, 4286}, {1500, 4286}, {1000, 1429}, {100, 1024}} {
 		if err := o.SyncRecords(sets(c.n)); err != nil {
 			t.Fatal(err)
 		}
-		check(o, c.n, c.bits)
+		check(o, c.n, c.size)
 		if _, ok := probe(t, o, RecordKey{Wire: wire(fmt.Sprintf("n%d", c.n)), Qtype: 1}); ok {
 			t.Fatalf("%d sets: a removed set is still found", c.n)
 		}
@@ -228,7 +239,7 @@ func TestRecordTableLiveRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o2.Close()
-	check(o2, 100, 10)
+	check(o2, 100, 1024)
 }
 
 // TestSyncRecordsWritesChanged reloads a table with 1% of its sets changed:

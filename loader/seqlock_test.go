@@ -26,16 +26,16 @@ func slotWords(s []byte, words []uint64) (seq uint32, ok bool) {
 // count, a writer's that died mid-write, is rounded down.
 func TestSlotWrite(t *testing.T) {
 	mem := make([]uint64, 2*slotSize/8) // aligned, as the mapping is
-	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 2*slotSize), tags: make([]byte, 2*tagSize)}
+	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 2*slotSize), exts: &entryTable{size: extSize}, pools: &entryTable{size: poolSize}}
 	v := new(bpf.SteadydnsRecSlot)
-	encode(v, RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}, 0)
+	encode(v, RecordKey{Wire: wire("a"), Qtype: 1}, 7, 0, &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}, 0, 0)
 	for i, c := range []struct {
 		ttl       uint32
 		seq, want uint32
 	}{{60, 0, 2}, {60, 2, 2}, {61, 2, 4}, {62, 5, 6}} {
 		tab.slot(1).Seq = c.seq
 		v.Rr.Ttl = c.ttl
-		tab.write(1, v, nil)
+		tab.write(1, v, nil, nil)
 		s := tab.slot(1)
 		if s.Seq != c.want {
 			t.Errorf("write %d: count %d, want %d", i, s.Seq, c.want)
@@ -56,7 +56,7 @@ func TestSlotWrite(t *testing.T) {
 // store of the writer's fails it too, on any CPU.
 func TestSlotWriteOrdered(t *testing.T) {
 	mem := make([]uint64, slotSize/8)
-	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), slotSize), tags: make([]byte, tagSize)}
+	tab := &recordTable{mem: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), slotSize), exts: &entryTable{size: extSize}, pools: &entryTable{size: poolSize}}
 	var sets [2]bpf.SteadydnsRecSlot
 	for i := range sets {
 		b := bytesOf(&sets[i])
@@ -68,7 +68,7 @@ func TestSlotWriteOrdered(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; !done.Load(); i++ {
-			tab.write(0, &sets[i&1], nil)
+			tab.write(0, &sets[i&1], nil, nil)
 		}
 	})
 	words := make([]uint64, (slotSize-8)/8)

@@ -32,6 +32,7 @@ type ConstantWork struct {
 	Compare     []CompareResult   // this build's program against Options.CompareObject's, at Options.CompareDown
 	Breakdown   []BreakdownResult // the program against the reflector and the table read, all candidates up
 	Skew        []SkewResult      // the program against the reflector, uniform and Zipf query mixes
+	Memory      []MemoryResult    // the record table's kernel memory per set, as bpftool shows it
 	Skipped     []string          // sizes that did not run here, and why
 	OtherLoad   float64           // the largest share of the CPUs other processes took during a round that was kept
 }
@@ -44,6 +45,17 @@ type ConstantWorkResult struct {
 	RunNs             stats.Summary // BPF_PROG_RUN ns per query, overhead subtracted
 	LoadNs            stats.Summary // in-kernel ns per packet under kxdpgun
 	Answered          stats.Summary // replies per second under kxdpgun
+}
+
+// MemoryResult is the kernel memory of the record table and the maps of
+// the sets it cannot hold, with a zone size's sets in it: the maps'
+// memlock, which bpftool map show prints, whatever of them is in use.
+type MemoryResult struct {
+	Names, K, Sets int
+	Records        uint64 // bytes of the records map
+	Ext            uint64 // of rec_exts and rec_pools
+	PerSet         float64
+	Spilled        int // sets past PROBE_MAX of their home, answered by the fallback
 }
 
 // VariantResult is one query shape other than a plain A query, at 0% down:
@@ -93,6 +105,13 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 	if pools {
 		poolCap = loader.PoolsFor(2 * sizes[len(sizes)-1])
 	}
+	// So do sets of more candidates than a slot holds, for their ext
+	// entries.
+	exts := slices.Max(r.o.ConstantWorkK) > 1
+	var extCap uint32
+	if exts {
+		extCap = loader.ExtsFor(2 * sizes[len(sizes)-1])
+	}
 	opts := loader.Options{
 		BPFFS:          filepath.Join(r.bpffs, "work"),
 		HealthCapacity: healthTableSize,
@@ -101,6 +120,7 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 		// table of the size a server has.
 		RecordCapacity: uint32(max(2*sizes[len(sizes)-1], recordTableSize)),
 		PoolCapacity:   poolCap,
+		ExtCapacity:    extCap,
 		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
 	}
 	o, err := loader.Load(opts)
@@ -140,7 +160,7 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 		return nil, err
 	}
 	for _, n := range sizes {
-		if why := fits(2*n, pools); why != "" {
+		if why := fits(2*n, pools, exts); why != "" {
 			w.Skipped = append(w.Skipped, why)
 			fmt.Fprintf(r.o.Log, "bench: skipping %d names: %s\n", n, why)
 			continue
@@ -208,6 +228,12 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 				return err
 			}
 		}
+		mem, err := measureMemory(o, n, k)
+		if err != nil {
+			return err
+		}
+		w.Memory = append(w.Memory, mem)
+		fmt.Fprintf(r.o.Log, "bench: %d names, K=%d: %.0f bytes per set, %d spilled\n", n, k, mem.PerSet, mem.Spilled)
 		if err := r.warmUp(ctx, w, o, queries, n, k); err != nil {
 			return err
 		}
@@ -378,4 +404,27 @@ func (r *rig) quietLoadRun(ctx context.Context, prog *ebpf.Program, file string)
 		return r.clientPass(false)
 	})
 	return cost, answered, other, err
+}
+
+// measureMemory reads the memlock of the record maps with the A and AAAA
+// sets of n names of k candidates in them.
+func measureMemory(o *loader.Objects, n, k int) (MemoryResult, error) {
+	m := MemoryResult{Names: n, K: k, Sets: 2 * n, Spilled: o.RecordsSpilled()}
+	for i, mp := range []*ebpf.Map{o.Records, o.RecExts, o.RecPools} {
+		info, err := mp.Info()
+		if err != nil {
+			return m, fmt.Errorf("reading the record maps' memory: %w", err)
+		}
+		b, ok := info.Memlock()
+		if !ok {
+			return m, fmt.Errorf("reading the record maps' memory: the kernel reports no memlock")
+		}
+		if i == 0 {
+			m.Records = b
+		} else {
+			m.Ext += b
+		}
+	}
+	m.PerSet = float64(m.Records+m.Ext) / float64(m.Sets)
+	return m, nil
 }

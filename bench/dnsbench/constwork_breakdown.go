@@ -104,13 +104,13 @@ func breakdownPrograms(o *loader.Objects, opts loader.Options, pairs int) (progs
 }
 
 // loadTableRead loads the table read onto o's record table, its live size,
-// its hot index and its pools: the same maps the program reads.
+// its ext entries and its pools: the same maps the program reads.
 func loadTableRead(o *loader.Objects) (*ebpf.Program, error) {
 	spec, err := xdpprog.LoadTableRead()
 	if err != nil {
 		return nil, fmt.Errorf("reading the table read: %w", err)
 	}
-	maps := map[string]*ebpf.Map{"records": o.Records, "rec_tags": o.RecTags, "rec_bits": o.RecBits, "rec_pools": o.RecPools}
+	maps := map[string]*ebpf.Map{"records": o.Records, "rec_size": o.RecSize, "rec_exts": o.RecExts, "rec_pools": o.RecPools}
 	for name, m := range maps {
 		ms, ok := spec.Maps[name]
 		if !ok {

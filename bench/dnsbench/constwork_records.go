@@ -124,14 +124,17 @@ func checkReply(prog *ebpf.Program, frame []byte, answers int) error {
 	return nil
 }
 
-// fits says why a record table for n sets, and a pool map for as many
-// pools if pools is set, would not fit in memory here, or "": the kernel
-// reserves every slot of them, and they must leave half of the available
-// memory free.
-func fits(n int, pools bool) string {
+// fits says why a record table for n sets, and a pool map and an ext
+// map for as many if pools and exts are set, would not fit in memory
+// here, or "": the kernel reserves every slot of them, and they must
+// leave half of the available memory free.
+func fits(n int, pools, exts bool) string {
 	need := loader.TableBytes(uint32(n))
 	if pools {
 		need += loader.PoolBytes(loader.PoolsFor(n))
+	}
+	if exts {
+		need += loader.ExtBytes(loader.ExtsFor(n))
 	}
 	avail, err := memAvailable()
 	if err != nil {

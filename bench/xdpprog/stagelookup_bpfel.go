@@ -96,6 +96,35 @@ type StageLookupOutcomeCounts struct {
 	RrlDropped   uint64
 }
 
+type StageLookupRecExt struct {
+	_  structs.HostLayout
+	Rr struct {
+		_           structs.HostLayout
+		Ttl         uint32
+		TtlDegraded uint32
+		N           uint8
+		Policy      uint8
+		WhenAllDown uint8
+		MaxAnswers  uint8
+		MinHealthy  uint8
+		Stale       uint8
+		Flags       uint8
+		Zone        uint8
+		RrSum       [8]uint16
+		Cand        [8]struct {
+			_        structs.HostLayout
+			Addr     [16]uint8
+			Check    uint32
+			Weight   uint8
+			Priority uint8
+			Flags    uint8
+			Region   uint8
+		}
+	}
+	NameTail [208]int8
+	_        [16]byte
+}
+
 type StageLookupRecPool struct {
 	_     structs.HostLayout
 	RrSum [64]uint16
@@ -131,7 +160,7 @@ type StageLookupRecSlot struct {
 		Flags       uint8
 		Zone        uint8
 		RrSum       [8]uint16
-		Cand        [8]struct {
+		Cand        [1]struct {
 			_        structs.HostLayout
 			Addr     [16]uint8
 			Check    uint32
@@ -140,9 +169,8 @@ type StageLookupRecSlot struct {
 			Flags    uint8
 			Region   uint8
 		}
+		_ [8]byte
 	}
-	NameTail [208]int8
-	_        [16]byte
 }
 
 type StageLookupRrlClock struct {
@@ -193,7 +221,7 @@ type StageLookupScratch struct {
 		_       structs.HostLayout
 		Hash    uint64
 		Seq     uint32
-		_       [4]byte
+		Slot    uint32
 		NameSum uint64
 		NameLen uint32
 		Q_end   uint32
@@ -308,9 +336,9 @@ const (
 	StageLookupMapHealth         = "health"
 	StageLookupMapHealthBits     = "health_bits"
 	StageLookupMapHealthMeta     = "health_meta"
-	StageLookupMapRecBits        = "rec_bits"
+	StageLookupMapRecExts        = "rec_exts"
 	StageLookupMapRecPools       = "rec_pools"
-	StageLookupMapRecTags        = "rec_tags"
+	StageLookupMapRecSize        = "rec_size"
 	StageLookupMapRecords        = "records"
 	StageLookupMapRrCounter      = "rr_counter"
 	StageLookupMapRrl            = "rrl"
@@ -402,9 +430,9 @@ type StageLookupMapSpecs struct {
 	Health     *ebpf.MapSpec `ebpf:"health"`
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
-	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecExts    *ebpf.MapSpec `ebpf:"rec_exts"`
 	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
-	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
+	RecSize    *ebpf.MapSpec `ebpf:"rec_size"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -468,9 +496,9 @@ type StageLookupMaps struct {
 	Health     *ebpf.Map `ebpf:"health"`
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
-	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecExts    *ebpf.Map `ebpf:"rec_exts"`
 	RecPools   *ebpf.Map `ebpf:"rec_pools"`
-	RecTags    *ebpf.Map `ebpf:"rec_tags"`
+	RecSize    *ebpf.Map `ebpf:"rec_size"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -494,9 +522,9 @@ func (m *StageLookupMaps) Close() error {
 		m.Health,
 		m.HealthBits,
 		m.HealthMeta,
-		m.RecBits,
+		m.RecExts,
 		m.RecPools,
-		m.RecTags,
+		m.RecSize,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,

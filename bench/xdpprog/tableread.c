@@ -31,9 +31,9 @@ int table_read(struct xdp_md *ctx)
 		return XDP_PASS;
 	__u64 h = (q[0] ^ (q[1] * READ_MUL1)) * READ_MUL2;
 	__u32 zero = 0;
-	__u32 *live = bpf_map_lookup_elem(&rec_bits, &zero);
-	__u32 bits = live ? *live & 31 : 0;
-	__u32 idx = bits ? h >> (64 - bits) : 0;
+	__u32 *live = bpf_map_lookup_elem(&rec_size, &zero);
+	__u32 size = live ? *live : 0;
+	__u32 idx = (__u32)(((h >> 32) * (__u64)size) >> 32);
 	struct rec_slot *sl = bpf_map_lookup_elem(&records, &idx);
 	if (!sl)
 		return XDP_PASS;

@@ -13,6 +13,35 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type TableReadRecExt struct {
+	_  structs.HostLayout
+	Rr struct {
+		_           structs.HostLayout
+		Ttl         uint32
+		TtlDegraded uint32
+		N           uint8
+		Policy      uint8
+		WhenAllDown uint8
+		MaxAnswers  uint8
+		MinHealthy  uint8
+		Stale       uint8
+		Flags       uint8
+		Zone        uint8
+		RrSum       [8]uint16
+		Cand        [8]struct {
+			_        structs.HostLayout
+			Addr     [16]uint8
+			Check    uint32
+			Weight   uint8
+			Priority uint8
+			Flags    uint8
+			Region   uint8
+		}
+	}
+	NameTail [208]int8
+	_        [16]byte
+}
+
 type TableReadRecPool struct {
 	_     structs.HostLayout
 	RrSum [64]uint16
@@ -48,7 +77,7 @@ type TableReadRecSlot struct {
 		Flags       uint8
 		Zone        uint8
 		RrSum       [8]uint16
-		Cand        [8]struct {
+		Cand        [1]struct {
 			_        structs.HostLayout
 			Addr     [16]uint8
 			Check    uint32
@@ -57,18 +86,17 @@ type TableReadRecSlot struct {
 			Flags    uint8
 			Region   uint8
 		}
+		_ [8]byte
 	}
-	NameTail [208]int8
-	_        [16]byte
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TableReadMapRecBits    = "rec_bits"
+	TableReadMapRecExts    = "rec_exts"
 	TableReadMapRecPools   = "rec_pools"
-	TableReadMapRecTags    = "rec_tags"
+	TableReadMapRecSize    = "rec_size"
 	TableReadMapRecords    = "records"
 	TableReadProgTableRead = "table_read"
 )
@@ -122,9 +150,9 @@ type TableReadProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TableReadMapSpecs struct {
-	RecBits  *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecExts  *ebpf.MapSpec `ebpf:"rec_exts"`
 	RecPools *ebpf.MapSpec `ebpf:"rec_pools"`
-	RecTags  *ebpf.MapSpec `ebpf:"rec_tags"`
+	RecSize  *ebpf.MapSpec `ebpf:"rec_size"`
 	Records  *ebpf.MapSpec `ebpf:"records"`
 }
 
@@ -154,17 +182,17 @@ func (o *TableReadObjects) Close() error {
 //
 // It can be passed to LoadTableReadObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TableReadMaps struct {
-	RecBits  *ebpf.Map `ebpf:"rec_bits"`
+	RecExts  *ebpf.Map `ebpf:"rec_exts"`
 	RecPools *ebpf.Map `ebpf:"rec_pools"`
-	RecTags  *ebpf.Map `ebpf:"rec_tags"`
+	RecSize  *ebpf.Map `ebpf:"rec_size"`
 	Records  *ebpf.Map `ebpf:"records"`
 }
 
 func (m *TableReadMaps) Close() error {
 	return _TableReadClose(
-		m.RecBits,
+		m.RecExts,
 		m.RecPools,
-		m.RecTags,
+		m.RecSize,
 		m.Records,
 	)
 }

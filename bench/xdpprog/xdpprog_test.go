@@ -12,6 +12,7 @@ import (
 	"github.com/steadydns/steadydns/bench/xdpprog"
 	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/internal/packet"
+	"github.com/steadydns/steadydns/internal/xdptest"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -64,17 +65,16 @@ func TestTableRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A small table of its own, unpinned.
-	for _, name := range []string{"records", "rec_tags", "rec_bits", "rec_pools"} {
+	for _, name := range []string{"records", "rec_exts", "rec_size", "rec_pools"} {
 		spec.Maps[name].Pinning = ebpf.PinNone
 	}
 	spec.Maps["records"].MaxEntries = 1024
-	spec.Maps["rec_tags"].MaxEntries = 1024
 	var tr xdpprog.TableReadObjects
 	if err := spec.LoadAndAssign(&tr, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.RecBits.Put(uint32(0), uint32(10)); err != nil {
+	if err := tr.RecSize.Put(uint32(0), uint32(1024)); err != nil {
 		t.Fatal(err)
 	}
 	// Every slot holds a set, so the read finds one wherever it lands.
@@ -129,7 +129,7 @@ func TestStageBuilds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := o.LoadProgramSpec(loader.Options{HealthCapacity: testHealth, Servers: []netip.Addr{server4, server6}}, spec)
+		p, err := o.LoadProgramSpec(loader.Options{HealthCapacity: testHealth, ExtCapacity: xdptest.ExtCapacity, Servers: []netip.Addr{server4, server6}}, spec)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}

@@ -163,10 +163,10 @@ func (v *validator) apiAccess() {
 // and inner hyphens, with an optional final dot.
 var hostName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
 
-// maxRecords bounds server.max_records. The record table has two 512-byte
-// slots per set, rounded up to a power of two, which the kernel reserves
-// even when empty: 4 GiB at this bound.
-const maxRecords = 1 << 22
+// maxRecords bounds server.max_records. The record table has a 128-byte
+// slot per set and a quarter more, which the kernel reserves even when
+// empty: 2.5 GiB at this bound.
+const maxRecords = 1 << 24
 
 func validPort(s string) bool {
 	p, err := strconv.ParseUint(s, 10, 16)

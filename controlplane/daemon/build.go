@@ -84,14 +84,16 @@ func fits(cfg *config.Config, c *records.Compiled) error {
 	return nil
 }
 
-// loadOptions are the loader's options for cfg. Serve and detach share
-// them, because the pin directory is named after the maps' sizes.
-func loadOptions(cfg *config.Config) loader.Options {
+// loadOptions are the loader's options for cfg, whose compiled sets need
+// exts ext entries. Serve and detach share them, because the pin
+// directory is named after the maps' sizes.
+func loadOptions(cfg *config.Config, exts int) loader.Options {
 	return loader.Options{
 		BPFFS:          cfg.Server.BPFFS,
 		HealthCapacity: uint32(cfg.Aggregation.TableSize),
 		RecordCapacity: uint32(cfg.Server.MaxRecords),
 		PoolCapacity:   loader.PoolsFor(pools(cfg)),
+		ExtCapacity:    loader.ExtsFor(exts),
 		Servers:        xdpAddrs(cfg.Server.Listen),
 		NSID:           cfg.Server.NSID,
 		RRL:            rrl.Options(cfg.Server.RRL),

@@ -166,7 +166,7 @@ func (d *Daemon) open(p *Plan, opts Options) error {
 	cfg, host, f := p.Config, d.id.hostID(), d.fleet
 	var seed health.Seed
 	if d.id.has(config.RoleEdge) {
-		e, err := openEdge(cfg, host, d.metrics, func(name string) []string { return api.DebugTXT(d, name) })
+		e, err := openEdge(cfg, p.Compiled.Exts(), host, d.metrics, func(name string) []string { return api.DebugTXT(d, name) })
 		if err != nil {
 			return err
 		}

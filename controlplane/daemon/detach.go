@@ -16,7 +16,7 @@ func Detach(path string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := loader.Load(loadOptions(cfg))
+	objs, err := loader.Load(loadOptions(cfg, 0))
 	if err != nil {
 		return err
 	}

@@ -57,13 +57,13 @@ type edgeServer struct {
 // table an earlier run pushed is the aggregator's seed when it runs here
 // too: the edge is not cold while it is fresh, and the checks take their
 // first states from it, so a restart does not make every endpoint flap.
-func openEdge(cfg *config.Config, host string, m *api.Metrics, explain func(string) []string) (*edgeServer, error) {
+func openEdge(cfg *config.Config, exts int, host string, m *api.Metrics, explain func(string) []string) (*edgeServer, error) {
 	e := &edgeServer{cfg: cfg, host: host, metrics: m, explain: explain}
 	var err error
 	if e.outcomes, err = loader.OutcomeNames(); err != nil {
 		return nil, err
 	}
-	if e.objs, err = loader.Load(loadOptions(cfg)); err != nil {
+	if e.objs, err = loader.Load(loadOptions(cfg, exts)); err != nil {
 		return nil, err
 	}
 	pinned := make([]byte, healthtable.Bytes(e.objs.HealthCapacity()))

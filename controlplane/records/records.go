@@ -80,6 +80,18 @@ func (c *Compiled) Entries() map[loader.RecordKey]*bpf.Set {
 	return m
 }
 
+// Exts is how many of Entries' sets need an ext entry (loader.NeedsExt),
+// counted without building it: what the ext map is sized for.
+func (c *Compiled) Exts() int {
+	n := 0
+	for _, s := range c.Sets {
+		if !s.Fallback && loader.NeedsExt(s.Key(), &s.Value) {
+			n++
+		}
+	}
+	return n
+}
+
 // InTable is how many sets Entries holds, counted without building it.
 func (c *Compiled) InTable() int {
 	n := 0

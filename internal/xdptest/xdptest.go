@@ -30,6 +30,10 @@ var (
 // HealthCapacity is the health table's capacity in Load.
 const HealthCapacity = 1024
 
+// ExtCapacity is the ext map's entries in Load: room for the tests' sets
+// that a slot cannot hold.
+const ExtCapacity = 1024
+
 // Load loads the server's program with opts into a private bpffs, so a
 // test never touches the pins of a running server; it sets the pin
 // directory, the health capacity and the server addresses. It skips the
@@ -45,6 +49,9 @@ func Load(t testing.TB, opts loader.Options) *loader.Objects {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	opts.BPFFS, opts.HealthCapacity, opts.Servers = dir+"/sd", HealthCapacity, []netip.Addr{Server4, Server6}
+	if opts.ExtCapacity == 0 {
+		opts.ExtCapacity = ExtCapacity
+	}
 	o, err := loader.Load(opts)
 	if err != nil {
 		t.Fatal(err)
