@@ -744,6 +744,14 @@ func (o *Objects) RecordsSpilled() int {
 	return len(o.records.spilled)
 }
 
+// Spilled reports whether k's set is spilled: in no slot.
+func (o *Objects) Spilled(k RecordKey) bool {
+	o.records.mu.Lock()
+	defer o.records.mu.Unlock()
+	_, ok := o.records.spilled[k]
+	return ok
+}
+
 // RecordKeys lists the record sets now in the table.
 func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	return o.records.keys(), nil

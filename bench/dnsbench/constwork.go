@@ -207,9 +207,9 @@ func (r *rig) measureBaseline(w *ConstantWork, o *loader.Objects) error {
 // this build's program against another build's where cmp holds them.
 func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Objects, progs, breakdowns, cmp [][]*ebpf.Program, n int) error {
 	rng := rand.New(rand.NewPCG(3, uint64(n)))
-	var frames [][]byte
+	var asked []int
 	for range min(n, progRunFrames) {
-		frames = append(frames, r.queryFrame(rng.IntN(n)))
+		asked = append(asked, rng.IntN(n))
 	}
 	queries := filepath.Join(r.dir, fmt.Sprintf("work-%d.txt", n))
 	order := rng.Perm(n)
@@ -229,6 +229,12 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 			}
 		}
 		mem, err := measureMemory(o, n, k)
+		if err != nil {
+			return err
+		}
+		// A name spilled past PROBE_MAX is the fallback's: BPF_PROG_RUN
+		// asks only names XDP answers.
+		frames, err := r.placedFrames(o, asked)
 		if err != nil {
 			return err
 		}
@@ -427,4 +433,21 @@ func measureMemory(o *loader.Objects, n, k int) (MemoryResult, error) {
 	}
 	m.PerSet = float64(m.Records+m.Ext) / float64(m.Sets)
 	return m, nil
+}
+
+// placedFrames are the A query frames of the names asked whose A set has
+// a slot.
+func (r *rig) placedFrames(o *loader.Objects, asked []int) ([][]byte, error) {
+	buf := make([]byte, 256)
+	var frames [][]byte
+	for _, i := range asked {
+		l, err := dns.PackDomainName(nameOf(i), buf, 0, nil, false)
+		if err != nil {
+			return nil, fmt.Errorf("packing %s: %w", nameOf(i), err)
+		}
+		if !o.Spilled(loader.RecordKey{Wire: string(buf[:l]), Qtype: dns.TypeA}) {
+			frames = append(frames, r.queryFrame(i))
+		}
+	}
+	return frames, nil
 }
