@@ -123,9 +123,9 @@ const (
 	RulesMapHealthBits      = "health_bits"
 	RulesMapHealthMeta      = "health_meta"
 	RulesMapInputs          = "inputs"
-	RulesMapRecBits         = "rec_bits"
+	RulesMapRecExts         = "rec_exts"
 	RulesMapRecPools        = "rec_pools"
-	RulesMapRecTags         = "rec_tags"
+	RulesMapRecSize         = "rec_size"
 	RulesMapRecords         = "records"
 	RulesMapRrCounter       = "rr_counter"
 	RulesMapRrl             = "rrl"
@@ -207,9 +207,9 @@ type RulesMapSpecs struct {
 	HealthBits *ebpf.MapSpec `ebpf:"health_bits"`
 	HealthMeta *ebpf.MapSpec `ebpf:"health_meta"`
 	Inputs     *ebpf.MapSpec `ebpf:"inputs"`
-	RecBits    *ebpf.MapSpec `ebpf:"rec_bits"`
+	RecExts    *ebpf.MapSpec `ebpf:"rec_exts"`
 	RecPools   *ebpf.MapSpec `ebpf:"rec_pools"`
-	RecTags    *ebpf.MapSpec `ebpf:"rec_tags"`
+	RecSize    *ebpf.MapSpec `ebpf:"rec_size"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	RrCounter  *ebpf.MapSpec `ebpf:"rr_counter"`
 	Rrl        *ebpf.MapSpec `ebpf:"rrl"`
@@ -265,9 +265,9 @@ type RulesMaps struct {
 	HealthBits *ebpf.Map `ebpf:"health_bits"`
 	HealthMeta *ebpf.Map `ebpf:"health_meta"`
 	Inputs     *ebpf.Map `ebpf:"inputs"`
-	RecBits    *ebpf.Map `ebpf:"rec_bits"`
+	RecExts    *ebpf.Map `ebpf:"rec_exts"`
 	RecPools   *ebpf.Map `ebpf:"rec_pools"`
-	RecTags    *ebpf.Map `ebpf:"rec_tags"`
+	RecSize    *ebpf.Map `ebpf:"rec_size"`
 	Records    *ebpf.Map `ebpf:"records"`
 	RrCounter  *ebpf.Map `ebpf:"rr_counter"`
 	Rrl        *ebpf.Map `ebpf:"rrl"`
@@ -289,9 +289,9 @@ func (m *RulesMaps) Close() error {
 		m.HealthBits,
 		m.HealthMeta,
 		m.Inputs,
-		m.RecBits,
+		m.RecExts,
 		m.RecPools,
-		m.RecTags,
+		m.RecSize,
 		m.Records,
 		m.RrCounter,
 		m.Rrl,
