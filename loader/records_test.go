@@ -279,3 +279,27 @@ func TestSyncRecordsWritesChanged(t *testing.T) {
 		t.Errorf("1%% of the sets changed: %d slots written, want %d", got, n/100)
 	}
 }
+
+// TestPutGrowsByDoubling adds sets one by one: the region grows to twice
+// its sets each time, so each set is moved a few times in all, not once
+// for every tenth more.
+func TestPutGrowsByDoubling(t *testing.T) {
+	requireRoot(t)
+	o, err := Load(Options{BPFFS: mountTestFS(t) + "/sd", RecordCapacity: 40_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	const n = 20_000
+	for i := range n {
+		if err := o.PutRecord(RecordKey{Wire: wire(fmt.Sprintf("n%d", i)), Qtype: 1}, &bpf.SteadydnsRrset{Ttl: 60, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := o.RecordWrites(); w > 4*n {
+		t.Errorf("%d sets added one by one: %d slots written, want at most %d", n, w, 4*n)
+	}
+	if o.RecordsSpilled() != 0 {
+		t.Errorf("%d sets spilled from a region at most 80%% full", o.RecordsSpilled())
+	}
+}
