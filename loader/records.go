@@ -477,7 +477,7 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
 	}
 	// A set added only ever grows the region, to twice its sets, so that
 	// sets added one by one move each set a few times in all, not once
-	// per growth of a tenth; a sync sizes it for its sets at once (fit).
+	// per growth of a seventh; a sync sizes it for its sets at once (fit).
 	if n := len(t.index) + 1; !liveFits(t.size, n, t.maxSize) && uint64(n)*100 > uint64(t.size)*uint64(loadMaxPct) {
 		if err := t.resize(liveSize(2*n, t.maxSize)); err != nil {
 			return fmt.Errorf("writing record set %q/%d: %w", k.Wire, k.Qtype, err)
