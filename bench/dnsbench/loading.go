@@ -143,6 +143,9 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (res *LoadResult, err error
 		return nil, err
 	}
 	res.Load.Seconds = time.Since(p.started).Seconds()
+	if err := l.waitAPI(ctx); err != nil {
+		return nil, err
+	}
 	if err := p.measure(ctx, l, &res.Load); err != nil {
 		return nil, err
 	}
@@ -614,6 +617,27 @@ func (l *loadHosts) heapInUse(ctx context.Context) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("reading the metrics: no go_memstats_heap_inuse_bytes: %v", sc.Err())
+}
+
+// waitAPI waits for serve's API, which may listen a moment after XDP
+// answers: the edge's maps are written before the API starts.
+func (l *loadHosts) waitAPI(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := l.api(ctx, http.MethodGet, "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for the api: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // api sends one request to the API, which listens on the edge's
