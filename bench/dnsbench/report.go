@@ -257,7 +257,7 @@ func breakdownMarkdown(w io.Writer, cells []BreakdownResult, rounds int, d time.
 	}
 	fmt.Fprintf(w, "\nThe program by stage, in the same run: each stage build is the program cut after a stage (bench/xdpprog), which then returns the query as the reflector does. "+
 		"A stage's cost is the cut after it less the cut after the stage before (the reflector, for parse), per pair of rounds: the median, its 95%% confidence interval and the pairs' range. "+
-		"Parse: Ethernet, IP and UDP, the DNS header, the name's walk, type and OPT; hash: the name lowercased, hashed and summed; lookup: the probe of the hot index and the set's slot; "+
+		"Parse: Ethernet, IP and UDP, the DNS header, the name's walk, type and OPT; hash: the name lowercased, hashed and summed; lookup: the probe of the slots; "+
 		"select: health, the draw, the selection and the copy-out; grow: the reply's sizing and the frame grown, at its tail (bpf_xdp_adjust_tail) when the answers fit the room a buffer rounded up to a cache line leaves there, else at its head (bpf_xdp_adjust_head) with the headers and question moved down; write: the reply's header, answers, OPT, checksums and the outcome's count, less the reflector's turning the query round.\n\n")
 	fmt.Fprintf(w, "| names | K | stage | cut after it, ns/packet | the stage's own ns/packet |\n|---|---|---|---|---|\n")
 	for _, c := range cells {
