@@ -754,7 +754,7 @@ func (o *Objects) Spilled(k RecordKey) bool {
 	return ok
 }
 
-// RecordKeys lists the record sets now in the table.
+// RecordKeys lists the record sets now in the table, spilled ones included.
 func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	return o.records.keys(), nil
 }
