@@ -8,8 +8,9 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 
-/* K, the candidates a record set keeps in its slot, which every query
- * visits. A build may set it with -DCANDIDATES=N: a power of two, at most
+/* K, the candidates a record set keeps in struct rrset (its ext entry, a
+ * slot keeping one), which every query visits. A build may set it with
+ * -DCANDIDATES=N: a power of two, at most
  * MAX_ANSWERS (a zone file's set answers every candidate, and the
  * selection indexes slots with & (K - 1)). */
 #ifndef CANDIDATES

@@ -14,7 +14,7 @@ import (
 	"github.com/steadydns/steadydns/bpf"
 )
 
-// MaxCandidates is K, the candidates a record set keeps in its slot
+// MaxCandidates is K, the candidates a record set keeps in struct rrset
 // (MAX_CANDIDATES); a set of more is a pool (MaxPoolCandidates).
 const MaxCandidates = len(bpf.SteadydnsRrset{}.Cand)
 
