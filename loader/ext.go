@@ -40,17 +40,6 @@ func NeedsExt(k RecordKey, v *bpf.Set) bool {
 	return int(v.N)*stride > 2*int(bpf.SteadydnsLimitsSTATIC_STRIDE_AAAA)
 }
 
-// CountExts is how many of sets need an ext entry.
-func CountExts(sets map[RecordKey]*bpf.Set) int {
-	n := 0
-	for k, v := range sets {
-		if NeedsExt(k, v) {
-			n++
-		}
-	}
-	return n
-}
-
 // staticStride is a static set's bytes per packed address for qtype.
 func staticStride(qtype uint16) int {
 	if qtype == 1 { // A
