@@ -238,27 +238,39 @@ static __always_inline int select_one(struct scratch *s, const struct rrset *rr,
  * them and multivalue, answering as many as there are, answers each in
  * order from the first. The branch that takes this path is on the set's
  * configuration, never on health: such a set has no health to visit. Its
- * addresses are packed, stride bytes apart (struct rrset); 16 bytes are
- * copied of each, of which an A answer uses the first 4. */
-static __always_inline int select_static(struct scratch *s, const struct rrset *rr,
-					 __u32 n, __u32 stride)
+ * addresses are packed at packed, stride bytes apart, their sums at sums:
+ * struct rrset's, up to K, or a slot's (struct rrset_head), whose 32
+ * bytes hold up to K A and aaaa_max = 2 AAAA. Each address is copied at
+ * its own size, so neither reads past its packed bytes. */
+static __always_inline int select_static(struct scratch *s, const __u16 *sums,
+					 const __u8 *packed, __u32 n, __u32 stride,
+					 const __u32 aaaa_max)
 {
 	struct pick *p = &s->pick;
 	__u64 sum = 0;
 	p->action = ACT_ANSWER;
 	p->degraded = 0;
+	if (stride == STATIC_STRIDE_A) {
 #pragma unroll
-	for (__u32 i = 0; i < K; i++) {
-		if (i >= n)
-			break;
-		p->order[i] = i;
-		/* The mask bounds the offset for the verifier; a set's last
-		 * address starts at 112 at most. */
-		__u64 *d = (__u64 *)s->ans[i];
-		const __u64 *a = (const __u64 *)(rr->packed + (i * stride & (K * 16 - 4)));
-		d[0] = a[0];
-		d[1] = a[1];
-		sum += rr->rr_sum[i];
+		for (__u32 i = 0; i < K; i++) {
+			if (i >= n)
+				break;
+			p->order[i] = i;
+			*(__u64 *)s->ans[i] = *(const __u32 *)(packed + i * STATIC_STRIDE_A);
+			sum += sums[i];
+		}
+	} else {
+#pragma unroll
+		for (__u32 i = 0; i < aaaa_max; i++) {
+			if (i >= n)
+				break;
+			p->order[i] = i;
+			__u64 *d = (__u64 *)s->ans[i];
+			const __u64 *a = (const __u64 *)(packed + i * STATIC_STRIDE_AAAA);
+			d[0] = a[0];
+			d[1] = a[1];
+			sum += sums[i];
+		}
 	}
 	p->n = n;
 	p->sum = sum;
@@ -462,46 +474,8 @@ static __always_inline int select_answers(struct scratch *s,
 	if (n <= 1)
 		return select_one(s, rr, n, s->draw.open, bits, wmask);
 	if (rr->flags & RR_STATIC)
-		return select_static(s, rr, n, stride);
+		return select_static(s, rr->rr_sum, rr->packed, n, stride, K);
 	return select_set(s, rr, rr->cand, rr->rr_sum, n, order, bits, wmask, K, 1);
-}
-
-/* select_static_head is select_static for a static set kept in its
- * slot (struct rrset_head): the packed addresses are 32 bytes there, so
- * each is copied at its own size, an A's 4 bytes or an AAAA's 16, within
- * them. */
-static __always_inline int select_static_head(struct scratch *s, const struct rrset_head *rh,
-					      __u32 n, __u32 stride)
-{
-	struct pick *p = &s->pick;
-	__u64 sum = 0;
-	p->action = ACT_ANSWER;
-	p->degraded = 0;
-	if (stride == STATIC_STRIDE_A) {
-#pragma unroll
-		for (__u32 i = 0; i < MAX_CANDIDATES; i++) {
-			if (i >= n)
-				break;
-			p->order[i] = i;
-			*(__u64 *)s->ans[i] = *(const __u32 *)(rh->packed + i * STATIC_STRIDE_A);
-			sum += rh->rr_sum[i];
-		}
-	} else {
-#pragma unroll
-		for (__u32 i = 0; i < 2; i++) {
-			if (i >= n)
-				break;
-			p->order[i] = i;
-			__u64 *d = (__u64 *)s->ans[i];
-			const __u64 *a = (const __u64 *)(rh->packed + i * STATIC_STRIDE_AAAA);
-			d[0] = a[0];
-			d[1] = a[1];
-			sum += rh->rr_sum[i];
-		}
-	}
-	p->n = n;
-	p->sum = sum;
-	return 0;
 }
 
 /* select_head is select_answers for a set kept in its slot: one
@@ -523,7 +497,7 @@ static __always_inline int select_head(struct scratch *s, const struct rrset_hea
 		n = MAX_CANDIDATES;
 	if (stride == STATIC_STRIDE_AAAA && n > 2)
 		n = 2;
-	return select_static_head(s, rh, n, stride);
+	return select_static(s, rh->rr_sum, rh->packed, n, stride, 2);
 }
 
 #endif
