@@ -6,6 +6,8 @@
 package zone
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -107,13 +109,48 @@ func (n *node) sigs(t uint16) []dns.RR {
 
 // Load reads the zone file at path for origin. $INCLUDE is refused, so a
 // zone file cannot pull in files the config does not name.
-func Load(origin, path string) (*Zone, error) {
-	f, err := os.Open(path)
+func Load(origin, path string) (*Zone, error) { return load(origin, path, pieceSize) }
+
+// load is Load, parsing in pieces of about size bytes where the file
+// allows (split); a size of 0 or less parses it whole.
+func load(origin, path string, size int) (*Zone, error) {
+	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading zone %s: %w", origin, err)
 	}
-	defer f.Close()
+	if pieces, ok := split(text, size); ok && size > 0 && len(pieces) > 1 {
+		z, err := loadText(origin, path, func(yield func([]dns.RR) bool) error {
+			return parsePieces(pieces, lower(dns.Fqdn(origin)), path, yield)
+		})
+		if !errors.Is(err, errParse) {
+			return z, err
+		}
+		// The error's line is the piece's: the whole file's parser
+		// finds it again, with its place in the file.
+	}
+	return loadText(origin, path, func(yield func([]dns.RR) bool) error {
+		zp := dns.NewZoneParser(bytes.NewReader(text), lower(dns.Fqdn(origin)), path)
+		stop := make(chan struct{})
+		defer close(stop)
+		for batch := range parsed(zp, stop) {
+			if !yield(batch) {
+				return nil
+			}
+		}
+		// The parser is done: its channel closed after its last record.
+		if err := zp.Err(); err != nil {
+			return parseError(path, err)
+		}
+		return nil
+	})
+}
 
+// errParse marks a syntax error found parsing in pieces.
+var errParse = errors.New("zone file syntax")
+
+// loadText builds the zone from the records parse yields, batch by batch
+// in file order, stopping at the first record the zone refuses.
+func loadText(origin, path string, parse func(yield func([]dns.RR) bool) error) (*Zone, error) {
 	z := &Zone{
 		origin: lower(dns.Fqdn(origin)),
 		nodes:  make(map[string]*node),
@@ -123,19 +160,20 @@ func Load(origin, path string) (*Zone, error) {
 	z.apex = z.node(z.origin)
 	z.room = new(loadRoom)
 	defer func() { z.room = nil }()
-	zp := dns.NewZoneParser(f, z.origin, path)
-	stop := make(chan struct{})
-	defer close(stop)
-	for batch := range parsed(zp, stop) {
+	var addErr error
+	err := parse(func(batch []dns.RR) bool {
 		for _, rr := range batch {
-			if err := z.add(rr); err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+			if addErr = z.add(rr); addErr != nil {
+				return false
 			}
 		}
+		return true
+	})
+	if addErr != nil {
+		return nil, fmt.Errorf("%s: %w", path, addErr)
 	}
-	// The parser is done: its channel closed after its last record.
-	if err := zp.Err(); err != nil {
-		return nil, parseError(path, err)
+	if err != nil {
+		return nil, err
 	}
 	if err := z.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
