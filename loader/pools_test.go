@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -82,7 +83,7 @@ func TestPools(t *testing.T) {
 		sets[key(i)] = poolSet(9+i*18, byte(i))
 	}
 	sets[RecordKey{Wire: wire("small"), Qtype: 1}] = &bpf.Set{SteadydnsRrset: bpf.SteadydnsRrset{Ttl: 60, N: 1}}
-	if err := o.SyncRecords(sets); err != nil {
+	if err := o.SyncRecords(maps.All(sets)); err != nil {
 		t.Fatal(err)
 	}
 	entries := map[uint32]bool{}
@@ -110,7 +111,7 @@ func TestPools(t *testing.T) {
 		t.Error("a fifth pool was written into a pool map of four")
 	}
 	sets[key(4)] = poolSet(10, 4)
-	if err := o.SyncRecords(sets); err == nil {
+	if err := o.SyncRecords(maps.All(sets)); err == nil {
 		t.Error("SyncRecords wrote five pools into a pool map of four")
 	}
 	delete(sets, key(4))
@@ -124,7 +125,7 @@ func TestPools(t *testing.T) {
 	gone := pooled(t, o, key(2), sets[key(2)])
 	delete(sets, key(2))
 	sets[key(5)], sets[key(6)] = poolSet(33, 5), poolSet(40, 6)
-	if err := o.SyncRecords(sets); err != nil {
+	if err := o.SyncRecords(maps.All(sets)); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := probe(t, o, key(1)); s.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) != 0 {

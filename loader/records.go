@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,8 @@ func homeSlot(h uint64, size uint32) uint32 {
 // reading the table back.
 type slotHead struct {
 	used bool
-	dist uint8 // slots from its home
+	dist uint8  // slots from its home
+	seen uint32 // the last sync that asked for the set (recordTable.syncs)
 	key  RecordKey
 	hash uint64
 }
@@ -126,7 +128,8 @@ type recordTable struct {
 	maxSize  uint32    // the whole table's slots
 	capacity int
 	heads    []slotHead // every slot of the table
-	index    map[RecordKey]uint32
+	n        int        // sets in heads: placed, not spilled
+	syncs    uint32     // counts SyncRecords, which marks the sets it keeps
 	// spilled are the sets placed nowhere: each would have landed more
 	// than PROBE_MAX slots from its home. XDP finds no slot for them and
 	// passes their queries to the fallback, which answers them the same.
@@ -157,7 +160,7 @@ func mapEntries(fd, n, size int, what string) ([]byte, error) {
 // the sets name. The index is rewritten from the slots, so it holds what
 // they hold whatever an earlier process left.
 func openRecordTable(fd, poolsFD, extsFD int, live *ebpf.Map, slots, capacity, pools, exts uint32) (*recordTable, error) {
-	t := &recordTable{live: live, maxSize: slots, capacity: int(capacity), heads: make([]slotHead, slots), index: map[RecordKey]uint32{}, spilled: map[RecordKey]uint64{},
+	t := &recordTable{live: live, maxSize: slots, capacity: int(capacity), heads: make([]slotHead, slots), spilled: map[RecordKey]uint64{},
 		pools: &entryTable{what: "pool", size: poolSize, owner: map[RecordKey]uint32{}},
 		exts:  &entryTable{what: "ext", size: extSize, owner: map[RecordKey]uint32{}}}
 	var err error
@@ -191,7 +194,7 @@ func openRecordTable(fd, poolsFD, extsFD int, live *ebpf.Map, slots, capacity, p
 		}
 		k := RecordKey{Wire: t.slotName(s), Qtype: s.Qtype}
 		t.heads[j] = slotHead{used: true, dist: s.Dist, key: k, hash: s.Hash}
-		t.index[k] = j
+		t.n++
 		if x := t.extOf(s); x != nil {
 			t.exts.owner[k] = *extIndex(&s.Rr)
 			if x.Rr.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_POOL) != 0 {
@@ -202,6 +205,32 @@ func openRecordTable(fd, poolsFD, extsFD int, live *ebpf.Map, slots, capacity, p
 	t.pools.freeRest()
 	t.exts.freeRest()
 	return t, nil
+}
+
+// find is the slot holding k's set, probed for from its home as the
+// program probes: past an empty slot, or a set nearer its own home than
+// k's would be, k's set cannot lie (Robin Hood order).
+func (t *recordTable) find(k RecordKey) (uint32, bool) {
+	return findIn(t.heads, t.size, k, NameHash(k.Wire, k.Qtype))
+}
+
+// findIn is find in heads placed for a live region of size slots, for a
+// set whose hash is h.
+func findIn(heads []slotHead, size uint32, k RecordKey, h uint64) (uint32, bool) {
+	j := homeSlot(h, size)
+	for d := 0; d < probeMax; d++ {
+		hd := &heads[j]
+		if !hd.used || int(hd.dist) < d {
+			break
+		}
+		if hd.hash == h && hd.key == k {
+			return j, true
+		}
+		if j++; j == size {
+			j = 0
+		}
+	}
+	return 0, false
 }
 
 // home is the slot a hash starts its probe at in the live region.
@@ -435,9 +464,9 @@ func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 	if at, ok := t.spilled[k]; ok && at == t.freed {
 		return nil
 	}
-	_, kept := t.index[k]
+	at, kept := t.find(k)
 	_, spilled := t.spilled[k]
-	if !kept && !spilled && len(t.index)+len(t.spilled) >= t.capacity {
+	if !kept && !spilled && t.n+len(t.spilled) >= t.capacity {
 		return fmt.Errorf("writing record set %q/%d: the table holds %d sets, its capacity", k.Wire, k.Qtype, t.capacity)
 	}
 	var ext, pool uint32
@@ -450,7 +479,7 @@ func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 		pool, err = t.pools.claim(k)
 	}
 	if err == nil {
-		err = t.place(k, v, ext, pool)
+		err = t.place(k, v, at, kept, ext, pool)
 	}
 	if err != nil && !kept {
 		t.exts.release(k)
@@ -466,10 +495,10 @@ func (t *recordTable) put(k RecordKey, v *bpf.Set) error {
 }
 
 // place writes a set, v, whose ext and pool entries are ext and pool if
-// it needs them, into its slot or, for a new one, into the table; t.mu is
-// held.
-func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
-	if j, ok := t.index[k]; ok {
+// it needs them, into its slot j if kept or, for a new one, into the
+// table; t.mu is held.
+func (t *recordTable) place(k RecordKey, v *bpf.Set, j uint32, kept bool, ext, pool uint32) error {
+	if kept {
 		h := t.heads[j]
 		x, p := encode(&t.scratch, k, h.hash, h.dist, v, ext, pool)
 		t.write(j, &t.scratch, x, p)
@@ -478,7 +507,7 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
 	// A set added only ever grows the region, to twice its sets, so that
 	// sets added one by one move each set a few times in all, not once
 	// per growth of a seventh; a sync sizes it for its sets at once (fit).
-	if n := len(t.index) + 1; !liveFits(t.size, n, t.maxSize) && uint64(n)*100 > uint64(t.size)*uint64(loadMaxPct) {
+	if n := t.n + 1; !liveFits(t.size, n, t.maxSize) && uint64(n)*100 > uint64(t.size)*uint64(loadMaxPct) {
 		if err := t.resize(liveSize(2*n, t.maxSize)); err != nil {
 			return fmt.Errorf("writing record set %q/%d: %w", k.Wire, k.Qtype, err)
 		}
@@ -514,6 +543,12 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
 	}
 	if spill != nil {
 		t.spill(spill.key)
+		if spill.key != k {
+			t.n-- // pushed out of its slot by k's
+		}
+	}
+	if len(chain) > 0 {
+		t.n++
 	}
 	// The last move fills the empty slot, or that of the set spilled;
 	// each earlier one overwrites a set whose copy is already written
@@ -522,25 +557,25 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, ext, pool uint32) error {
 		m := chain[i]
 		var s *bpf.SteadydnsRecSlot
 		var x, p *entry
-		if m.head.key == k {
+		if i == 0 { // k's set, which the chain starts with
 			s = &t.scratch
 			x, p = encode(s, k, h, m.head.dist, v, ext, pool)
-		} else {
-			s = t.copyOf(t.index[m.head.key])
+		} else { // the set k's pushed on, from the slot the move before fills
+			s = t.copyOf(chain[i-1].to)
 			s.Dist = m.head.dist
 		}
 		t.write(m.to, s, x, p)
 		t.heads[m.to] = m.head
-		t.index[m.head.key] = m.to
-		delete(t.spilled, m.head.key)
+	}
+	if len(chain) > 0 {
+		delete(t.spilled, k)
 	}
 	return nil
 }
 
-// spill takes k out of the table's index, placed nowhere, and frees its
-// entries: its slot is written over by the chain that pushed it out.
+// spill records k's set as placed nowhere and frees its entries: its
+// slot, if it had one, is written over by the chain that pushed it out.
 func (t *recordTable) spill(k RecordKey) {
-	delete(t.index, k)
 	t.spilled[k] = t.freed
 	t.exts.release(k)
 	t.pools.release(k)
@@ -561,11 +596,11 @@ func (t *recordTable) remove(k RecordKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.spilled, k)
-	j, ok := t.index[k]
+	j, ok := t.find(k)
 	if !ok {
 		return
 	}
-	delete(t.index, k)
+	t.n--
 	t.freed++
 	for {
 		next := t.next(j)
@@ -578,7 +613,6 @@ func (t *recordTable) remove(k RecordKey) {
 		n.dist--
 		t.write(j, s, nil, nil)
 		t.heads[j] = n
-		t.index[n.key] = j
 		j = next
 	}
 	t.write(j, &bpf.SteadydnsRecSlot{}, nil, nil)
@@ -619,40 +653,41 @@ func place(heads []slotHead, size uint32, head slotHead) (spilled *slotHead) {
 func (t *recordTable) resize(size uint32) error {
 	heads := make([]slotHead, len(t.heads))
 	var spilled []RecordKey
-	for _, j := range t.index {
-		if h := place(heads, size, t.heads[j]); h != nil {
-			spilled = append(spilled, h.key)
+	for j := range t.size {
+		if t.heads[j].used {
+			if h := place(heads, size, t.heads[j]); h != nil {
+				spilled = append(spilled, h.key)
+			}
 		}
 	}
-	index := make(map[RecordKey]uint32, len(t.index))
-	for j, h := range heads {
-		if h.used {
-			index[h.key] = uint32(j)
-		}
-	}
-	moved := make(map[RecordKey]bool, len(t.index))
-	for k, from := range t.index {
-		if _, ok := index[k]; moved[k] || !ok {
+	// to is where the set of a head goes, false for one spilled.
+	to := func(h slotHead) (uint32, bool) { return findIn(heads, size, h.key, h.hash) }
+	moved := make([]bool, t.size) // by the slot a set leaves
+	for from := range t.size {
+		dst, ok := to(t.heads[from])
+		if !t.heads[from].used || moved[from] || !ok {
 			continue
 		}
-		cur, key := t.copyOf(from), k
+		cur, at := t.copyOf(from), from
 		for {
-			to := index[key]
-			cur.Dist = heads[to].dist
+			cur.Dist = heads[dst].dist
 			// The set now in the destination, not yet moved, goes next,
 			// unless it is spilled.
-			old := t.heads[to]
+			old := t.heads[dst]
 			var next *bpf.SteadydnsRecSlot
-			_, placed := index[old.key]
-			if old.used && old.key != key && !moved[old.key] && placed {
-				next = t.copyOf(to)
+			var nextDst uint32
+			if old.used && dst != at && !moved[dst] {
+				var placed bool
+				if nextDst, placed = to(old); placed {
+					next = t.copyOf(dst)
+				}
 			}
-			t.write(to, cur, nil, nil)
-			moved[key] = true
+			t.write(dst, cur, nil, nil)
+			moved[at] = true
 			if next == nil {
 				break
 			}
-			cur, key = next, old.key
+			cur, at, dst = next, dst, nextDst
 		}
 	}
 	for _, k := range spilled {
@@ -666,7 +701,8 @@ func (t *recordTable) resize(size uint32) error {
 			t.write(j, &bpf.SteadydnsRecSlot{}, nil, nil)
 		}
 	}
-	t.heads, t.index, t.size = heads, index, size
+	t.heads, t.size = heads, size
+	t.n -= len(spilled)
 	t.freed++
 	return nil
 }
@@ -681,23 +717,15 @@ func (t *recordTable) fit(n int) error {
 	return nil
 }
 
-// reserve makes an empty table's index room for n sets, so that a first
-// load of millions does not grow it a power of two at a time.
-func (t *recordTable) reserve(n int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.index) == 0 {
-		t.index = make(map[RecordKey]uint32, n)
-	}
-}
-
 // keys lists the sets in the table, and those spilled.
 func (t *recordTable) keys() []RecordKey {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]RecordKey, 0, len(t.index)+len(t.spilled))
-	for k := range t.index {
-		keys = append(keys, k)
+	keys := make([]RecordKey, 0, t.n+len(t.spilled))
+	for _, h := range t.heads[:t.size] {
+		if h.used {
+			keys = append(keys, h.key)
+		}
 	}
 	for k := range t.spilled {
 		keys = append(keys, k)
@@ -759,7 +787,8 @@ func (o *Objects) RecordKeys() ([]RecordKey, error) {
 	return o.records.keys(), nil
 }
 
-// SyncRecords makes the table hold exactly sets. It deletes the sets no
+// SyncRecords makes the table hold exactly sets, which yields each key
+// once and is walked several times. It deletes the sets no
 // longer wanted before it writes, so that the table never holds more than
 // the larger of the old and the new count: new sets fit whenever they fit
 // on their own. Sets a slot holds are written first, then the other sets
@@ -768,20 +797,18 @@ func (o *Objects) RecordKeys() ([]RecordKey, error) {
 // replaced in place and never missing (and not written at all when
 // unchanged); a removed one only leaves a moment early, and XDP passes
 // its queries to the fallback.
-func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
-	if err := o.FitRecords(sets); err != nil {
+func (o *Objects) SyncRecords(sets iter.Seq2[RecordKey, *bpf.Set]) error {
+	n, err := o.fitRecords(sets)
+	if err != nil {
 		return err
 	}
-	for _, k := range o.records.keys() {
-		if _, ok := sets[k]; !ok {
-			o.records.remove(k)
-		}
+	for _, k := range o.records.unwanted(sets) {
+		o.records.remove(k)
 	}
 	// One resize for the whole sync, not one per step crossed.
-	if err := o.records.fit(len(sets)); err != nil {
-		return fmt.Errorf("writing %d record sets: %w", len(sets), err)
+	if err := o.records.fit(n); err != nil {
+		return fmt.Errorf("writing %d record sets: %w", n, err)
 	}
-	o.records.reserve(len(sets))
 	later := 0
 	for k, v := range sets {
 		if NeedsExt(k, v) {
@@ -807,14 +834,51 @@ func (o *Objects) SyncRecords(sets map[RecordKey]*bpf.Set) error {
 	return nil
 }
 
+// unwanted lists the sets in the table, spilled ones included, that sets
+// does not hold. It marks each set sets holds with the sync's count
+// rather than index sets by key: for a zone of millions that index would
+// cost seconds and hundreds of megabytes.
+func (t *recordTable) unwanted(sets iter.Seq2[RecordKey, *bpf.Set]) []RecordKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.syncs++
+	var spilled map[RecordKey]bool
+	for k := range sets {
+		if j, ok := t.find(k); ok {
+			t.heads[j].seen = t.syncs
+		} else if _, ok := t.spilled[k]; ok {
+			if spilled == nil {
+				spilled = map[RecordKey]bool{}
+			}
+			spilled[k] = true
+		}
+	}
+	var out []RecordKey
+	for _, h := range t.heads[:t.size] {
+		if h.used && h.seen != t.syncs {
+			out = append(out, h.key)
+		}
+	}
+	for k := range t.spilled {
+		if !spilled[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // FitRecords reports whether sets fit the record table, the ext map and
 // the pool map, which SyncRecords checks before it changes anything.
-func (o *Objects) FitRecords(sets map[RecordKey]*bpf.Set) error {
-	if len(sets) > o.records.capacity {
-		return fmt.Errorf("writing %d record sets: the table holds %d", len(sets), o.records.capacity)
-	}
-	pools, exts := 0, 0
+func (o *Objects) FitRecords(sets iter.Seq2[RecordKey, *bpf.Set]) error {
+	_, err := o.fitRecords(sets)
+	return err
+}
+
+// fitRecords is FitRecords, returning the number of sets.
+func (o *Objects) fitRecords(sets iter.Seq2[RecordKey, *bpf.Set]) (int, error) {
+	n, pools, exts := 0, 0, 0
 	for k, v := range sets {
+		n++
 		if v.Pool != nil {
 			pools++
 		}
@@ -822,11 +886,14 @@ func (o *Objects) FitRecords(sets map[RecordKey]*bpf.Set) error {
 			exts++
 		}
 	}
+	if n > o.records.capacity {
+		return n, fmt.Errorf("writing %d record sets: the table holds %d", n, o.records.capacity)
+	}
 	if c := o.records.pools.capacity(); pools > c {
-		return fmt.Errorf("writing %d record sets of more than %d candidates: the pool map holds %d; a restart sizes it for them", pools, MaxCandidates, c)
+		return n, fmt.Errorf("writing %d record sets of more than %d candidates: the pool map holds %d; a restart sizes it for them", pools, MaxCandidates, c)
 	}
 	if c := o.records.exts.capacity(); exts > c {
-		return fmt.Errorf("writing %d record sets that need an ext entry: the ext map holds %d; a restart sizes it for them", exts, c)
+		return n, fmt.Errorf("writing %d record sets that need an ext entry: the ext map holds %d; a restart sizes it for them", exts, c)
 	}
-	return nil
+	return n, nil
 }

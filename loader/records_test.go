@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -30,7 +31,7 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 		return m
 	}
 	for _, want := range [][]string{{"a", "b"}, {"b", "c"}, {"d", "e"}} {
-		if err := o.SyncRecords(sets(want...)); err != nil {
+		if err := o.SyncRecords(maps.All(sets(want...))); err != nil {
 			t.Fatalf("syncing %v: %v", want, err)
 		}
 		keys, err := o.RecordKeys()
@@ -48,7 +49,7 @@ func TestSyncRecordsAtCapacity(t *testing.T) {
 	}
 	// The capacity holds: the check in the daemon's Build is what keeps
 	// a config from reaching this.
-	if err := o.SyncRecords(sets("a", "b", "c")); err == nil {
+	if err := o.SyncRecords(maps.All(sets("a", "b", "c"))); err == nil {
 		t.Fatal("synced three sets into a table of two")
 	}
 }
@@ -122,6 +123,13 @@ func TestRecordTableChurn(t *testing.T) {
 			if !ok || s.Rr.Ttl != ttl {
 				t.Fatalf("%s: %q/%d not found within %d slots of home (found %v)", step, k.Wire, k.Qtype, probeMax, ok)
 			}
+			// The loader finds it where the program does.
+			if j, ok := o.records.find(k); !ok || o.records.slot(j) != s {
+				t.Fatalf("%s: the loader finds %q/%d at %d (%v), not where the program does", step, k.Wire, k.Qtype, j, ok)
+			}
+		}
+		if used := len(o.records.keys()) - len(o.records.spilled); o.records.n != used {
+			t.Fatalf("%s: %d sets counted, %d placed", step, o.records.n, used)
 		}
 		if spilled > len(want)/100 || o.RecordsSpilled() != spilled {
 			t.Fatalf("%s: %d of %d sets spilled (%d counted), want at most 1%%", step, spilled, len(want), o.RecordsSpilled())
@@ -226,7 +234,7 @@ func TestRecordTableLiveRegion(t *testing.T) {
 		n    int
 		size uint32
 	}{{0, 1024}, {300, 1024}, {900, 1286}, {3000, 4286}, {1500, 4286}, {1000, 1429}, {100, 1024}} {
-		if err := o.SyncRecords(sets(c.n)); err != nil {
+		if err := o.SyncRecords(maps.All(sets(c.n))); err != nil {
 			t.Fatal(err)
 		}
 		check(o, c.n, c.size)
@@ -260,7 +268,7 @@ func TestSyncRecordsWritesChanged(t *testing.T) {
 	sync := func(what string) uint64 {
 		t.Helper()
 		before := o.RecordWrites()
-		if err := o.SyncRecords(sets); err != nil {
+		if err := o.SyncRecords(maps.All(sets)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		return o.RecordWrites() - before

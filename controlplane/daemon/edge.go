@@ -104,8 +104,6 @@ func (e *edgeServer) takeTable(m transport.Message, stale uint64) {
 func (e *edgeServer) apply(p *Plan) error {
 	// Sets the maps cannot hold (more pools than the pool map was sized
 	// for at start) leave everything as it was: a restart resizes it.
-	// One map of the sets for the check and the write: for a large zone
-	// a second map would double this step's time and its peak memory.
 	sets := p.Compiled.Entries()
 	if err := e.objs.FitRecords(sets); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -106,7 +107,7 @@ func TestCompileAliases(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", what, got, want)
 		}
 	}
-	entries := c.Entries()
+	entries := maps.Collect(c.Entries())
 	for _, tc := range []struct {
 		name  string
 		qtype uint16

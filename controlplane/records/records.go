@@ -5,6 +5,7 @@ package records
 
 import (
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -33,6 +34,10 @@ type Set struct {
 	// with other answers, whose selection nests the target's.
 	Fallback bool
 	aliases  []*Set // per slot of a Fallback A or AAAA set: the alias's target, or nil
+	// key is Key's, kept from Compiled.add: a sync walks the sets of a
+	// zone of millions several times, and the record table's mirror
+	// keeps the same wire name.
+	key loader.RecordKey
 }
 
 // Answer is the candidate of slot j as the config gives it: an address,
@@ -49,6 +54,9 @@ func (s *Set) Answer(j int) string {
 
 // Key is the set's data-plane key.
 func (s *Set) Key() loader.RecordKey {
+	if s.key.Wire != "" {
+		return s.key
+	}
 	return loader.RecordKey{Wire: Wire(s.Name), Qtype: s.Type}
 }
 
@@ -69,15 +77,16 @@ func (c *Compiled) Lookup(name string, qtype uint16) *Set {
 	return c.byName[nameType{strings.ToLower(name), qtype}]
 }
 
-// Entries are the record map contents.
-func (c *Compiled) Entries() map[loader.RecordKey]*bpf.Set {
-	m := make(map[loader.RecordKey]*bpf.Set, c.InTable())
-	for _, s := range c.Sets {
-		if !s.Fallback {
-			m[s.Key()] = &s.Value
+// Entries are the record map contents, each key once, in the order
+// compiled; walked again, the same.
+func (c *Compiled) Entries() iter.Seq2[loader.RecordKey, *bpf.Set] {
+	return func(yield func(loader.RecordKey, *bpf.Set) bool) {
+		for _, s := range c.Sets {
+			if !s.Fallback && !yield(s.Key(), &s.Value) {
+				return
+			}
 		}
 	}
-	return m
 }
 
 // Exts is how many of Entries' sets need an ext entry (loader.NeedsExt),
@@ -196,6 +205,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 }
 
 func (c *Compiled) add(s *Set) {
+	s.key = loader.RecordKey{Wire: Wire(s.Name), Qtype: s.Type}
 	c.Sets = append(c.Sets, s)
 	c.byName[nameType{s.Name, s.Type}] = s
 }
