@@ -237,8 +237,8 @@ func TestSignedNoData(t *testing.T) {
 	setHealth(t, o, sv.index["c3"])
 	var sets []presign.Set
 	for _, set := range sv.comp.Sets {
-		if set.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0 && !set.Fallback {
-			sets = append(sets, presign.Set{Name: set.Name, Wire: records.Wire(set.Name), Type: set.Type, Value: &set.Value, Addrs: set.Addrs, Zone: sv.zone,
+		if v := set.Data(new(bpf.Set)); v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0 && !set.Fallback {
+			sets = append(sets, presign.Set{Name: set.Name, Wire: records.Wire(set.Name), Type: set.Type, Value: v, Addrs: set.Addrs, Zone: sv.zone,
 				NoData: func() []dns.RR { return sv.zone.NoData(set.Name, set.Type) }})
 		}
 	}

@@ -301,7 +301,7 @@ func yesNo(b bool) string {
 // describe explains each candidate with the data plane's own selection;
 // checks are the checks' states by id.
 func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health.Status) RecordView {
-	v := &s.Value
+	v := s.Data(new(bpf.Set))
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}

@@ -50,11 +50,12 @@ func (c *Compiled) resolveAliases(cfg *config.Config) error {
 
 // copyOf makes s, a set whose one answer aliases t, a copy of t.
 func (s *Set) copyOf(t *Set) {
-	v := t.Value
-	v.Zone, v.Ttl, v.TtlDegraded = s.Value.Zone, s.Value.Ttl, s.Value.TtlDegraded
+	v := new(bpf.Set)
+	*v = *t.Data(v)
+	v.Zone, v.Ttl, v.TtlDegraded = s.value.Zone, s.value.Ttl, s.value.TtlDegraded
 	// Signed as the alias's own zone is, not as the target's.
-	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
-	s.Value = v
+	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | s.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+	s.value = v
 	s.Policy = t.Policy
 	s.Addrs, s.Targets, s.Checks, s.Regions = t.Addrs, nil, t.Checks, t.Regions
 }

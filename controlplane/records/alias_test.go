@@ -132,9 +132,9 @@ func TestCompileAliases(t *testing.T) {
 	nests := " A nests the selection of an alias's target in its own, which XDP does not do: the fallback answers it"
 	same("warnings", c.Warnings[1:], []string{"example.test." + nests, "strict.example.test." + nests, "mixed.example.test." + nests})
 	lb, api := c.Lookup("lb.example.test.", dns.TypeA), c.Lookup("api.example.test.", dns.TypeA)
-	want := lb.Value
+	want := data(lb)
 	want.Ttl = 45
-	same("api copies lb", api.Value, want)
+	same("api copies lb", data(api), want)
 	same("api addresses", api.Addrs, lb.Addrs)
 	same("api checks", api.Checks, []string{"web1", "web2"})
 	ns := c.Lookup("ns.example.test.", dns.TypeA)
@@ -142,9 +142,9 @@ func TestCompileAliases(t *testing.T) {
 	apex := c.Lookup("example.test.", dns.TypeA)
 	same("apex answers", []string{apex.Answer(0), apex.Answer(1)}, []string{"alias lb.example.test.", "198.18.1.9"})
 	same("apex checks", apex.Checks, []string{"alias:lb.example.test.:A", ""})
-	same("apex alias entry", apex.Value.Cand[0].Check, uint32(4))
+	same("apex alias entry", data(apex).Cand[0].Check, uint32(4))
 	www := c.Lookup("www.example.test.", dns.TypeCNAME)
-	same("cname", []any{www.Value.MaxAnswers, www.Answer(0), www.Answer(1)}, []any{uint8(1), "lb.example.test.", "api.example.test."})
+	same("cname", []any{data(www).MaxAnswers, www.Answer(0), www.Answer(1)}, []any{uint8(1), "lb.example.test.", "api.example.test."})
 }
 
 // downs is a health table with the listed entries down.

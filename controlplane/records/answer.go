@@ -44,7 +44,8 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	if s == nil {
 		return fallback.Selection{}, false
 	}
-	v := &s.Value
+	var buf bpf.Set
+	v := s.Data(&buf)
 	var ranks selection.Ranks
 	var scope uint8
 	if steered(s) || slices.ContainsFunc(s.aliases, steered) {
@@ -76,13 +77,14 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 }
 
 func steered(s *Set) bool {
-	return s != nil && s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0
+	return s != nil && s.value != nil && s.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 // a static set never is
 }
 
 // pick runs the data plane's selection on s, steered by ranks if s is
 // geo-steered.
 func (a *Answerer) pick(s *Set, ranks selection.Ranks, into []int) selection.Pick {
-	v := &s.Value
+	var buf bpf.Set
+	v := s.Data(&buf)
 	if !steered(s) {
 		ranks = nil
 	}
@@ -95,7 +97,8 @@ func (a *Answerer) pick(s *Set, ranks selection.Ranks, into []int) selection.Pic
 // nothing. degraded is whether ttl_degraded applies: a candidate of s or
 // of a chosen target is down.
 func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []netip.Addr) (_ []netip.Addr, degraded bool) {
-	limit := int(s.Value.MaxAnswers)
+	var buf bpf.Set
+	limit := int(s.Data(&buf).MaxAnswers)
 	add := func(x netip.Addr) {
 		if len(out) < limit && !slices.Contains(out, x) {
 			out = append(out, x)

@@ -28,7 +28,6 @@ type Set struct {
 	Targets []string     // per slot: a CNAME's target or an alias's, "" for an address
 	Checks  []string     // per slot: the check id, "" when always healthy
 	Regions []string     // per slot: the answer's region, "" for none
-	Value   bpf.Set
 	// Fallback keeps the set out of the data plane's record table: a
 	// CNAME set, which XDP does not answer, or one that mixes an alias
 	// with other answers, whose selection nests the target's.
@@ -38,6 +37,40 @@ type Set struct {
 	// zone of millions several times, and the record table's mirror
 	// keeps the same wire name.
 	key loader.RecordKey
+	// value is a record's data-plane set (Data). A zone file's static
+	// set keeps only what Data builds its own from, with Addrs: a zone
+	// of millions would otherwise hold each address twice, the second
+	// time in a candidate array sized for a record's.
+	value  *bpf.Set
+	ttl    uint32
+	zone   uint8
+	signed bool
+}
+
+// Data is the set as the data plane holds it: a record's own, or, for a
+// zone file's static set, built into buf, which holds it until the next
+// call with buf.
+func (s *Set) Data(buf *bpf.Set) *bpf.Set {
+	if s.value != nil {
+		return s.value
+	}
+	*buf = bpf.Set{}
+	v := &buf.SteadydnsRrset
+	v.Ttl = s.ttl
+	v.N = uint8(len(s.Addrs))
+	v.MaxAnswers = v.N
+	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)
+	v.Zone = s.zone
+	// Every candidate checked by entry 0, always up, no backup, no geo,
+	// every one answered: the program may skip the selection.
+	v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
+	if s.signed {
+		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+	}
+	for j, a := range s.Addrs {
+		setAddr(&v.Cand[j], a)
+	}
+	return buf
 }
 
 // Answer is the candidate of slot j as the config gives it: an address,
@@ -81,8 +114,9 @@ func (c *Compiled) Lookup(name string, qtype uint16) *Set {
 // compiled; walked again, the same.
 func (c *Compiled) Entries() iter.Seq2[loader.RecordKey, *bpf.Set] {
 	return func(yield func(loader.RecordKey, *bpf.Set) bool) {
+		var buf bpf.Set
 		for _, s := range c.Sets {
-			if !s.Fallback && !yield(s.Key(), &s.Value) {
+			if !s.Fallback && !yield(s.Key(), s.Data(&buf)) {
 				return
 			}
 		}
@@ -93,8 +127,9 @@ func (c *Compiled) Entries() iter.Seq2[loader.RecordKey, *bpf.Set] {
 // counted without building it: what the ext map is sized for.
 func (c *Compiled) Exts() int {
 	n := 0
+	var buf bpf.Set
 	for _, s := range c.Sets {
-		if !s.Fallback && loader.NeedsExt(s.Key(), &s.Value) {
+		if !s.Fallback && loader.NeedsExt(s.Key(), s.Data(&buf)) {
 			n++
 		}
 	}
@@ -176,10 +211,10 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		}
 		// Past the zones XDP holds SOAs for, the index past them: its
 		// NODATA goes to the fallback.
-		s.Value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
+		s.value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
 		if z.Online() {
 			// XDP passes its DO queries to the fallback, which signs.
-			s.Value.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+			s.value.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 		}
 		c.add(s)
 	}
@@ -193,7 +228,7 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 			}
 			s := compileStatic(z, zs, &room)
 			// As a record's: presign signs it with this zone's keys.
-			s.Value.Zone = uint8(min(i, int(bpf.SteadydnsLimitsMAX_ZONES)))
+			s.zone = uint8(min(i, int(bpf.SteadydnsLimitsMAX_ZONES)))
 			c.add(s)
 		}
 	}
@@ -238,8 +273,8 @@ var (
 )
 
 func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check, region string) (uint32, bool)) (*Set, error) {
-	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true}
-	v := &s.Value
+	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true, value: new(bpf.Set)}
+	v := s.value
 	v.Ttl = r.TTL
 	v.TtlDegraded = r.TTLDegraded
 	v.N = uint8(len(r.Answers))
@@ -329,18 +364,7 @@ func (b *slab) addrSlice(n int) []netip.Addr {
 
 func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
 	s := room.set()
-	*s = Set{Name: zs.Name, Type: zs.Type, Policy: "static"}
-	v := &s.Value
-	v.Ttl = zs.TTL
-	v.N = uint8(len(zs.RRs))
-	v.MaxAnswers = uint8(len(zs.RRs))
-	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)
-	// Every candidate checked by entry 0, always up, no backup, no geo,
-	// every one answered: the program may skip the selection.
-	v.Flags = uint8(bpf.SteadydnsRrsetFlagsRR_STATIC)
-	if z.Signed() {
-		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
-	}
+	*s = Set{Name: zs.Name, Type: zs.Type, Policy: "static", ttl: zs.TTL, signed: z.Signed()}
 	s.Addrs = room.addrSlice(len(zs.RRs))
 	for j, rr := range zs.RRs {
 		var a netip.Addr
@@ -350,7 +374,6 @@ func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
 		case *dns.AAAA:
 			a, _ = netip.AddrFromSlice(rr.AAAA.To16())
 		}
-		setAddr(&v.Cand[j], a)
 		s.Addrs[j] = a
 	}
 	// A zone may hold millions of sets: theirs share one slice of empty

@@ -92,7 +92,7 @@ func TestCompile(t *testing.T) {
 	if www == nil || !www.Dynamic {
 		t.Fatalf("www A not compiled as dynamic: %+v", www)
 	}
-	v := www.Value
+	v := data(www)
 	if v.N != 3 || v.Ttl != 20 || v.TtlDegraded != 5 || v.Policy != uint8(bpf.SteadydnsPolicyPOLICY_FAILOVER) || v.WhenAllDown != uint8(bpf.SteadydnsWhenAllDownWHEN_DOWN_NODATA) {
 		t.Errorf("www A header %+v", v)
 	}
@@ -112,7 +112,7 @@ func TestCompile(t *testing.T) {
 
 	// Static sets: ns1 is in; glue below the cut is not; big has more
 	// than K records and stays with the fallback, with a warning.
-	if s := c.Lookup("ns1.example.test.", dns.TypeA); s == nil || s.Dynamic || s.Value.MaxAnswers != 1 || s.Value.Cand[0].Check != 0 {
+	if s := c.Lookup("ns1.example.test.", dns.TypeA); s == nil || s.Dynamic || data(s).MaxAnswers != 1 || data(s).Cand[0].Check != 0 {
 		t.Errorf("ns1 A static set: %+v", s)
 	}
 	if s := c.Lookup("ns.sub.example.test.", dns.TypeA); s != nil {
@@ -168,7 +168,7 @@ func TestCompilePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tc.field(&c.Lookup("www.example.test.", dns.TypeA).Value.SteadydnsRrset); uint32(got) != tc.want {
+			if got := tc.field(&c.Lookup("www.example.test.", dns.TypeA).Data(new(bpf.Set)).SteadydnsRrset); uint32(got) != tc.want {
 				t.Errorf("compiled to %d, want %d", got, tc.want)
 			}
 		})
@@ -256,8 +256,8 @@ func TestZoneIndexPastTheTable(t *testing.T) {
 			if s == nil {
 				t.Fatalf("%s.z%d.test. A not compiled", name, i)
 			}
-			if s.Value.Zone != w {
-				t.Errorf("%s.z%d.test. A: zone byte %d, want %d", name, i, s.Value.Zone, w)
+			if data(s).Zone != w {
+				t.Errorf("%s.z%d.test. A: zone byte %d, want %d", name, i, data(s).Zone, w)
 			}
 		}
 	}
@@ -321,7 +321,7 @@ func TestSignedOnline(t *testing.T) {
 			if s == nil {
 				t.Fatalf("%s A not compiled", name)
 			}
-			if got := s.Value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0; got != online {
+			if got := data(s).Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0; got != online {
 				t.Errorf("online %v: %s A signed flag %v", online, name, got)
 			}
 		}
@@ -355,3 +355,6 @@ func TestWireAsPacked(t *testing.T) {
 		}
 	}
 }
+
+// data is s's data-plane set, a copy.
+func data(s *Set) bpf.Set { return *s.Data(new(bpf.Set)) }
