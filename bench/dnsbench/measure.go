@@ -19,6 +19,9 @@ type ServerResult struct {
 	Answered    stats.Summary // replies per second kxdpgun received
 	Ratio       float64       // Answered.Median over the reflector's; 0 without a reflector
 	KernelNs    stats.Summary // ns per packet in the veth's XDP program under load; N=0 without one
+	// Saturated is what a socket server answered per second offered
+	// Options.SaturationRate, more than it can; N=0 for the others.
+	Saturated stats.Summary
 	// DO0Ns and DO0Answered are the paired run's (server.pairDO0): the
 	// same queries asking DO=0 with EDNS; N=0 unpaired. DO1OverDO0 is
 	// KernelNs over DO0Ns round by round.
@@ -37,6 +40,7 @@ type ServerResult struct {
 type serverRuns struct {
 	res                            ServerResult
 	p50, p99, sent, answered, ns   []float64
+	saturated                      []float64
 	do0Ns, do0Answered, do1OverDO0 []float64
 }
 
@@ -50,6 +54,7 @@ func (m *serverRuns) result() ServerResult {
 	res.P50, res.P99 = stats.Summarize(m.p50), stats.Summarize(m.p99)
 	res.Offered, res.Answered, res.KernelNs = stats.Summarize(m.sent), stats.Summarize(m.answered), stats.Summarize(m.ns)
 	res.DO0Ns, res.DO0Answered, res.DO1OverDO0 = stats.Summarize(m.do0Ns), stats.Summarize(m.do0Answered), stats.Summarize(m.do1OverDO0)
+	res.Saturated = stats.Summarize(m.saturated)
 	return res
 }
 
@@ -112,11 +117,12 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	}
 	var g gunRun
 	var cost float64
-	do1 := func() error {
+	do := func(rate int) error {
 		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, queries, rate); return err })
 		res.OtherLoad = max(res.OtherLoad, other)
 		return err
 	}
+	do1 := func() error { return do(rate) }
 	if s.pairDO0 && prog != nil {
 		if err := r.pairedDO0(ctx, prog, m, round, rate, do1); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -133,6 +139,15 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	m.sent, m.answered = append(m.sent, g.sent), append(m.answered, g.replies)
 	for k, v := range g.rcodes {
 		res.Rcodes[k] += v
+	}
+	if s.sockets && r.o.SaturationRate > 0 {
+		if err := do(r.o.SaturationRate); err != nil {
+			return fmt.Errorf("%s at saturation: %w", s.name, err)
+		}
+		m.saturated = append(m.saturated, g.replies)
+		for k, v := range g.rcodes {
+			res.Rcodes[k] += v
+		}
 	}
 	return nil
 }

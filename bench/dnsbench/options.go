@@ -26,10 +26,15 @@ type Options struct {
 	// beyond what they answer still costs it the receive path up to the
 	// full socket: at Rate they would be measured collapsing under ten
 	// times their capacity, not at it.
-	SocketRate  int
-	LatencyRate int           // queries per second dnsperf offers for the latency runs
-	Duration    time.Duration // one load run; kxdpgun takes whole seconds
-	Runs        int           // runs per measurement; reports give the median and the spread
+	SocketRate int
+	// SaturationRate is a second load run's for the socket servers, more
+	// than any of them answers: what each answers when overloaded, on a
+	// CPU that also takes the receive path of every query it cannot
+	// answer. 0 skips it.
+	SaturationRate int
+	LatencyRate    int           // queries per second dnsperf offers for the latency runs
+	Duration       time.Duration // one load run; kxdpgun takes whole seconds
+	Runs           int           // runs per measurement; reports give the median and the spread
 	// RRLRounds is how many rounds the rate-limiting cells take turns
 	// in, within one generator run, and RRLSlice how long each cell has
 	// the link in a round. The rounds go in pairs, the second in the
@@ -78,6 +83,7 @@ func Defaults() Options {
 		Names:              1000,
 		Rate:               2_000_000,
 		SocketRate:         200_000,
+		SaturationRate:     400_000,
 		LatencyRate:        20_000,
 		Duration:           5 * time.Second,
 		Runs:               3,
@@ -122,6 +128,9 @@ func (o *Options) check() error {
 	}
 	if o.RRLSlice < 10*time.Millisecond {
 		return fmt.Errorf("rrl slice %v: want at least 10ms, so that a slice holds thousands of queries", o.RRLSlice)
+	}
+	if o.SaturationRate < 0 {
+		return fmt.Errorf("saturation rate %d: must not be negative", o.SaturationRate)
 	}
 	if o.PushRounds < 0 {
 		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)

@@ -88,6 +88,7 @@ func Markdown(w io.Writer, res *Results) {
 		}
 		fmt.Fprintln(w)
 	}
+	saturationMarkdown(w, res.Servers, o.SaturationRate)
 	complianceMarkdown(w, res.Servers)
 	if res.ConstantWork != nil {
 		constantWorkMarkdown(w, res.ConstantWork, o)
@@ -97,6 +98,35 @@ func Markdown(w io.Writer, res *Results) {
 	}
 	if len(res.Commands) > 0 {
 		fmt.Fprintf(w, "\n## Commands\n\n```\n%s\n```\n", strings.Join(res.Commands, "\n"))
+	}
+}
+
+// saturationMarkdown is the socket servers' answered rates when offered
+// more than any answers, in the same run, and the fallback's over the best
+// of the others'.
+func saturationMarkdown(w io.Writer, servers []ServerResult, rate int) {
+	var rows []ServerResult
+	var fallback, best float64
+	for _, s := range servers {
+		if s.Saturated.N == 0 {
+			continue
+		}
+		rows = append(rows, s)
+		if s.Name == "steadydns-fallback" {
+			fallback = s.Saturated.Median
+		} else {
+			best = max(best, s.Saturated.Median)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## At saturation\n\nThe socket servers offered %d k/s, more than any answers; the receive path of every query a server cannot take still runs on its CPU.\n\n| server | answered k/s |\n|---|---|\n", rate/1000)
+	for _, s := range rows {
+		fmt.Fprintf(w, "| %s | %s |\n", s.Name, s.Saturated.Format(1e3, 0))
+	}
+	if fallback > 0 && best > 0 {
+		fmt.Fprintf(w, "\nThe fallback answers %.2f× the best of the others.\n", fallback/best)
 	}
 }
 

@@ -49,3 +49,30 @@ func TestSlicedSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestSaturationMarkdown: the socket servers' rates at saturation, and the
+// fallback's over the best of the others, not over itself or the XDP
+// servers, which have no such run.
+func TestSaturationMarkdown(t *testing.T) {
+	sat := func(k float64) stats.Summary { return stats.Summarize([]float64{k * 1e3}) }
+	var b bytes.Buffer
+	saturationMarkdown(&b, []ServerResult{
+		{Name: "steadydns"},
+		{Name: "steadydns-fallback", Saturated: sat(150)},
+		{Name: "nsd", Saturated: sat(120)},
+		{Name: "gdnsd", Saturated: sat(160)},
+	}, 400_000)
+	for _, want := range []string{"offered 400 k/s", "| steadydns-fallback | 150 |", "| gdnsd | 160 |", "0.94× the best of the others"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "| steadydns |") {
+		t.Errorf("an XDP server has a row:\n%s", b.String())
+	}
+	b.Reset()
+	saturationMarkdown(&b, []ServerResult{{Name: "steadydns"}}, 400_000)
+	if b.Len() != 0 {
+		t.Errorf("a section without socket servers:\n%s", b.String())
+	}
+}

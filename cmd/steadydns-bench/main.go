@@ -59,6 +59,7 @@ func run(args []string) error {
 	names := fs.Int("names", d.Names, "names in the generated zone")
 	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers the servers that answer in XDP")
 	socketRate := fs.Int("socket-rate", d.SocketRate, "queries per second kxdpgun offers the servers that answer from UDP sockets")
+	saturation := fs.Int("saturation-rate", d.SaturationRate, "queries per second of a second load run for the socket servers, more than any answers; 0 skips it")
 	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
 	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
 	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
@@ -94,6 +95,8 @@ func run(args []string) error {
 			o.Rate = *rate
 		case "socket-rate":
 			o.SocketRate = *socketRate
+		case "saturation-rate":
+			o.SaturationRate = *saturation
 		case "latency-rate":
 			o.LatencyRate = *latency
 		case "duration":
