@@ -358,3 +358,38 @@ func TestWireAsPacked(t *testing.T) {
 
 // data is s's data-plane set, a copy.
 func data(s *Set) bpf.Set { return *s.Data(new(bpf.Set)) }
+
+// TestSetIndex finds each of many sets by name and type, and no other:
+// a name's two types apart, an absent type or name, and of two sets of
+// one name and type the later.
+func TestSetIndex(t *testing.T) {
+	var c Compiled
+	for i := range 5000 {
+		name := fmt.Sprintf("n%d.example.test.", i)
+		c.add(&Set{Name: name, Type: dns.TypeA})
+		c.add(&Set{Name: name, Type: dns.TypeAAAA})
+	}
+	later := &Set{Name: "n7.example.test.", Type: dns.TypeA, Policy: "later"}
+	c.add(later)
+	c.byName.build(c.Sets)
+	for _, s := range c.Sets[:len(c.Sets)-1] {
+		want := s
+		if s.Name == later.Name && s.Type == later.Type {
+			want = later
+		}
+		if got := c.Lookup(strings.ToUpper(s.Name), s.Type); got != want {
+			t.Fatalf("%s %d: found %+v, want %+v", s.Name, s.Type, got, want)
+		}
+	}
+	for _, miss := range []struct {
+		name  string
+		qtype uint16
+	}{{"n1.example.test.", dns.TypeCNAME}, {"n5000.example.test.", dns.TypeA}, {"example.test.", dns.TypeA}} {
+		if got := c.Lookup(miss.name, miss.qtype); got != nil {
+			t.Errorf("%s %d: found %+v, want none", miss.name, miss.qtype, got)
+		}
+	}
+	if got := new(Compiled).Lookup("n1.example.test.", dns.TypeA); got != nil {
+		t.Errorf("an empty index found %+v", got)
+	}
+}
