@@ -16,6 +16,7 @@ import (
 
 	"github.com/steadydns/steadydns/bench/stats"
 	"github.com/steadydns/steadydns/bench/xdpprog"
+	"github.com/steadydns/steadydns/bpf"
 	"github.com/steadydns/steadydns/loader"
 )
 
@@ -228,7 +229,7 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 				return err
 			}
 		}
-		mem, err := measureMemory(o, n, k)
+		mem, err := r.measureMemory(n, k)
 		if err != nil {
 			return err
 		}
@@ -412,10 +413,62 @@ func (r *rig) quietLoadRun(ctx context.Context, prog *ebpf.Program, file string)
 	return cost, answered, other, err
 }
 
-// measureMemory reads the memlock of the record maps with the A and AAAA
-// sets of n names of k candidates in them.
-func measureMemory(o *loader.Objects, n, k int) (MemoryResult, error) {
-	m := MemoryResult{Names: n, K: k, Sets: 2 * n, Spilled: o.RecordsSpilled()}
+// measureMemory loads the record maps afresh, sized as serve sizes them
+// for exactly the A and AAAA sets of n names of k candidates (a slot for
+// each set, ext and pool entries for those that need them), writes the
+// sets and reads each map's memlock, which bpftool map show prints. The
+// harness's own maps are sized for its largest zone and K, which would
+// charge a small zone for a large one's room.
+func (r *rig) measureMemory(n, k int) (m MemoryResult, err error) {
+	m = MemoryResult{Names: n, K: k, Sets: 2 * n}
+	qtypes := []uint16{dns.TypeA, dns.TypeAAAA}
+	exts, pools := 0, 0
+	for _, qtype := range qtypes {
+		err := recordSets(n, k, qtype, r.o, func(key loader.RecordKey, v *bpf.Set) error {
+			if loader.NeedsExt(key, v) {
+				exts++
+			}
+			if v.Pool != nil {
+				pools++
+			}
+			return nil
+		})
+		if err != nil {
+			return m, err
+		}
+	}
+	// The sets again, as SyncRecords walks them: recordSets has made
+	// them once without an error, and makes the same.
+	errStop := errors.New("stopped")
+	all := func(yield func(loader.RecordKey, *bpf.Set) bool) {
+		for _, qtype := range qtypes {
+			err := recordSets(n, k, qtype, r.o, func(key loader.RecordKey, v *bpf.Set) error {
+				if !yield(key, v) {
+					return errStop
+				}
+				return nil
+			})
+			if err != nil {
+				return
+			}
+		}
+	}
+	o, err := loader.Load(loader.Options{
+		BPFFS:          filepath.Join(r.bpffs, "memory"),
+		HealthCapacity: healthTableSize,
+		RecordCapacity: uint32(m.Sets),
+		PoolCapacity:   loader.PoolsFor(pools),
+		ExtCapacity:    loader.ExtsFor(exts),
+		Servers:        []netip.Addr{r.env.Edge.V4, r.env.Edge.V6},
+	})
+	if err != nil {
+		return m, err
+	}
+	defer func() { err = errors.Join(err, o.Unpin(), o.Close()) }()
+	if err := o.SyncRecords(all); err != nil {
+		return m, err
+	}
+	m.Spilled = o.RecordsSpilled()
 	for i, mp := range []*ebpf.Map{o.Records, o.RecExts, o.RecPools} {
 		info, err := mp.Info()
 		if err != nil {

@@ -24,13 +24,19 @@ import (
 func checkOf(i, j, k int) uint32 { return uint32(1 + (i*k+j)%(healthTableSize-2)) }
 
 // putRecordSets writes a set of qtype (A or AAAA) with k health-checked
+// candidates for each of n names (recordSets).
+func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
+	return recordSets(n, k, qtype, opt, o.PutSet)
+}
+
+// recordSets yields a set of qtype (A or AAAA) with k health-checked
 // candidates for each of n names, of Options.ConstantWorkPolicy,
 // answering up to k, at most MAX_ANSWERS; a set of more than
 // loader.MaxCandidates is a pool. A failover set's candidates rank in
 // order, a weighted set's weigh alike. With Options.ConstantWorkStatic a
 // set is a zone file's instead: no check, flagged RR_STATIC, which the
 // loader packs and the program answers without a selection.
-func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error {
+func recordSets(n, k int, qtype uint16, opt Options, yield func(loader.RecordKey, *bpf.Set) error) error {
 	policy, ok := records.DataPlanePolicy(opt.ConstantWorkPolicy)
 	if !ok {
 		return fmt.Errorf("constant-work policy %q: not a policy", opt.ConstantWorkPolicy)
@@ -61,7 +67,7 @@ func putRecordSets(o *loader.Objects, n, k int, qtype uint16, opt Options) error
 				cs[j].Check = checkOf(i, j, k)
 			}
 		}
-		if err := o.PutSet(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
+		if err := yield(loader.RecordKey{Wire: string(buf[:l]), Qtype: qtype}, &v); err != nil {
 			return err
 		}
 	}

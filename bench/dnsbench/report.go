@@ -196,8 +196,8 @@ func constantWorkMarkdown(w io.Writer, wk *ConstantWork, o Options) {
 
 // memoryMarkdown prints the record maps' kernel memory per set.
 func memoryMarkdown(w io.Writer, mem []MemoryResult) {
-	fmt.Fprintf(w, "\nThe record table's kernel memory with each size's A and AAAA sets in it, as `bpftool map show` prints it (memlock); "+
-		"the maps are sized for the largest size, so a smaller zone shows the same bytes over fewer sets.\n\n")
+	fmt.Fprintf(w, "\nThe record maps' kernel memory, as `bpftool map show` prints it (memlock), loaded afresh for each size's A and AAAA sets "+
+		"as serve sizes them: a slot for each set (held at 80%%, the smallest table 1,024 slots), ext and pool entries for those that need them.\n\n")
 	fmt.Fprintf(w, "| names | K | sets | records, MiB | ext and pool maps, MiB | bytes per set | spilled to the fallback |\n|---|---|---|---|---|---|---|\n")
 	for _, m := range mem {
 		fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.1f | %.0f | %d |\n", m.Names, m.K, m.Sets, float64(m.Records)/(1<<20), float64(m.Ext)/(1<<20), m.PerSet, m.Spilled)
