@@ -664,8 +664,11 @@ func (t *recordTable) resize(size uint32) error {
 	to := func(h slotHead) (uint32, bool) { return findIn(heads, size, h.key, h.hash) }
 	moved := make([]bool, t.size) // by the slot a set leaves
 	for from := range t.size {
+		if !t.heads[from].used || moved[from] {
+			continue
+		}
 		dst, ok := to(t.heads[from])
-		if !t.heads[from].used || moved[from] || !ok {
+		if !ok {
 			continue
 		}
 		cur, at := t.copyOf(from), from

@@ -118,7 +118,11 @@ func load(origin, path string, size int) (*Zone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading zone %s: %w", origin, err)
 	}
-	if pieces, ok := split(text, size); ok && size > 0 && len(pieces) > 1 {
+	var pieces []piece
+	if size > 0 {
+		pieces, _ = split(text, size) // none where it cannot cut
+	}
+	if len(pieces) > 1 {
 		z, err := loadText(origin, path, func(yield func([]dns.RR) bool) error {
 			return parsePieces(pieces, lower(dns.Fqdn(origin)), path, yield)
 		})
