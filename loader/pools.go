@@ -3,7 +3,6 @@ package loader
 import (
 	"fmt"
 	"math/bits"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/steadydns/steadydns/bpf"
@@ -120,15 +119,7 @@ func (p *entryTable) freeRest() {
 // store writes e's bytes into its entry, each word with an atomic store,
 // in order, as storeOrdered writes a slot's; unchanged words are not
 // stored.
-func (p *entryTable) store(e *entry) {
-	dst := p.entry(e.index)
-	for at := 0; at < p.size; at += 8 {
-		w := *(*uint64)(unsafe.Pointer(&e.bytes[at]))
-		if d := (*uint64)(unsafe.Pointer(&dst[at])); *d != w {
-			atomic.StoreUint64(d, w)
-		}
-	}
-}
+func (p *entryTable) store(e *entry) { storeWords(p.entry(e.index), e.bytes) }
 
 // unchanged reports whether e's entry holds its bytes already.
 func (p *entryTable) unchanged(e *entry) bool {

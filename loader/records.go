@@ -157,8 +157,8 @@ func mapEntries(fd, n, size int, what string) ([]byte, error) {
 // openRecordTable maps the records map, the pool map and the ext map,
 // and reads the placement of the sets already in them, which pinned maps
 // keep across restarts, with the size of its live region and the entries
-// the sets name. The index is rewritten from the slots, so it holds what
-// they hold whatever an earlier process left.
+// the sets name. The heads are rewritten from the slots, so they hold
+// what the slots hold whatever an earlier process left.
 func openRecordTable(fd, poolsFD, extsFD int, live *ebpf.Map, slots, capacity, pools, exts uint32) (*recordTable, error) {
 	t := &recordTable{live: live, maxSize: slots, capacity: int(capacity), heads: make([]slotHead, slots), spilled: map[RecordKey]uint64{},
 		pools: &entryTable{what: "pool", size: poolSize, owner: map[RecordKey]uint32{}},
@@ -340,13 +340,18 @@ func (t *recordTable) write(j uint32, v *bpf.SteadydnsRecSlot, x, p *entry) {
 // change is not stored: it cannot be read torn.
 func storeOrdered(dst, src []byte) {
 	word32 := func(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[0])) }
-	word64 := func(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 	if *word32(dst[4:]) != *word32(src[4:]) {
 		atomic.StoreUint32(word32(dst[4:]), *word32(src[4:]))
 	}
-	for i := 8; i < len(dst); i += 8 {
-		if w := *word64(src[i:]); *word64(dst[i:]) != w {
-			atomic.StoreUint64(word64(dst[i:]), w)
+	storeWords(dst[8:], src[8:])
+}
+
+// storeWords copies src into dst a 64-bit word at a time, each changed
+// word with an atomic store, in order (storeOrdered says why).
+func storeWords(dst, src []byte) {
+	for i := 0; i < len(dst); i += 8 {
+		if w := *(*uint64)(unsafe.Pointer(&src[i])); *(*uint64)(unsafe.Pointer(&dst[i])) != w {
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[i])), w)
 		}
 	}
 }
