@@ -174,6 +174,30 @@ func checkConstantWork(t *testing.T, w *dnsbench.ConstantWork, rrlRounds int) {
 	checkLevels(t, w.Levels, rrlRounds)
 	checkBreakdown(t, w.Breakdown, rrlRounds)
 	checkSkew(t, w.Skew, rrlRounds)
+	checkCores(t, w.Cores, rrlRounds)
+}
+
+// checkCores wants the three two-CPU cells for each K, a figure of each
+// per pair of rounds. Other tests share the CPUs here, so the scaling is
+// held only to what two CPUs can give.
+func checkCores(t *testing.T, cells []dnsbench.CoresResult, rounds int) {
+	t.Helper()
+	if len(cells) != 6 {
+		t.Fatalf("two CPUs: %d cells, want 6 (three cells, K=1 and K=8)", len(cells))
+	}
+	for i, c := range cells {
+		if want := []int{1, 1, 1, 8, 8, 8}[i]; c.K != want {
+			t.Errorf("two CPUs, cell %d: K=%d, want %d", i, c.K, want)
+		}
+		for _, s := range []stats.Summary{c.AloneNs, c.TogetherNs, c.Scaling} {
+			if s.N != rounds/2 || s.Median <= 0 {
+				t.Errorf("two CPUs, K=%d, %s: %+v, want %d pairs", c.K, c.Cell, s, rounds/2)
+			}
+		}
+		if c.Scaling.Median > 2.5 {
+			t.Errorf("two CPUs, K=%d, %s: %.2f times one CPU's queries", c.K, c.Cell, c.Scaling.Median)
+		}
+	}
 }
 
 // checkSkew wants the uniform and the Zipf mix for each K, the program and

@@ -33,6 +33,7 @@ type ConstantWork struct {
 	Compare     []CompareResult   // this build's program against Options.CompareObject's, at Options.CompareDown
 	Breakdown   []BreakdownResult // the program against the reflector and the table read, all candidates up
 	Skew        []SkewResult      // the program against the reflector, uniform and Zipf query mixes
+	Cores       []CoresResult     // the program on two CPUs at once against one, through BPF_PROG_RUN
 	Memory      []MemoryResult    // the record table's kernel memory per set, as bpftool shows it
 	Skipped     []string          // sizes that did not run here, and why
 	OtherLoad   float64           // the largest share of the CPUs other processes took during a round that was kept
@@ -176,7 +177,7 @@ func (r *rig) constantWork(ctx context.Context) (w *ConstantWork, err error) {
 // measureBaseline measures the fixed cost of the BPF_PROG_RUN loop with an
 // XDP_PASS program, and the reflector for scale.
 func (r *rig) measureBaseline(w *ConstantWork, o *loader.Objects) error {
-	frames := [][]byte{r.queryFrame(0)}
+	frames := [][]byte{r.queryFrame(r.env.Client.V4, 0)}
 	var pass, refl []float64
 	for range r.o.Runs {
 		p, err := progRunNs(r.pass.XdpPass, frames, r.o.Iterations, r.o.ServerCPU, 2 /* XDP_PASS */)
@@ -235,7 +236,7 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 		}
 		// A name spilled past PROBE_MAX is the fallback's: BPF_PROG_RUN
 		// asks only names XDP answers.
-		frames, err := r.placedFrames(o, asked)
+		frames, err := r.placedFrames(o, asked, r.env.Client.V4)
 		if err != nil {
 			return err
 		}
@@ -247,6 +248,21 @@ func (r *rig) measureSize(ctx context.Context, w *ConstantWork, o *loader.Object
 		if err := r.measureLevels(ctx, w, o, frames, queries, n, k); err != nil {
 			return err
 		}
+		apart, err := r.placedFrames(o, asked, secondClient)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(r.o.Log, "bench: %d names, K=%d: two CPUs, %d pairs of rounds\n", n, k, r.o.RRLRounds/2)
+		var cores []CoresResult
+		other, err := r.quietly(func() (err error) {
+			cores, err = r.measureCores(o, progs, frames, apart, n, k)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		w.OtherLoad = max(w.OtherLoad, other)
+		w.Cores = append(w.Cores, cores...)
 		if err := r.measureLevelSlices(ctx, w, o, queries, n, k); err != nil {
 			return err
 		}
@@ -488,9 +504,9 @@ func (r *rig) measureMemory(n, k int) (m MemoryResult, err error) {
 	return m, nil
 }
 
-// placedFrames are the A query frames of the names asked whose A set has
-// a slot.
-func (r *rig) placedFrames(o *loader.Objects, asked []int) ([][]byte, error) {
+// placedFrames are the A query frames from src of the names asked whose A
+// set has a slot.
+func (r *rig) placedFrames(o *loader.Objects, asked []int, src netip.Addr) ([][]byte, error) {
 	buf := make([]byte, 256)
 	var frames [][]byte
 	for _, i := range asked {
@@ -499,7 +515,7 @@ func (r *rig) placedFrames(o *loader.Objects, asked []int) ([][]byte, error) {
 			return nil, fmt.Errorf("packing %s: %w", nameOf(i), err)
 		}
 		if !o.Spilled(loader.RecordKey{Wire: string(buf[:l]), Qtype: dns.TypeA}) {
-			frames = append(frames, r.queryFrame(i))
+			frames = append(frames, r.queryFrame(src, i))
 		}
 	}
 	return frames, nil

@@ -15,9 +15,9 @@ import (
 
 const xdpTX = 3
 
-// queryFrame is the frame of an A query for name i from the client to the
+// queryFrame is the frame of an A query for name i from src to the
 // server, as it arrives on the server's veth.
-func (r *rig) queryFrame(i int) []byte {
+func (r *rig) queryFrame(src netip.Addr, i int) []byte {
 	q := new(dns.Msg).SetQuestion(nameOf(i), dns.TypeA)
 	q.Id = uint16(i)
 	b, err := q.Pack()
@@ -25,7 +25,7 @@ func (r *rig) queryFrame(i int) []byte {
 		panic(err) // a generated name always packs
 	}
 	return packet.Build(packet.Frame{
-		Src:      netip.AddrPortFrom(r.env.Client.V4, uint16(1024+i%50000)),
+		Src:      netip.AddrPortFrom(src, uint16(1024+i%50000)),
 		Dst:      netip.AddrPortFrom(r.env.Edge.V4, 53),
 		SrcMAC:   [6]byte(r.env.Client.MAC),
 		DstMAC:   [6]byte(r.env.Edge.MAC),

@@ -183,6 +183,9 @@ func constantWorkMarkdown(w io.Writer, wk *ConstantWork, o Options) {
 	if len(wk.Skew) > 0 {
 		skewMarkdown(w, wk.Skew, o.RRLRounds, o.RRLSlice)
 	}
+	if len(wk.Cores) > 0 {
+		coresMarkdown(w, wk.Cores, o)
+	}
 	if len(wk.Compare) > 0 {
 		compareMarkdown(w, wk.Compare, o)
 	}
@@ -308,6 +311,21 @@ func skewMarkdown(w io.Writer, cells []SkewResult, rounds int, d time.Duration) 
 	for _, c := range cells {
 		fmt.Fprintf(w, "| %d | %d | %s | %.1f%% | %s | %s | %s |\n", c.Names, c.K, c.Mix, 100*c.Top1Pct,
 			c.ProgramNs.Format(1, 1), c.ReflectorNs.Format(1, 1), pairedRatio(c.OverReflector, c.OverReflectorCI))
+	}
+}
+
+// coresMarkdown prints the program on two CPUs at once against one.
+func coresMarkdown(w io.Writer, cells []CoresResult, o Options) {
+	fmt.Fprintf(w, "\nTwo CPUs, all candidates up: BPF_PROG_RUN on CPU %d and on CPU %d each by itself (alone: the two's mean), "+
+		"then on both at once, each on a thread pinned to it, %d calls a CPU, the XDP_PASS loop's cost measured the same way subtracted. "+
+		"Two CPUs answer 2 × alone / together as many queries as one: a cache line written by every query on both would show as a dearer query together. "+
+		"The cells borrow rate limiting's program loads: %d pairs of rounds, each with loads of its own, the second round of a pair running together first. "+
+		"The scaling is the median of the pairs, a 95%% confidence interval of that median, and the pairs' range; the target is 1.8 or more.\n\n",
+		o.ServerCPU, o.GenCPU, o.Iterations, o.RRLRounds/2)
+	fmt.Fprintf(w, "| names | K | cell | alone, ns/query | together, ns/query | two CPUs over one |\n|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s |\n", c.Names, c.K, c.Cell,
+			c.AloneNs.Format(1, 1), c.TogetherNs.Format(1, 1), pairedRatio(c.Scaling, c.ScalingCI))
 	}
 }
 
