@@ -117,7 +117,7 @@ func checks(w http.ResponseWriter, st State) {
 	feeds := map[string][]string{}
 	for _, s := range st.Records().Sets {
 		seen := map[string]bool{}
-		for _, c := range s.Checks {
+		for _, c := range s.Checks() {
 			if c != "" && !seen[c] {
 				seen[c] = true
 				feeds[c] = append(feeds[c], s.Name+" "+dns.TypeToString[s.Type])
@@ -304,20 +304,21 @@ func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health
 	v := s.Data(new(bpf.Set))
 	open := t.Open(v.Stale)
 	p := selection.Select(v, t.Up, nil, open, 0, 0, nil)
-	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy, Dynamic: s.Dynamic}
+	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy(), Dynamic: s.Dynamic}
 	cands := v.Candidates()
+	setChecks, regions := s.Checks(), s.Regions()
 	for j := range s.Addrs {
 		c := &cands[j]
 		// NODATA and SERVFAIL answer no candidate, whatever set the
 		// selection gathered before deciding so.
 		in := p.Action == selection.Answer && p.Eligible&(1<<j) != 0
-		av := AnswerView{Value: s.Answer(j), Check: s.Checks[j], Healthy: t.Up(c.Check), In: in}
+		av := AnswerView{Value: s.Answer(j), Check: setChecks[j], Healthy: t.Up(c.Check), In: in}
 		backup := c.Flags&uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) != 0
-		why := checks[s.Checks[j]].Reason
+		why := checks[setChecks[j]].Reason
 		// A candidate of a region reads an entry of its own, down while
 		// the region is shifted away whatever its check says.
-		if check, ok := checks[s.Checks[j]]; s.Regions[j] != "" && !av.Healthy && (s.Checks[j] == "" || ok && check.Up) {
-			why = "region " + s.Regions[j] + " is shifted away"
+		if check, ok := checks[setChecks[j]]; regions[j] != "" && !av.Healthy && (setChecks[j] == "" || ok && check.Up) {
+			why = "region " + regions[j] + " is shifted away"
 		}
 		switch {
 		case cold:
@@ -328,7 +329,7 @@ func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health
 			av.Reason = "every candidate is down: when_all_down answers " + map[selection.Action]string{selection.NoData: "nodata", selection.ServFail: "servfail"}[p.Action]
 		case av.In && p.FailOpen && !av.Healthy:
 			av.Reason = "failing open: too few healthy candidates, answered although " + why
-		case av.In && s.Checks[j] == "":
+		case av.In && setChecks[j] == "":
 			av.Reason = "no check: always healthy"
 		case av.In:
 			av.Reason = "healthy: " + why

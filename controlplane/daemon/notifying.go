@@ -71,7 +71,7 @@ func (nt *notifying) apply(p *Plan) error {
 	cfg := p.Config
 	np := &notifyPlan{cfg: cfg, records: map[string][]string{}}
 	for _, s := range p.Compiled.Sets {
-		for _, c := range s.Checks {
+		for _, c := range s.Checks() {
 			if c != "" && !slices.Contains(np.records[c], s.Name) {
 				np.records[c] = append(np.records[c], s.Name)
 			}

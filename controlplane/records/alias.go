@@ -41,7 +41,7 @@ func (c *Compiled) resolveAliases(cfg *config.Config) error {
 			continue
 		}
 		s.Fallback = true
-		s.aliases = targets
+		s.rec.aliases = targets
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%s %s nests the selection of an alias's target in its own, which XDP does not do: the fallback answers it",
 			r.Name, dns.TypeToString[r.Type]))
 	}
@@ -52,10 +52,10 @@ func (c *Compiled) resolveAliases(cfg *config.Config) error {
 func (s *Set) copyOf(t *Set) {
 	v := new(bpf.Set)
 	*v = *t.Data(v)
-	v.Zone, v.Ttl, v.TtlDegraded = s.value.Zone, s.value.Ttl, s.value.TtlDegraded
+	own := s.rec.value
+	v.Zone, v.Ttl, v.TtlDegraded = own.Zone, own.Ttl, own.TtlDegraded
 	// Signed as the alias's own zone is, not as the target's.
-	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | s.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
-	s.value = v
-	s.Policy = t.Policy
-	s.Addrs, s.Targets, s.Checks, s.Regions = t.Addrs, nil, t.Checks, t.Regions
+	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | own.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+	s.Addrs = t.Addrs
+	s.rec = &record{policy: t.Policy(), checks: t.Checks(), regions: t.Regions(), value: v}
 }

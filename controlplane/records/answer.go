@@ -48,7 +48,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	v := s.Data(&buf)
 	var ranks selection.Ranks
 	var scope uint8
-	if steered(s) || slices.ContainsFunc(s.aliases, steered) {
+	if steered(s) || slices.ContainsFunc(s.aliases(), steered) {
 		ranks, scope = a.steer(q)
 	}
 	var order [selection.K]int
@@ -57,8 +57,8 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	switch {
 	case p.Action != selection.Answer:
 	case s.Type == dns.TypeCNAME:
-		out.Target = s.Targets[p.Order[0]] // max_answers 1
-	case s.aliases != nil:
+		out.Target = s.rec.targets[p.Order[0]] // max_answers 1
+	case s.aliases() != nil:
 		var degraded bool
 		out.Addrs, degraded = a.nest(s, p, ranks, into[:0])
 		if degraded && v.TtlDegraded != 0 {
@@ -77,7 +77,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 }
 
 func steered(s *Set) bool {
-	return s != nil && s.value != nil && s.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 // a static set never is
+	return s != nil && s.rec != nil && s.rec.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 // a static set never is
 }
 
 // pick runs the data plane's selection on s, steered by ranks if s is
@@ -106,7 +106,7 @@ func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []n
 	}
 	degraded = p.Degraded
 	for _, j := range p.Order {
-		t := s.aliases[j]
+		t := s.rec.aliases[j]
 		if t == nil {
 			add(s.Addrs[j])
 			continue

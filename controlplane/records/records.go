@@ -21,41 +21,82 @@ import (
 	"github.com/steadydns/steadydns/loader"
 )
 
-// Set is one compiled record set.
+// Set is one compiled record set. A zone of millions holds millions of
+// them, so a zone file's static set carries only what it differs in; a
+// configured record's policy, checks and the rest are in rec.
 type Set struct {
-	Name    string // lowercased fqdn
-	Type    uint16
-	Policy  string
-	Dynamic bool         // from the config's records, not a zone file
-	Addrs   []netip.Addr // per candidate slot; invalid for a target name
-	Targets []string     // per slot: a CNAME's target or an alias's, "" for an address
-	Checks  []string     // per slot: the check id, "" when always healthy
-	Regions []string     // per slot: the answer's region, "" for none
-	// Fallback keeps the set out of the data plane's record table: a
-	// CNAME set, which XDP does not answer, or one that mixes an alias
-	// with other answers, whose selection nests the target's.
-	Fallback bool
-	aliases  []*Set // per slot of a Fallback A or AAAA set: the alias's target, or nil
+	Name  string       // lowercased fqdn
+	Addrs []netip.Addr // per candidate slot; invalid for a target name
 	// key is Key's, kept from Compiled.add: a sync walks the sets of a
 	// zone of millions several times, and the record table's mirror
 	// keeps the same wire name.
 	key loader.RecordKey
-	// value is a record's data-plane set (Data). A zone file's static
-	// set keeps only what Data builds its own from, with Addrs: a zone
-	// of millions would otherwise hold each address twice, the second
-	// time in a candidate array sized for a record's.
-	value  *bpf.Set
-	ttl    uint32
-	zone   uint8
-	signed bool
+	rec *record // nil for a zone file's static set
+	ttl uint32  // a static set's
+	// Type is the set's qtype.
+	Type uint16
+	zone uint8 // a static set's zone index
+	// signed: a static set of a signed zone.
+	signed  bool
+	Dynamic bool // from the config's records, not a zone file
+	// Fallback keeps the set out of the data plane's record table: a
+	// CNAME set, which XDP does not answer, or one that mixes an alias
+	// with other answers, whose selection nests the target's.
+	Fallback bool
+}
+
+// record is what a configured record holds beyond a static set.
+type record struct {
+	policy  string
+	targets []string // per slot: a CNAME's target or an alias's, "" for an address
+	checks  []string // per slot: the check id, "" when always healthy
+	regions []string // per slot: the answer's region, "" for none
+	aliases []*Set   // per slot of a Fallback A or AAAA set: the alias's target, or nil
+	value   *bpf.Set // the data-plane set
+}
+
+// Policy is the set's policy as the config names it; "static" for a zone
+// file's set.
+func (s *Set) Policy() string {
+	if s.rec == nil {
+		return "static"
+	}
+	return s.rec.policy
+}
+
+// Checks are the check ids of the set's slots, "" for one always healthy.
+// Nothing may write them.
+func (s *Set) Checks() []string {
+	if s.rec == nil {
+		return noStrings[:len(s.Addrs):len(s.Addrs)]
+	}
+	return s.rec.checks
+}
+
+// Regions are the regions of the set's slots, "" for none. Nothing may
+// write them.
+func (s *Set) Regions() []string {
+	if s.rec == nil {
+		return noStrings[:len(s.Addrs):len(s.Addrs)]
+	}
+	return s.rec.regions
+}
+
+// aliases are the alias targets of a Fallback set's slots; nil for a set
+// without.
+func (s *Set) aliases() []*Set {
+	if s.rec == nil {
+		return nil
+	}
+	return s.rec.aliases
 }
 
 // Data is the set as the data plane holds it: a record's own, or, for a
 // zone file's static set, built into buf, which holds it until the next
 // call with buf.
 func (s *Set) Data(buf *bpf.Set) *bpf.Set {
-	if s.value != nil {
-		return s.value
+	if s.rec != nil {
+		return s.rec.value
 	}
 	*buf = bpf.Set{}
 	v := &buf.SteadydnsRrset
@@ -80,12 +121,12 @@ func (s *Set) Data(buf *bpf.Set) *bpf.Set {
 // a CNAME's target or "alias " and the alias's target.
 func (s *Set) Answer(j int) string {
 	switch {
-	case s.Targets == nil || s.Targets[j] == "":
+	case s.rec == nil || s.rec.targets == nil || s.rec.targets[j] == "":
 		return s.Addrs[j].String()
 	case s.Type == dns.TypeCNAME:
-		return s.Targets[j]
+		return s.rec.targets[j]
 	}
-	return "alias " + s.Targets[j]
+	return "alias " + s.rec.targets[j]
 }
 
 // Key is the set's data-plane key.
@@ -259,10 +300,10 @@ func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region st
 		}
 		// Past the zones XDP holds SOAs for, the index past them: its
 		// NODATA goes to the fallback.
-		s.value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
+		s.rec.value.Zone = uint8(min(slices.Index(zones, z), int(bpf.SteadydnsLimitsMAX_ZONES)))
 		if z.Online() {
 			// XDP passes its DO queries to the fallback, which signs.
-			s.value.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
+			s.rec.value.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 		}
 		c.add(s)
 	}
@@ -335,8 +376,8 @@ var (
 )
 
 func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check, region string) (uint32, bool)) (*Set, error) {
-	s := &Set{Name: r.Name, Type: r.Type, Policy: string(r.Policy), Dynamic: true, value: new(bpf.Set)}
-	v := s.value
+	s := &Set{Name: r.Name, Type: r.Type, Dynamic: true, rec: &record{policy: string(r.Policy), value: new(bpf.Set)}}
+	v := s.rec.value
 	v.Ttl = r.TTL
 	v.TtlDegraded = r.TTLDegraded
 	v.N = uint8(len(r.Answers))
@@ -387,9 +428,9 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check,
 			v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 		}
 		s.Addrs = append(s.Addrs, a.Value)
-		s.Targets = append(s.Targets, a.Target+a.Alias) // at most one is set
-		s.Checks = append(s.Checks, check)
-		s.Regions = append(s.Regions, a.Region)
+		s.rec.targets = append(s.rec.targets, a.Target+a.Alias) // at most one is set
+		s.rec.checks = append(s.rec.checks, check)
+		s.rec.regions = append(s.rec.regions, a.Region)
 	}
 	v.MinHealthy = uint8(r.MinHealthy.Count)
 	if p := r.MinHealthy.Percent; p > 0 {
@@ -426,7 +467,7 @@ func (b *slab) addrSlice(n int) []netip.Addr {
 
 func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
 	s := room.set()
-	*s = Set{Name: zs.Name, Type: zs.Type, Policy: "static", ttl: zs.TTL, signed: z.Signed()}
+	*s = Set{Name: zs.Name, Type: zs.Type, ttl: zs.TTL, signed: z.Signed()}
 	s.Addrs = room.addrSlice(len(zs.RRs))
 	for j, rr := range zs.RRs {
 		var a netip.Addr
@@ -438,14 +479,11 @@ func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
 		}
 		s.Addrs[j] = a
 	}
-	// A zone may hold millions of sets: theirs share one slice of empty
-	// checks and regions, which nothing writes.
-	s.Checks = noStrings[:len(zs.RRs):len(zs.RRs)]
-	s.Regions = s.Checks
 	return s
 }
 
-// noStrings are the checks and regions of a static set, every one none.
+// noStrings are the checks and regions of a static set, every one none:
+// the sets of a zone of millions share them.
 var noStrings = make([]string, loader.MaxCandidates)
 
 func setAddr(c *bpf.SteadydnsCandidate, a netip.Addr) {

@@ -100,7 +100,7 @@ func TestCompile(t *testing.T) {
 	if v.MinHealthy != 1 {
 		t.Errorf("min_healthy 50%% of 2 primaries compiled to %d, want 1", v.MinHealthy)
 	}
-	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[2].Check != 11 || www.Regions[2] != "eu" || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region != 1 || v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) == 0 || v.Zone != 0 {
+	if v.Cand[0].Check != 7 || v.Cand[1].Check != 9 || v.Cand[2].Check != 11 || www.Regions()[2] != "eu" || v.Cand[0].Priority != 1 || v.Cand[2].Flags != uint8(bpf.SteadydnsCandidateFlagsCAND_BACKUP) || v.Cand[2].Region != 1 || v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) == 0 || v.Zone != 0 {
 		t.Errorf("www A candidates %+v", v.Cand[:3])
 	}
 	if got := string(v.Cand[1].Addr[:4]); got != "\xc6\x12\x01\x02" {
@@ -369,7 +369,7 @@ func TestSetIndex(t *testing.T) {
 		c.add(&Set{Name: name, Type: dns.TypeA})
 		c.add(&Set{Name: name, Type: dns.TypeAAAA})
 	}
-	later := &Set{Name: "n7.example.test.", Type: dns.TypeA, Policy: "later"}
+	later := &Set{Name: "n7.example.test.", Type: dns.TypeA, ttl: 1}
 	c.add(later)
 	c.byName.build(c.Sets)
 	for _, s := range c.Sets[:len(c.Sets)-1] {
