@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -464,5 +466,42 @@ func TestSetPrepared(t *testing.T) {
 		if _, held := c.s.view.Load().idx.find(k[:q.keyLen]); held != c.held {
 			t.Errorf("%s A: in the index %v, want %v", c.name, held, c.held)
 		}
+	}
+}
+
+// TestIndexBlocks answers from an index of several blocks as the zone's
+// lookup does, and leaves a set larger than a block to the lookup.
+func TestIndexBlocks(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("$TTL 300\n@ SOA ns1 hostmaster 1 7200 900 1209600 300\n@ NS ns1\nns1 A 198.18.0.53\n")
+	const names, big = 40000, 37500 // a set of 37,500 AAAA records is 1,050,000 bytes of answers
+	for i := range names {
+		fmt.Fprintf(&b, "n%d A 198.18.%d.%d\nn%d A 198.18.%d.%d\nn%d AAAA fd53::%x\n", i, i>>8&0xff, i&0xff, i, i>>8&0xff, i&0xff^1, i, i)
+	}
+	for i := range big {
+		fmt.Fprintf(&b, "big AAAA fd53::1:%x\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "blocks.test.zone")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z, err := zone.Load("blocks.test.", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &pathRecord{}
+	s := New(Options{ID: "blocks", RRL: rec}, &View{Zones: zone.NewZones(z)})
+	if n := len(s.view.Load().idx.blocks); n < 3 {
+		t.Fatalf("%d blocks, want several", n)
+	}
+	for i := 0; i < names; i += 997 {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
+			if !bothPaths(t, s, rec, pack(t, query(fmt.Sprintf("n%d.blocks.test.", i), qt))) {
+				t.Errorf("n%d %s: not answered from the index", i, dns.TypeToString[qt])
+			}
+		}
+	}
+	if bothPaths(t, s, rec, pack(t, query("big.blocks.test.", dns.TypeAAAA))) {
+		t.Errorf("the set of %d records was answered from the index", big)
 	}
 }

@@ -3,7 +3,6 @@ package fallback
 import (
 	"encoding/binary"
 	"hash/maphash"
-	"slices"
 
 	"github.com/miekg/dns"
 
@@ -34,18 +33,26 @@ type served struct {
 // slot to the key's bytes, to the entry, and from there to the answers,
 // each a cache miss under load, where the kernel's receive and send paths
 // take the caches between two batches. Here a slot holds the key's hash
-// and where its entry starts in data, and an entry holds its fields, the
-// key and the answers back to back, so the compare fetches the answers'
-// first lines with the key's.
+// and where its entry starts, and an entry holds its fields, the key and
+// the answers back to back, so the compare fetches the answers' first
+// lines with the key's.
 type wireIndex struct {
 	// slots has a power of two entries, at most half of them in use,
-	// each the key's hash's high 32 bits and its entry's offset in data
-	// plus one in the low 32 (0: empty). Linear probing.
+	// each the key's hash's high 32 bits and its entry's place plus one
+	// in the low 32 (0: empty). Linear probing.
 	slots []uint64
-	data  []byte
-	dyn   []dynSet // the health-checked sets, which entries refer to
-	seed  maphash.Seed
+	// blocks hold the entries, written once each as the zones are
+	// walked: a buffer grown by copying would hold the index twice at
+	// its last growth. An entry lies in one block, at a place of
+	// blockBits bits within it.
+	blocks [][]byte
+	dyn    []dynSet // the health-checked sets, which entries refer to
+	seed   maphash.Seed
 }
+
+// blockBits is a block's size in bits of its places: 1 MiB, so that a
+// place's 32 bits address 4,095 blocks, and a place plus one still fits.
+const blockBits = 20
 
 // An entry in data: its header, then the key, then the answers.
 const (
@@ -91,9 +98,10 @@ func newServed(v *View, debug string) *served {
 		return sv
 	}
 	var (
-		key [maxKey]byte
-		all entries
+		key    [maxKey]byte
+		places []uint32
 	)
+	sv.idx.seed = maphash.MakeSeed()
 	for z := range v.Zones.All() {
 		for name := range z.Owners() {
 			// A name below a delegation to another of the zones is
@@ -108,95 +116,86 @@ func newServed(v *View, debug string) *served {
 			}
 			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
 				binary.BigEndian.PutUint16(key[n:], t)
-				all.add(v, z, name, t, key[:n+2])
+				if place, ok := sv.idx.add(v, z, name, t, key[:n+2]); ok {
+					places = append(places, place)
+				}
 			}
 		}
 	}
-	sv.idx = buildIndex(&all)
+	sv.idx.link(places)
 	return sv
 }
 
-// entries are the index's entries before it is laid out: the keys, and
-// the zone sets' answers, back to back in one buffer each, so that a zone
-// of millions of sets takes a few large allocations, not millions.
-type entries struct {
-	keys, answers []byte
-	ents          []indexed // answers nil: they are in answers, up to ansEnd
-	keyEnd        []int
-	ansEnd        []int
-}
-
-// add adds the entry of name and qtype in z, under key, if the fast
-// path answers it.
-func (all *entries) add(v *View, z *zone.Zone, name string, qtype uint16, key []byte) {
+// add writes the entry of name and qtype in z, under key, if the fast
+// path answers it, and returns its place; false when it does not, when
+// the entry is larger than a block (tens of thousands of records, more
+// than a reply holds) or when the blocks are full, so that the zone's
+// lookup answers it.
+func (x *wireIndex) add(v *View, z *zone.Zone, name string, qtype uint16, key []byte) (uint32, bool) {
 	e, rrs, ok := indexAnswer(v, z, name, qtype)
 	if !ok {
-		return
+		return 0, false
 	}
-	all.keys = append(grow(all.keys, len(key)), key...)
 	// An answer record is at most 12 bytes and an AAAA's 16 of data.
-	all.answers = appendRRs(grow(all.answers, 28*len(rrs)), rrs)
-	all.ents = append(grow(all.ents, 1), e)
-	all.keyEnd = append(grow(all.keyEnd, 1), len(all.keys))
-	all.ansEnd = append(grow(all.ansEnd, 1), len(all.answers))
-}
-
-// grow makes room for n more elements in s, doubling it when it lacks
-// them: append grows a large slice by a quarter at a time, copying all of
-// it again each time, which for an index of millions of sets is most of
-// its cost.
-func grow[S ~[]E, E any](s S, n int) S {
-	if cap(s)-len(s) < n {
-		return slices.Grow(s, max(n, len(s)))
+	size := entHeader + len(key) + 28*len(rrs)
+	if size > 1<<blockBits {
+		return 0, false
 	}
-	return s
+	last := len(x.blocks) - 1
+	if last < 0 || cap(x.blocks[last])-len(x.blocks[last]) < size {
+		if len(x.blocks) == 1<<(32-blockBits)-1 { // a place plus one fits 32 bits
+			return 0, false
+		}
+		x.blocks = append(x.blocks, make([]byte, 0, 1<<blockBits))
+		last++
+	}
+	b := x.blocks[last]
+	off := len(b)
+	b = append(b, make([]byte, entHeader)...)
+	b = append(b, key...)
+	b = appendRRs(b, rrs)
+	h := b[off:]
+	binary.LittleEndian.PutUint16(h[entKeyLen:], uint16(len(key)))
+	if e.signed {
+		h[entSigned] = 1
+	}
+	n := uint32(e.n)
+	if e.dynName != "" {
+		h[entDyn] = 1
+		n = uint32(len(x.dyn))
+		x.dyn = append(x.dyn, dynSet{e.dynName, e.dynType})
+	}
+	binary.LittleEndian.PutUint32(h[entN:], n)
+	binary.LittleEndian.PutUint32(h[entAnsLen:], uint32(len(b)-off-entHeader-len(key)))
+	x.blocks[last] = b
+	return uint32(last)<<blockBits | uint32(off), true
 }
 
-// buildIndex lays out the entries of all, whose keys are distinct.
-func buildIndex(all *entries) wireIndex {
-	x := wireIndex{seed: maphash.MakeSeed()}
+// entry is the entry at place.
+func (x *wireIndex) entry(place uint32) []byte {
+	return x.blocks[place>>blockBits][place&(1<<blockBits-1):]
+}
+
+// link fills the slots with the entries at places, whose keys are
+// distinct.
+func (x *wireIndex) link(places []uint32) {
 	size := 8
-	for size < 2*len(all.ents) {
+	for size < 2*len(places) {
 		size *= 2
 	}
 	x.slots = make([]uint64, size)
-	x.data = make([]byte, 0, min(len(all.ents)*entHeader+len(all.keys)+len(all.answers), 1<<32))
-	var k0, a0 int
-	for i, e := range all.ents {
-		k, answers := all.keys[k0:all.keyEnd[i]], all.answers[a0:all.ansEnd[i]]
-		k0, a0 = all.keyEnd[i], all.ansEnd[i]
-		off := len(x.data)
-		if off+entHeader+len(k)+len(answers) >= 1<<32 {
-			// A slot holds an offset of 32 bits: the questions past
-			// 4 GiB of entries take the zone's lookup.
-			break
-		}
-		var h [entHeader]byte
-		binary.LittleEndian.PutUint16(h[entKeyLen:], uint16(len(k)))
-		if e.signed {
-			h[entSigned] = 1
-		}
-		n := uint32(e.n)
-		if e.dynName != "" {
-			h[entDyn] = 1
-			n = uint32(len(x.dyn))
-			x.dyn = append(x.dyn, dynSet{e.dynName, e.dynType})
-		}
-		binary.LittleEndian.PutUint32(h[entN:], n)
-		binary.LittleEndian.PutUint32(h[entAnsLen:], uint32(len(answers)))
-		x.data = append(x.data, h[:]...)
-		x.data = append(x.data, k...)
-		x.data = append(x.data, answers...)
+	mask := uint64(size - 1)
+	for _, place := range places {
+		e := x.entry(place)
+		k := e[entHeader : entHeader+int(binary.LittleEndian.Uint16(e[entKeyLen:]))]
 		hash := maphash.Bytes(x.seed, k)
-		mask := uint64(len(x.slots) - 1)
 		for j := hash & mask; ; j = (j + 1) & mask {
 			if x.slots[j] == 0 {
-				x.slots[j] = hash&^0xffffffff | uint64(off+1)
+				x.slots[j] = hash&^0xffffffff | uint64(place+1)
 				break
 			}
 		}
 	}
-	return x
 }
 
 // indexAnswer is the entry for name and qtype in z, and a zone set's
@@ -231,7 +230,7 @@ func (x *wireIndex) find(key []byte) (indexed, bool) {
 		if s>>32 != hash>>32 {
 			continue
 		}
-		e := x.data[uint32(s)-1:]
+		e := x.entry(uint32(s) - 1)
 		klen := int(binary.LittleEndian.Uint16(e[entKeyLen:]))
 		if string(e[entHeader:entHeader+klen]) != string(key) {
 			continue

@@ -253,10 +253,8 @@ func (z *Zone) add(rr dns.RR) error {
 	} else {
 		n = z.node(h.Name)
 	}
-	for _, have := range n.sets.get(h.Rrtype) {
-		if dns.IsDuplicate(have, rr) {
-			return nil // an RRset is a set (RFC 2181 §5)
-		}
+	if z.room.duplicate(n, h.Rrtype, rr) {
+		return nil // an RRset is a set (RFC 2181 §5)
 	}
 	if h.Rrtype == dns.TypeDNAME || h.Rrtype == dns.TypeNS && key != z.origin {
 		z.cuts = true
@@ -280,6 +278,51 @@ type loadRoom struct {
 	as    []dns.A
 	aaaas []dns.AAAA
 	ips   []byte
+	// The records of sets of manyRecords or more, by their set and their
+	// RDATA's text, lowercased; indexed, how many of each such set's are.
+	many    map[manyKey][]dns.RR
+	indexed map[setRef]int
+}
+
+// manyRecords is the size from which a set's duplicates are looked up in
+// the room rather than compared with each of its records: a set of tens
+// of thousands would take minutes to load.
+const manyRecords = 64
+
+type setRef struct {
+	n *node
+	t uint16
+}
+
+type manyKey struct {
+	set   setRef
+	rdata string
+}
+
+// duplicate reports whether n's set of type t holds rr already. A nil
+// room compares with each record.
+func (r *loadRoom) duplicate(n *node, t uint16, rr dns.RR) bool {
+	set := n.sets.get(t)
+	if r == nil || len(set) < manyRecords {
+		return slices.ContainsFunc(set, func(have dns.RR) bool { return dns.IsDuplicate(have, rr) })
+	}
+	if r.many == nil {
+		r.many, r.indexed = map[manyKey][]dns.RR{}, map[setRef]int{}
+	}
+	ref := setRef{n, t}
+	for _, have := range set[r.indexed[ref]:] {
+		k := manyKey{ref, rdataKey(have)}
+		r.many[k] = append(r.many[k], have)
+	}
+	r.indexed[ref] = len(set)
+	// Records equal but for the case of a name in their RDATA have one
+	// text lowercased; IsDuplicate decides among those.
+	return slices.ContainsFunc(r.many[manyKey{ref, rdataKey(rr)}], func(have dns.RR) bool { return dns.IsDuplicate(have, rr) })
+}
+
+// rdataKey is rr's RDATA as text, lowercased.
+func rdataKey(rr dns.RR) string {
+	return strings.ToLower(strings.TrimPrefix(rr.String(), rr.Header().String()))
 }
 
 // node is a new node, in the room if there is one.

@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,6 +273,37 @@ func TestTTLsOfASetAgree(t *testing.T) {
 	for _, rr := range z.Lookup("www.example.test.", dns.TypeA, false).Answer {
 		if rr.Header().Ttl != 30 {
 			t.Errorf("%v: want the set's lowest TTL, 30", rr)
+		}
+	}
+}
+
+// TestLargeSetDuplicates: a set past manyRecords drops a record it holds
+// as a small set does: a name in RDATA in another case is the same
+// record, a TXT string in another case is not (RFC 2181 §5, RFC 4343).
+func TestLargeSetDuplicates(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("$TTL 60\n@ SOA ns1 h 1 2 3 4 5\n@ NS ns1\n")
+	const n = 3 * manyRecords
+	for range 2 {
+		for i := range n {
+			fmt.Fprintf(&b, "www A 198.18.%d.%d\nmx MX 10 Host%d\nmx MX 10 host%d\ntxt TXT t%d\ntxt TXT T%d\n", i>>8, i&0xff, i, i, i, i)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "zone")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z, err := Load("example.test", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+		want  int
+	}{{"www", dns.TypeA, n}, {"mx", dns.TypeMX, n}, {"txt", dns.TypeTXT, 2 * n}} {
+		if got := len(z.Lookup(c.name+".example.test.", c.qtype, false).Answer); got != c.want {
+			t.Errorf("%s %s: %d records, want %d", c.name, dns.TypeToString[c.qtype], got, c.want)
 		}
 	}
 }
