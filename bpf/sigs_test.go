@@ -238,7 +238,7 @@ func TestSignedNoData(t *testing.T) {
 	var sets []presign.Set
 	for _, set := range sv.comp.Sets {
 		if v := set.Data(new(bpf.Set)); v.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) != 0 && !set.Fallback {
-			sets = append(sets, presign.Set{Name: set.Name, Wire: records.Wire(set.Name), Type: set.Type, Value: v, Addrs: set.Addrs, Zone: sv.zone,
+			sets = append(sets, presign.Set{Name: set.Name, Wire: records.Wire(set.Name), Type: set.Type, Value: v, Addrs: set.Addrs(), Zone: sv.zone,
 				NoData: func() []dns.RR { return sv.zone.NoData(set.Name, set.Type) }})
 		}
 	}

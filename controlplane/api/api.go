@@ -307,7 +307,7 @@ func describe(s *records.Set, t *edge.Table, cold bool, checks map[string]health
 	rv := RecordView{Name: s.Name, Type: dns.TypeToString[s.Type], Policy: s.Policy(), Dynamic: s.Dynamic}
 	cands := v.Candidates()
 	setChecks, regions := s.Checks(), s.Regions()
-	for j := range s.Addrs {
+	for j := range s.Len() {
 		c := &cands[j]
 		// NODATA and SERVFAIL answer no candidate, whatever set the
 		// selection gathered before deciding so.

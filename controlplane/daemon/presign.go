@@ -27,7 +27,7 @@ func presignSets(p *Plan) ([]presign.Set, []selection.Ranks) {
 		if v == &buf {
 			v = s.Data(new(bpf.Set)) // a static set's, built: presign keeps it
 		}
-		sets = append(sets, presign.Set{Name: s.Name, Wire: records.Wire(s.Name), Type: s.Type, Value: v, Addrs: s.Addrs, Zone: z,
+		sets = append(sets, presign.Set{Name: s.Name, Wire: records.Wire(s.Name), Type: s.Type, Value: v, Addrs: s.Addrs(), Zone: z,
 			NoData: func() []dns.RR { return z.NoData(s.Name, s.Type) }})
 	}
 	ranks := make([]selection.Ranks, geo.MaxRegions)

@@ -56,6 +56,5 @@ func (s *Set) copyOf(t *Set) {
 	v.Zone, v.Ttl, v.TtlDegraded = own.Zone, own.Ttl, own.TtlDegraded
 	// Signed as the alias's own zone is, not as the target's.
 	v.Flags = v.Flags&^uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED) | own.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
-	s.Addrs = t.Addrs
-	s.rec = &record{policy: t.Policy(), checks: t.Checks(), regions: t.Regions(), value: v}
+	s.rec = &record{policy: t.Policy(), addrs: t.Addrs(), checks: t.Checks(), regions: t.Regions(), value: v}
 }

@@ -135,10 +135,10 @@ func TestCompileAliases(t *testing.T) {
 	want := data(lb)
 	want.Ttl = 45
 	same("api copies lb", data(api), want)
-	same("api addresses", api.Addrs, lb.Addrs)
+	same("api addresses", api.Addrs(), lb.Addrs())
 	same("api checks", api.Checks(), []string{"web1", "web2"})
 	ns := c.Lookup("ns.example.test.", dns.TypeA)
-	same("ns copies ns1", ns.Addrs, []netip.Addr{netip.MustParseAddr("198.18.0.2")})
+	same("ns copies ns1", ns.Addrs(), []netip.Addr{netip.MustParseAddr("198.18.0.2")})
 	apex := c.Lookup("example.test.", dns.TypeA)
 	same("apex answers", []string{apex.Answer(0), apex.Answer(1)}, []string{"alias lb.example.test.", "198.18.1.9"})
 	same("apex checks", apex.Checks(), []string{"alias:lb.example.test.:A", ""})

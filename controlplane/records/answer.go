@@ -70,7 +70,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 	default:
 		out.Addrs = into[:0]
 		for _, j := range p.Order {
-			out.Addrs = append(out.Addrs, s.Addrs[j])
+			out.Addrs = append(out.Addrs, s.addr(j))
 		}
 	}
 	return out, true
@@ -108,7 +108,7 @@ func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []n
 	for _, j := range p.Order {
 		t := s.rec.aliases[j]
 		if t == nil {
-			add(s.Addrs[j])
+			add(s.addr(j))
 			continue
 		}
 		var order [selection.K]int
@@ -116,7 +116,7 @@ func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []n
 		degraded = degraded || tp.Degraded
 		if tp.Action == selection.Answer {
 			for _, k := range tp.Order {
-				add(t.Addrs[k])
+				add(t.addr(k))
 			}
 		}
 	}

@@ -25,8 +25,10 @@ import (
 // them, so a zone file's static set carries only what it differs in; a
 // configured record's policy, checks and the rest are in rec.
 type Set struct {
-	Name  string       // lowercased fqdn
-	Addrs []netip.Addr // per candidate slot; invalid for a target name
+	Name string // lowercased fqdn
+	// rrs are a static set's records: the zone's own, which a static
+	// set reads its addresses from rather than hold them twice.
+	rrs []dns.RR
 	// key is Key's, kept from Compiled.add: a sync walks the sets of a
 	// zone of millions several times, and the record table's mirror
 	// keeps the same wire name.
@@ -48,11 +50,48 @@ type Set struct {
 // record is what a configured record holds beyond a static set.
 type record struct {
 	policy  string
-	targets []string // per slot: a CNAME's target or an alias's, "" for an address
-	checks  []string // per slot: the check id, "" when always healthy
-	regions []string // per slot: the answer's region, "" for none
-	aliases []*Set   // per slot of a Fallback A or AAAA set: the alias's target, or nil
-	value   *bpf.Set // the data-plane set
+	addrs   []netip.Addr // per candidate slot; invalid for a target name
+	targets []string     // per slot: a CNAME's target or an alias's, "" for an address
+	checks  []string     // per slot: the check id, "" when always healthy
+	regions []string     // per slot: the answer's region, "" for none
+	aliases []*Set       // per slot of a Fallback A or AAAA set: the alias's target, or nil
+	value   *bpf.Set     // the data-plane set
+}
+
+// Len is how many candidate slots the set has.
+func (s *Set) Len() int {
+	if s.rec == nil {
+		return len(s.rrs)
+	}
+	return len(s.rec.addrs)
+}
+
+// Addrs are the addresses of the set's slots, invalid for a target name.
+// A static set's are built anew at each call.
+func (s *Set) Addrs() []netip.Addr {
+	if s.rec != nil {
+		return s.rec.addrs
+	}
+	out := make([]netip.Addr, len(s.rrs))
+	for j := range out {
+		out[j] = s.addr(j)
+	}
+	return out
+}
+
+// addr is the address of slot j.
+func (s *Set) addr(j int) netip.Addr {
+	if s.rec != nil {
+		return s.rec.addrs[j]
+	}
+	var a netip.Addr
+	switch rr := s.rrs[j].(type) {
+	case *dns.A:
+		a, _ = netip.AddrFromSlice(rr.A.To4())
+	case *dns.AAAA:
+		a, _ = netip.AddrFromSlice(rr.AAAA.To16())
+	}
+	return a
 }
 
 // Policy is the set's policy as the config names it; "static" for a zone
@@ -68,7 +107,7 @@ func (s *Set) Policy() string {
 // Nothing may write them.
 func (s *Set) Checks() []string {
 	if s.rec == nil {
-		return noStrings[:len(s.Addrs):len(s.Addrs)]
+		return noStrings[:len(s.rrs):len(s.rrs)]
 	}
 	return s.rec.checks
 }
@@ -77,7 +116,7 @@ func (s *Set) Checks() []string {
 // write them.
 func (s *Set) Regions() []string {
 	if s.rec == nil {
-		return noStrings[:len(s.Addrs):len(s.Addrs)]
+		return noStrings[:len(s.rrs):len(s.rrs)]
 	}
 	return s.rec.regions
 }
@@ -101,7 +140,7 @@ func (s *Set) Data(buf *bpf.Set) *bpf.Set {
 	*buf = bpf.Set{}
 	v := &buf.SteadydnsRrset
 	v.Ttl = s.ttl
-	v.N = uint8(len(s.Addrs))
+	v.N = uint8(len(s.rrs))
 	v.MaxAnswers = v.N
 	v.Policy = uint8(bpf.SteadydnsPolicyPOLICY_MULTIVALUE)
 	v.Zone = s.zone
@@ -111,8 +150,8 @@ func (s *Set) Data(buf *bpf.Set) *bpf.Set {
 	if s.signed {
 		v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_SIGNED)
 	}
-	for j, a := range s.Addrs {
-		setAddr(&v.Cand[j], a)
+	for j := range s.rrs {
+		setAddr(&v.Cand[j], s.addr(j))
 	}
 	return buf
 }
@@ -122,7 +161,7 @@ func (s *Set) Data(buf *bpf.Set) *bpf.Set {
 func (s *Set) Answer(j int) string {
 	switch {
 	case s.rec == nil || s.rec.targets == nil || s.rec.targets[j] == "":
-		return s.Addrs[j].String()
+		return s.addr(j).String()
 	case s.Type == dns.TypeCNAME:
 		return s.rec.targets[j]
 	}
@@ -427,7 +466,7 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check,
 			c.Region = cfg.Server.Geo.RegionID(a.Region)
 			v.Flags |= uint8(bpf.SteadydnsRrsetFlagsRR_GEO)
 		}
-		s.Addrs = append(s.Addrs, a.Value)
+		s.rec.addrs = append(s.rec.addrs, a.Value)
 		s.rec.targets = append(s.rec.targets, a.Target+a.Alias) // at most one is set
 		s.rec.checks = append(s.rec.checks, check)
 		s.rec.regions = append(s.rec.regions, a.Region)
@@ -440,12 +479,9 @@ func compileRecord(cfg *config.Config, i int, r config.Record, entry func(check,
 	return s, nil
 }
 
-// slab hands out static sets and their addresses from blocks of many:
-// a zone of millions of sets takes thousands of allocations, not millions.
-type slab struct {
-	sets  []Set
-	addrs []netip.Addr
-}
+// slab hands out static sets from blocks of many: a zone of millions of
+// sets takes thousands of allocations, not millions.
+type slab struct{ sets []Set }
 
 func (b *slab) set() *Set {
 	if len(b.sets) == 0 {
@@ -456,29 +492,9 @@ func (b *slab) set() *Set {
 	return s
 }
 
-func (b *slab) addrSlice(n int) []netip.Addr {
-	if len(b.addrs) < n {
-		b.addrs = make([]netip.Addr, max(n, 4096))
-	}
-	a := b.addrs[:n:n]
-	b.addrs = b.addrs[n:]
-	return a
-}
-
 func compileStatic(z *zone.Zone, zs zone.Set, room *slab) *Set {
 	s := room.set()
-	*s = Set{Name: zs.Name, Type: zs.Type, ttl: zs.TTL, signed: z.Signed()}
-	s.Addrs = room.addrSlice(len(zs.RRs))
-	for j, rr := range zs.RRs {
-		var a netip.Addr
-		switch rr := rr.(type) {
-		case *dns.A:
-			a, _ = netip.AddrFromSlice(rr.A.To4())
-		case *dns.AAAA:
-			a, _ = netip.AddrFromSlice(rr.AAAA.To16())
-		}
-		s.Addrs[j] = a
-	}
+	*s = Set{Name: zs.Name, Type: zs.Type, rrs: zs.RRs, ttl: zs.TTL, signed: z.Signed()}
 	return s
 }
 
