@@ -520,19 +520,22 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, j uint32, kept bool, ext, p
 	h := NameHash(k.Wire, k.Qtype)
 	home := t.home(h)
 	// Plan the chain on copies first: a set pushed past PROBE_MAX must
-	// leave the table as it was.
+	// leave the table as it was. A chain is a few moves, planned on the
+	// stack: a zone of millions places millions of sets.
 	type move struct {
 		to   uint32
 		head slotHead
 	}
-	var chain []move
+	var moves [probeMax + 1]move
+	chain := moves[:0]
 	carry := slotHead{used: true, key: k, hash: h}
-	var spill *slotHead
+	var spill RecordKey
+	spilled := false
 	for j := home; ; j = t.next(j) {
 		if int(carry.dist) >= probeMax {
 			// The set carried this far would land past PROBE_MAX: it
 			// goes to no slot, and the fallback answers it.
-			spill = &carry
+			spill, spilled = carry.key, true
 			break
 		}
 		cur := t.heads[j]
@@ -546,9 +549,9 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, j uint32, kept bool, ext, p
 		}
 		carry.dist++
 	}
-	if spill != nil {
-		t.spill(spill.key)
-		if spill.key != k {
+	if spilled {
+		t.spill(spill)
+		if spill != k {
 			t.n-- // pushed out of its slot by k's
 		}
 	}
@@ -560,13 +563,12 @@ func (t *recordTable) place(k RecordKey, v *bpf.Set, j uint32, kept bool, ext, p
 	// further on.
 	for i := len(chain) - 1; i >= 0; i-- {
 		m := chain[i]
-		var s *bpf.SteadydnsRecSlot
+		s := &t.scratch
 		var x, p *entry
 		if i == 0 { // k's set, which the chain starts with
-			s = &t.scratch
 			x, p = encode(s, k, h, m.head.dist, v, ext, pool)
 		} else { // the set k's pushed on, from the slot the move before fills
-			s = t.copyOf(chain[i-1].to)
+			copySlot(s, t.slot(chain[i-1].to))
 			s.Dist = m.head.dist
 		}
 		t.write(m.to, s, x, p)
@@ -589,9 +591,12 @@ func (t *recordTable) spill(k RecordKey) {
 // copyOf is a copy of slot j's content.
 func (t *recordTable) copyOf(j uint32) *bpf.SteadydnsRecSlot {
 	s := new(bpf.SteadydnsRecSlot)
-	copy(bytesOf(s)[4:], bytesOf(t.slot(j))[4:])
+	copySlot(s, t.slot(j))
 	return s
 }
+
+// copySlot copies src's content, all but its count, into dst.
+func copySlot(dst, src *bpf.SteadydnsRecSlot) { copy(bytesOf(dst)[4:], bytesOf(src)[4:]) }
 
 // remove deletes a set and shifts the sets after it, up to the next empty
 // slot or set at home, one slot back (backward-shift deletion), so that no
@@ -656,7 +661,13 @@ func place(heads []slotHead, size uint32, head slotHead) (spilled *slotHead) {
 // moved, and then passes its queries to the fallback, which answers them
 // the same. Slots left without a set are emptied last.
 func (t *recordTable) resize(size uint32) error {
-	heads := make([]slotHead, len(t.heads))
+	heads := t.heads
+	if t.n > 0 {
+		// Planned apart from the heads the sets move from. An empty
+		// table, as a first load finds it, plans nothing and keeps its
+		// heads: a table of millions of slots has heads of many MB.
+		heads = make([]slotHead, len(t.heads))
+	}
 	var spilled []RecordKey
 	for j := range t.size {
 		if t.heads[j].used {
