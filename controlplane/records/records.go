@@ -316,11 +316,11 @@ func Wire(name string) string {
 // record as dynamic in its zone, which rejects names the zone cannot hold
 // there (below a cut, at a CNAME, already in the file).
 func Compile(cfg *config.Config, zones []*zone.Zone, entry func(check, region string) (uint32, bool)) (*Compiled, error) {
-	// Sized for a set per name, so that a zone of millions grows them
-	// once at most.
+	// Sized for an A and an AAAA set per name, so that a zone of
+	// millions does not grow them.
 	n := len(cfg.Records)
 	for _, z := range zones {
-		n += z.Len()
+		n += 2 * z.Len()
 	}
 	c := &Compiled{Sets: make([]*Set, 0, n)}
 	all := zone.NewZones(zones...)

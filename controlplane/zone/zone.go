@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -278,6 +279,7 @@ type loadRoom struct {
 	as    []dns.A
 	aaaas []dns.AAAA
 	ips   []byte
+	names []byte
 	// The records of sets of manyRecords or more, by their set and their
 	// RDATA's text, lowercased; indexed, how many of each such set's are.
 	many    map[manyKey][]dns.RR
@@ -369,6 +371,23 @@ func (r *loadRoom) move(rr dns.RR) dns.RR {
 	return rr
 }
 
+// str is a copy of s in the room. The parser allocates each owner name
+// among the records' short-lived strings, and a name the zone keeps
+// would hold a mostly empty span of the heap for each few names; in the
+// room they lie side by side. A block is only appended to, so the bytes
+// under a string never change.
+func (r *loadRoom) str(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	if cap(r.names)-len(r.names) < len(s) {
+		r.names = make([]byte, 0, max(len(s), 64<<10))
+	}
+	off := len(r.names)
+	r.names = append(r.names, s...)
+	return unsafe.String(&r.names[off], len(s))
+}
+
 // ip is a copy of ip in the room.
 func (r *loadRoom) ip(ip net.IP) net.IP {
 	if len(r.ips) < len(ip) {
@@ -389,6 +408,12 @@ func (z *Zone) node(owner string) *node {
 		return n
 	}
 	n := z.room.node()
+	if key == owner {
+		owner = z.room.str(owner)
+		key = owner
+	} else {
+		owner, key = z.room.str(owner), z.room.str(key)
+	}
 	n.name = owner
 	z.nodes[key] = n
 	if key != z.origin {
