@@ -379,8 +379,16 @@ func (c *Compiled) keys() {
 	var wg sync.WaitGroup
 	for lo := 0; lo < len(c.Sets); lo += per {
 		wg.Go(func() {
+			var prev *Set
 			for _, s := range c.Sets[lo:min(lo+per, len(c.Sets))] {
-				s.key = loader.RecordKey{Wire: Wire(s.Name), Qtype: s.Type}
+				// A name's A and AAAA sets, one after the other, share
+				// one wire name.
+				if prev != nil && prev.Name == s.Name {
+					s.key = loader.RecordKey{Wire: prev.key.Wire, Qtype: s.Type}
+				} else {
+					s.key = loader.RecordKey{Wire: Wire(s.Name), Qtype: s.Type}
+				}
+				prev = s
 			}
 		})
 	}
