@@ -75,9 +75,11 @@ demo: deps build
 demo-fleet: deps build
 	@scripts/demo-fleet.sh
 
-# steadydns-bench runs the steadydns built beside it, bin/steadydns.
+# steadydns-bench runs the steadydns built beside it, bin/steadydns: the
+# servers side by side and the constant work, then loading a million names.
 bench: deps build
 	$(BENCH)
+	$(BENCH) load
 
 # The fleet over NATS: constancy per push and each role's capacity.
 bench-fleet: deps build

@@ -2,6 +2,7 @@ package dnsbench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -764,7 +765,7 @@ func (s *steadyQueries) stop() (sent, lost, wrong int, problem string) {
 	return s.sent, len(s.pending), s.wrong, s.problem
 }
 
-// WriteLoad writes res as load.json in dir.
+// WriteLoad writes res as load.json and load.md in dir.
 func WriteLoad(res *LoadResult, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("making %s: %w", dir, err)
@@ -777,13 +778,20 @@ func WriteLoad(res *LoadResult, dir string) error {
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	var md bytes.Buffer
+	LoadMarkdown(&md, res)
+	path = filepath.Join(dir, "load.md")
+	if err := os.WriteFile(path, md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	return nil
 }
 
 // LoadMarkdown writes res as a table.
 func LoadMarkdown(w io.Writer, res *LoadResult) {
 	mib := func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-	fmt.Fprintf(w, "Loading %d names (%d sets), serve with XDP; reload: %d sets changed, %d queries sent meanwhile: %d lost, %d wrong.\n\n",
+	fmt.Fprintf(w, "Loading %d names (%d sets), serve with XDP; reload: %d sets changed, %d queries sent meanwhile: %d lost, %d wrong. "+
+		"The targets at a million names: loaded in at most 15 s with at most 2 GiB resident, and no answer lost or wrong during the reload.\n\n",
 		res.Names, res.Sets, res.Changed, res.Sent, res.Lost, res.Wrong)
 	fmt.Fprintln(w, "| phase | seconds | CPU seconds | peak resident | of it the maps | peak less maps | Go heap peak | GCs | sets answered right |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")

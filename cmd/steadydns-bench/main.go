@@ -271,7 +271,7 @@ and an AAAA set each) and reports the seconds until it answers, its peak
 resident memory, the kernel maps' share of it and the Go heap's peak; checks
 every set; then reloads with 1% of the sets changed while the client asks at
 --rate, and reports the same and the queries lost or wrongly answered. Writes
-load.json to --out. Needs root.
+load.json and load.md to --out. Needs root.
 
 flags:
 `
@@ -287,7 +287,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&o.Rate, "rate", o.Rate, "queries per second during the reload")
 	fs.StringVar(&o.Binary, "binary", "", "the steadydns binary (default: steadydns beside this binary, else on PATH)")
 	fs.StringVar(&o.Prefix, "prefix", "", "name prefix of the test hosts' namespaces and links (default: a unique one)")
-	out := fs.String("out", "bench/results", "directory for load.json")
+	out := fs.String("out", "bench/results", "directory for load.json and load.md")
 	fs.Parse(args)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
