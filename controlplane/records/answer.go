@@ -52,7 +52,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 		ranks, scope = a.steer(q)
 	}
 	var order [selection.K]int
-	p := a.pick(s, ranks, order[:0])
+	p := a.pick(s, v, ranks, order[:0])
 	out := fallback.Selection{Action: p.Action, TTL: p.TTL(v), ECSScope: scope}
 	switch {
 	case p.Action != selection.Answer:
@@ -60,7 +60,7 @@ func (a *Answerer) Select(name string, qtype uint16, q fallback.Query, into []ne
 		out.Target = s.rec.targets[p.Order[0]] // max_answers 1
 	case s.aliases() != nil:
 		var degraded bool
-		out.Addrs, degraded = a.nest(s, p, ranks, into[:0])
+		out.Addrs, degraded = a.nest(s, v, p, ranks, into[:0])
 		if degraded && v.TtlDegraded != 0 {
 			out.TTL = v.TtlDegraded
 		}
@@ -80,25 +80,23 @@ func steered(s *Set) bool {
 	return s != nil && s.rec != nil && s.rec.value.Flags&uint8(bpf.SteadydnsRrsetFlagsRR_GEO) != 0 // a static set never is
 }
 
-// pick runs the data plane's selection on s, steered by ranks if s is
-// geo-steered.
-func (a *Answerer) pick(s *Set, ranks selection.Ranks, into []int) selection.Pick {
-	var buf bpf.Set
-	v := s.Data(&buf)
+// pick runs the data plane's selection on s, whose data-plane set is v,
+// steered by ranks if s is geo-steered.
+func (a *Answerer) pick(s *Set, v *bpf.Set, ranks selection.Ranks, into []int) selection.Pick {
 	if !steered(s) {
 		ranks = nil
 	}
 	return selection.Select(v, a.h.Up, ranks, a.h.Open(v.Stale), rand.Uint32(), a.turn.Add(1)-1, into)
 }
 
-// nest answers the candidates p chose of s, an alias answer with what its
-// target selects now: its addresses in the target's order, each once, up
-// to s's max_answers. A target that answers NODATA or SERVFAIL adds
+// nest answers the candidates p chose of s, whose data-plane set is v, an
+// alias answer with what its target selects now: its addresses in the
+// target's order, each once, up to s's max_answers. A target that answers NODATA or SERVFAIL adds
 // nothing. degraded is whether ttl_degraded applies: a candidate of s or
 // of a chosen target is down.
-func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []netip.Addr) (_ []netip.Addr, degraded bool) {
-	var buf bpf.Set
-	limit := int(s.Data(&buf).MaxAnswers)
+func (a *Answerer) nest(s *Set, v *bpf.Set, p selection.Pick, ranks selection.Ranks, out []netip.Addr) (_ []netip.Addr, degraded bool) {
+	limit := int(v.MaxAnswers)
+	var buf bpf.Set // a static target's data-plane set
 	add := func(x netip.Addr) {
 		if len(out) < limit && !slices.Contains(out, x) {
 			out = append(out, x)
@@ -112,7 +110,7 @@ func (a *Answerer) nest(s *Set, p selection.Pick, ranks selection.Ranks, out []n
 			continue
 		}
 		var order [selection.K]int
-		tp := a.pick(t, ranks, order[:0])
+		tp := a.pick(t, t.Data(&buf), ranks, order[:0])
 		degraded = degraded || tp.Degraded
 		if tp.Action == selection.Answer {
 			for _, k := range tp.Order {
