@@ -139,18 +139,11 @@ func (r *rig) coreRun(prog *ebpf.Program, in [2][][]byte, cpus [2]int, want uint
 // flatters the ratio.
 func progRunBoth(prog *ebpf.Program, in [2][][]byte, cpus [2]int, iterations int, want uint32) (float64, error) {
 	var wg sync.WaitGroup
-	start := make(chan struct{})
 	ns := make([]float64, 2)
 	errs := make([]error, 2)
 	for j, cpu := range cpus {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ns[j], errs[j] = progRunNs(prog, in[j], iterations, cpu, want)
-		}()
+		wg.Go(func() { ns[j], errs[j] = progRunNs(prog, in[j], iterations, cpu, want) })
 	}
-	close(start)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
