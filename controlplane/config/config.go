@@ -102,7 +102,7 @@ type TCP struct {
 	MaxConnections int           // open at once, all clients
 	MaxPerPrefix   int           // open at once from one client /24 (IPv4) or /48 (IPv6)
 	IdleTimeout    time.Duration // a connection with no query in progress closes after this
-	MaxPipelined   int           // queries one connection is answered in its lifetime
+	MaxPipelined   int           // queries one connection is answered in its lifetime; 0: no limit
 	MaxLifetime    time.Duration // a connection closes this long after it opened, between two queries
 }
 

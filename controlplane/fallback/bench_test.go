@@ -55,7 +55,7 @@ func BenchmarkServeUDP(b *testing.B) {
 				b.Fatal(err)
 			}
 			remote := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
-			w := &udpWriter{local: remote, remote: remote, batch: time.Now()}
+			w := &replyWriter{local: remote, remote: remote, batch: time.Now()}
 			buf := make([]byte, 0, dns.MaxMsgSize)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -108,7 +108,7 @@ func BenchmarkServeUDPManyNames(b *testing.B) {
 		}
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			remote := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
-			w := &udpWriter{local: remote, remote: remote, batch: time.Now(), inPlace: true}
+			w := &replyWriter{local: remote, remote: remote, batch: time.Now(), inPlace: true}
 			buf := make([]byte, dns.MaxMsgSize)
 			i := 0
 			for b.Loop() {

@@ -30,6 +30,7 @@
 // that keep the loop on its thread. TCP listens with
 // SO_REUSEPORT too, and is served here as well, to bound what clients
 // hold (TCPLimits): connections in all and per client prefix, the one
-// answered the least recently closed to make room, an idle timeout,
-// queries per connection, a lifetime.
+// answered the least recently closed to make room, an idle timeout, a
+// lifetime, and queries per connection if set; each read's whole queries
+// are answered in turn, and their replies go out with one write.
 package fallback

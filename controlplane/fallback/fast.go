@@ -147,19 +147,23 @@ func qname(b []byte) string {
 	return string(buf[:n])
 }
 
-// answerFast answers the datagram b into w when the fast path can, and
-// returns the query's qtype. ok is false when it declined: the handler
-// answers then. It declines before it has done anything, except when a
+// answerFast answers the query b, a datagram or a TCP message, into w
+// when the fast path can, and returns the query's qtype. ok is false when
+// it declined: the handler answers then. It declines before it has done anything, except when a
 // health-checked set's selection calls for what only the handler writes
 // (the SOA of NODATA, truncation): then it leaves the selection in w's
 // scratch for the handler to use. A question in the view's index is
 // answered from it; any other goes through the zone's lookup, as the
 // handler's would.
-func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
+func (s *Server) answerFast(w *replyWriter, b []byte) (qtype uint16, ok bool) {
 	start := w.clock()
 	q, ok := parseFast(b, &w.key)
 	if !ok {
 		return 0, false
+	}
+	tcp := w.tcp()
+	if tcp {
+		q.limit = tcpSize
 	}
 	sv := s.view.Load()
 	v := sv.v
@@ -223,14 +227,15 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 	}
 	n += len(sel.Addrs)
 	nsid := q.nsid && len(s.opts.NSID) > 0
-	if s.opts.RRL != nil {
+	// Only UDP replies are limited, as the handler's.
+	if s.opts.RRL != nil && !tcp {
 		if name == "" {
 			name = qname(b)
 		}
 		rp := Reply{Qname: name, Qtype: q.qtype, Rcode: rcode}
 		switch s.opts.RRL.Limit(addrOf(w.remote), rp) {
 		case Drop:
-			s.observeUDP(w, OutcomeRRLDropped, start)
+			s.observeReply(w, OutcomeRRLDropped, start)
 			return q.qtype, true
 		case Slip:
 			n, outcome = 0, OutcomeRRLSlipped
@@ -297,7 +302,7 @@ func (s *Server) answerFast(w *udpWriter, b []byte) (qtype uint16, ok bool) {
 			r = append(r, s.opts.NSID...)
 		}
 	}
-	s.observeUDP(w, outcome, start)
+	s.observeReply(w, outcome, start)
 	w.reply = r
 	return q.qtype, true
 }

@@ -103,11 +103,11 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	t.Helper()
 	verdict := rec.verdict
 	*rec = pathRecord{verdict: verdict}
-	probe := &udpWriter{remote: fastClient}
+	probe := &replyWriter{remote: fastClient}
 	_, fast := s.answerFast(probe, b)
 
 	*rec = pathRecord{verdict: verdict}
-	w := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
+	w := &replyWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
 	qtype := s.serveMsg(w, b)
 	got := *rec
 	if w.scratch.pre.v != nil {
@@ -118,7 +118,7 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	// buffer with the loop's room.
 	*rec = pathRecord{verdict: verdict}
 	ib := append(make([]byte, 0, dns.MaxMsgSize), b...)
-	iw := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf), inPlace: true}
+	iw := &replyWriter{remote: fastClient, buf: make([]byte, 0, replyBuf), inPlace: true}
 	iqtype := s.serveMsg(iw, ib)
 	inPlace := *rec
 
@@ -127,13 +127,13 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	*rec = pathRecord{verdict: verdict}
 	sv := s.view.Load()
 	s.view.Store(&served{v: sv.v})
-	lw := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
+	lw := &replyWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
 	lqtype := s.serveMsg(lw, b)
 	s.view.Store(sv)
 	looked := *rec
 
 	*rec = pathRecord{verdict: verdict}
-	ref := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
+	ref := &replyWriter{remote: fastClient, buf: make([]byte, 0, replyBuf)}
 	want := s.serveSlow(ref, b)
 
 	if !bytes.Equal(w.reply, ref.reply) {
@@ -288,7 +288,7 @@ func TestFastDeclines(t *testing.T) {
 		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, ok := s.answerFast(&udpWriter{remote: fastClient}, c.b); ok {
+			if _, ok := s.answerFast(&replyWriter{remote: fastClient}, c.b); ok {
 				t.Fatal("answered by the fast path")
 			}
 			bothPaths(t, s, rec, c.b)
@@ -418,7 +418,7 @@ func TestFastAllocatesNothing(t *testing.T) {
 	} {
 		b := pack(t, m)
 		for _, inPlace := range []bool{false, true} {
-			w := &udpWriter{remote: fastClient, buf: make([]byte, 0, replyBuf), batch: time.Now(), inPlace: inPlace}
+			w := &replyWriter{remote: fastClient, buf: make([]byte, 0, replyBuf), batch: time.Now(), inPlace: inPlace}
 			ib := make([]byte, len(b), dns.MaxMsgSize)
 			allocs := testing.AllocsPerRun(100, func() {
 				w.reply, w.buf, w.outcome = nil, w.buf[:0], ""

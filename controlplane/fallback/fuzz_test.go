@@ -59,7 +59,7 @@ func FuzzServeUDP(f *testing.F) {
 	f.Add(hdr(7, 0x28, 0, 1, 0, 0)) // UPDATE with no question
 	f.Add(hdr(8, 0x01, 0, 0, 0, 1)) // RD, an additional counted and missing
 	f.Fuzz(func(t *testing.T, b []byte) {
-		w := &udpWriter{local: &net.UDPAddr{IP: net.IPv4(198, 18, 0, 2), Port: 53}, remote: &net.UDPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 40000}}
+		w := &replyWriter{local: &net.UDPAddr{IP: net.IPv4(198, 18, 0, 2), Port: 53}, remote: &net.UDPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 40000}}
 		s.serveUDP(w, b)
 		if w.reply == nil {
 			if len(b) >= headerLen && b[2]&0x80 == 0 {

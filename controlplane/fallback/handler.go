@@ -25,7 +25,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	// A UDP loop packs each reply before it reads the next query, so it
 	// lends the handler memory to build replies in; other writers do not.
 	var sc *scratch
-	u, _ := w.(*udpWriter)
+	u, _ := w.(*replyWriter)
 	if u != nil {
 		sc = &u.scratch
 	}
@@ -44,7 +44,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if !tcp && s.opts.RRL != nil {
 		switch s.opts.RRL.Limit(addrOf(w.RemoteAddr()), s.limited(r, m)) {
 		case Drop:
-			s.observeUDP(u, OutcomeRRLDropped, start)
+			s.observeReply(u, OutcomeRRLDropped, start)
 			return
 		case Slip:
 			slip(m)
@@ -53,7 +53,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	// Counted before the write, so a client that reads the metrics after
 	// its reply always sees its own query counted.
-	s.observeUDP(u, outcome, start)
+	s.observeReply(u, outcome, start)
 	// A failed write leaves nothing to do: the client retries or gives up.
 	_ = w.WriteMsg(m)
 }

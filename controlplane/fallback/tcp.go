@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,10 +28,11 @@ type TCPLimits struct {
 	// this long.
 	IdleTimeout time.Duration
 	// MaxQueries is the most queries one connection is answered in its
-	// lifetime; the server closes it after the last reply, as NSD's
-	// tcp-query-count. Queries on a connection are answered one at a
-	// time, in order, so what a client pipelines beyond the one in hand
-	// waits in the kernel's receive buffer and costs the server nothing.
+	// lifetime, as NSD's tcp-query-count; 0, the default, sets none, as
+	// NSD's, Knot's and PowerDNS's defaults. The server half-closes the
+	// connection after the last reply. A connection's queries are read
+	// a buffer at a time and answered in order, so what a client
+	// pipelines beyond one buffer waits in the kernel's receive buffer.
 	MaxQueries int
 	// MaxLifetime closes a connection this long after it was accepted,
 	// once it waits for its next query: a client that keeps a connection
@@ -41,13 +42,15 @@ type TCPLimits struct {
 }
 
 // DefaultTCPLimits: BIND's and NSD's connection counts are in the
-// hundreds and Knot's idle timeout is 10 s; 128 queries per connection is
-// what miekg/dns allows by default; NSD's idle timeout, 2 minutes, is
-// the lifetime.
-var DefaultTCPLimits = TCPLimits{MaxConnections: 1024, MaxPerPrefix: 64, IdleTimeout: 10 * time.Second, MaxQueries: 128,
+// hundreds and Knot's idle timeout is 10 s; NSD's idle timeout, 2
+// minutes, is the lifetime. A resolver that pipelines its queries on one
+// connection is never cut off by a count of them: MaxLifetime bounds the
+// connection.
+var DefaultTCPLimits = TCPLimits{MaxConnections: 1024, MaxPerPrefix: 64, IdleTimeout: 10 * time.Second,
 	MaxLifetime: 2 * time.Minute}
 
-// WithDefaults returns l with every zero field set from DefaultTCPLimits.
+// WithDefaults returns l with every zero field but MaxQueries set from
+// DefaultTCPLimits.
 func (l TCPLimits) WithDefaults() TCPLimits {
 	d := DefaultTCPLimits
 	if l.MaxConnections == 0 {
@@ -58,9 +61,6 @@ func (l TCPLimits) WithDefaults() TCPLimits {
 	}
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = d.IdleTimeout
-	}
-	if l.MaxQueries == 0 {
-		l.MaxQueries = d.MaxQueries
 	}
 	if l.MaxLifetime == 0 {
 		l.MaxLifetime = d.MaxLifetime
@@ -300,16 +300,18 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 		t.s.opts.OnTCP(TCPClosed)
 	}()
 	defer t.s.recoverPanic("tcp")
-	w := &tcpWriter{conn: tc.c}
-	var hdr [2]byte
-	for range t.lim.MaxQueries {
+	answered := 0
+	// Waiting for a query, a connection reads its first bytes here: it
+	// holds no buffer until one arrives.
+	var first [2]byte
+	for {
 		wait := time.Now().Add(t.lim.IdleTimeout)
 		lifetime := tc.expires.Before(wait)
 		if lifetime {
 			wait = tc.expires
 		}
 		tc.c.SetReadDeadline(wait)
-		n, err := tc.c.Read(hdr[:])
+		n, err := tc.c.Read(first[:])
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -321,35 +323,153 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 			}
 			return
 		}
-		if !t.setBusy(tc) {
+		if !t.setBusy(tc) || !t.answer(tc, first[:n], &answered) {
 			return
 		}
-		tc.c.SetReadDeadline(time.Now().Add(tcpIOTimeout))
-		if _, err := io.ReadFull(tc.c, hdr[n:]); err != nil {
+		if t.lim.MaxQueries > 0 && answered >= t.lim.MaxQueries {
+			t.finish(tc)
+			t.report(tc, TCPQueryLimit)
 			return
 		}
-		// Allocated per message and let go after the reply: a connection
-		// waiting for its next query holds no buffer.
-		msg := make([]byte, binary.BigEndian.Uint16(hdr[:]))
-		if _, err := io.ReadFull(tc.c, msg); err != nil {
-			return
-		}
-		if !t.answering(tc) {
-			return
-		}
-		if t.s.opts.Tap != nil {
-			qt := time.Now()
-			w.reply = nil
-			t.s.serveMsg(w, msg)
-			t.s.opts.Tap(msg, w.reply, addrPort(w.RemoteAddr()), addrPort(w.LocalAddr()), true, qt, time.Now())
-		} else {
-			t.s.serveMsg(w, msg)
-		}
-		if w.err != nil || !t.answered(tc) {
+		if !t.answered(tc) {
 			return
 		}
 	}
-	t.report(tc, TCPQueryLimit)
+}
+
+// tcpRoom is what a connection answers in while it is busy: the bytes
+// read, the replies to write, and the writer. A connection takes one from
+// tcpRooms when a query arrives and puts it back once it waits for the
+// next, so idle connections hold no buffers.
+type tcpRoom struct {
+	in, out  []byte
+	w        replyWriter
+	outcomes []string
+}
+
+// tcpRead is the room a connection's reads start with: dozens of
+// pipelined queries. A larger message grows it.
+const tcpRead = 4 << 10
+
+var tcpRooms = sync.Pool{New: func() any {
+	return &tcpRoom{in: make([]byte, 0, tcpRead), out: make([]byte, 0, tcpRead),
+		w: replyWriter{buf: make([]byte, 0, replyBuf)}}
+}}
+
+// answer answers tc's queries, from first, the bytes that woke it, until
+// none is left half read or the connection has had MaxQueries replies
+// (*answered counts them): it reads what the client has sent, answers
+// each whole query in it in turn, and writes their replies with one
+// write. So a client that pipelines its queries costs one read and one
+// write for as many as have arrived, not two reads and a write each.
+// false when the connection is to close: a read or a write failed or took
+// longer than tcpIOTimeout, or a limit closed it meanwhile.
+func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
+	r := tcpRooms.Get().(*tcpRoom)
+	defer tcpRooms.Put(r)
+	w := &r.w
+	w.local, w.remote = tc.c.LocalAddr(), tc.c.RemoteAddr()
+	// in[off:] is read and not yet answered.
+	in, off := append(r.in[:0], first...), 0
+	defer func() { r.in = in[:0] }()
+	for {
+		// The first query whole, and whatever else has arrived. The query
+		// has tcpIOTimeout to arrive, however it is cut.
+		for waiting := false; ; waiting = true {
+			size, whole := tcpMessage(in[off:])
+			if whole {
+				break
+			}
+			if !waiting {
+				tc.c.SetReadDeadline(time.Now().Add(tcpIOTimeout))
+			}
+			if off > 0 {
+				in, off = append(in[:0], in[off:]...), 0
+			}
+			if len(in) == cap(in) {
+				in = slices.Grow(in, max(2, size+2)-len(in))
+			}
+			n, err := tc.c.Read(in[len(in):cap(in)])
+			if err != nil {
+				return false
+			}
+			in = in[:len(in)+n]
+		}
+		w.batch = time.Now()
+		out, outcomes := r.out[:0], r.outcomes[:0]
+		for t.lim.MaxQueries == 0 || *answered < t.lim.MaxQueries {
+			size, whole := tcpMessage(in[off:])
+			if !whole {
+				break
+			}
+			msg := in[off+2 : off+2+size]
+			off += 2 + size
+			*answered++
+			w.reply, w.outcome = nil, ""
+			if tap := t.s.opts.Tap; tap != nil {
+				qt := time.Now()
+				t.s.serveMsg(w, msg)
+				tap(msg, w.reply, addrPort(w.remote), addrPort(w.local), true, qt, time.Now())
+			} else {
+				t.s.serveMsg(w, msg)
+			}
+			outcomes = append(outcomes, w.outcome)
+			// The handler truncates to what the length can say.
+			if w.reply != nil && len(w.reply) <= dns.MaxMsgSize {
+				out = binary.BigEndian.AppendUint16(out, uint16(len(w.reply)))
+				out = append(out, w.reply...)
+			}
+		}
+		r.out, r.outcomes = out[:0], outcomes[:0]
+		// Observed before the replies leave, as the UDP loop's.
+		took := time.Since(w.batch)
+		for _, o := range outcomes {
+			if o != "" {
+				t.s.opts.Observe(o, took)
+			}
+		}
+		if len(out) > 0 {
+			if !t.answering(tc) {
+				return false
+			}
+			tc.c.SetWriteDeadline(time.Now().Add(tcpIOTimeout))
+			if _, err := tc.c.Write(out); err != nil {
+				return false
+			}
+		}
+		if off == len(in) || (t.lim.MaxQueries > 0 && *answered >= t.lim.MaxQueries) {
+			return true
+		}
+	}
+}
+
+// tcpMessage reads the length of the message b starts with: size, or -1
+// while b is shorter than the length itself, and whether b holds it whole.
+func tcpMessage(b []byte) (size int, whole bool) {
+	if len(b) < 2 {
+		return -1, false
+	}
+	size = int(binary.BigEndian.Uint16(b))
+	return size, len(b) >= 2+size
+}
+
+// finish closes tc's side after its last reply. The client may have sent
+// queries past the limit: a socket closed with data unread resets the
+// connection, and a reset can destroy replies the client has not read
+// yet. So the server half-closes, which the client reads as the end after
+// the last reply, and reads what else comes until the client closes its
+// side too, tcpIOTimeout at most.
+func (t *tcpTable) finish(tc *tcpConn) {
+	if tc.c.CloseWrite() != nil {
+		return
+	}
+	tc.c.SetReadDeadline(time.Now().Add(tcpIOTimeout))
+	var discard [512]byte
+	for {
+		if _, err := tc.c.Read(discard[:]); err != nil {
+			return
+		}
+	}
 }
 
 // shutdown stops accepting, closes the idle connections, and waits until
@@ -389,45 +509,3 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-// tcpWriter is the dns.ResponseWriter of one connection: it writes each
-// reply with its length, within tcpIOTimeout.
-type tcpWriter struct {
-	conn *net.TCPConn
-	err  error // of the last write; the connection is then closed
-	// reply is the last message sent, for the tap.
-	reply []byte
-}
-
-func (w *tcpWriter) LocalAddr() net.Addr  { return w.conn.LocalAddr() }
-func (w *tcpWriter) RemoteAddr() net.Addr { return w.conn.RemoteAddr() }
-
-func (w *tcpWriter) WriteMsg(m *dns.Msg) error {
-	b, err := m.Pack()
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
-}
-
-// Write sends b as one message: its length, then b.
-func (w *tcpWriter) Write(b []byte) (int, error) {
-	if len(b) > dns.MaxMsgSize {
-		return 0, dns.ErrBuf
-	}
-	out := make([]byte, 2, 2+len(b))
-	binary.BigEndian.PutUint16(out, uint16(len(b)))
-	out = append(out, b...)
-	w.conn.SetWriteDeadline(time.Now().Add(tcpIOTimeout))
-	if _, w.err = w.conn.Write(out); w.err != nil {
-		return 0, w.err
-	}
-	w.reply = out[2:]
-	return len(b), nil
-}
-
-func (w *tcpWriter) Close() error        { return w.conn.Close() }
-func (w *tcpWriter) TsigStatus() error   { return nil }
-func (w *tcpWriter) TsigTimersOnly(bool) {}
-func (w *tcpWriter) Hijack()             {}

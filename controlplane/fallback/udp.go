@@ -191,7 +191,7 @@ func (u *udpServer) loop() {
 			h.Control = &sl.oob[0]
 		}
 	}
-	w := &udpWriter{local: u.local, inPlace: true}
+	w := &replyWriter{local: u.local, inPlace: true}
 	fd := uintptr(u.fd)
 	for {
 		for i := range in {
@@ -281,7 +281,7 @@ func (u *udpServer) loop() {
 // serveDatagram answers the datagram b of a batch into w; false if that
 // panicked. The deferred recover is open-coded, a few instructions and no
 // allocation per datagram.
-func (u *udpServer) serveDatagram(w *udpWriter, b []byte) (ok bool) {
+func (u *udpServer) serveDatagram(w *replyWriter, b []byte) (ok bool) {
 	defer u.s.recoverPanic("udp")
 	u.s.serveUDP(w, b)
 	return true
@@ -367,7 +367,7 @@ func (u *udpServer) source(oob []byte) []byte {
 }
 
 // serveUDP answers one datagram into w and reports the bytes in and out.
-func (s *Server) serveUDP(w *udpWriter, b []byte) {
+func (s *Server) serveUDP(w *replyWriter, b []byte) {
 	if s.opts.Tap != nil {
 		s.tapUDP(w, b)
 		return
@@ -378,7 +378,7 @@ func (s *Server) serveUDP(w *udpWriter, b []byte) {
 
 // tapUDP is serveUDP that also hands the query and its reply to the tap.
 // The query is copied first: the fast path may write the reply over it.
-func (s *Server) tapUDP(w *udpWriter, b []byte) {
+func (s *Server) tapUDP(w *replyWriter, b []byte) {
 	q, qt := append([]byte(nil), b...), time.Now()
 	qtype := s.serveMsg(w, b)
 	s.opts.UDP(qtype, len(b), len(w.reply))
@@ -409,7 +409,7 @@ func (s *Server) serveMsg(w dns.ResponseWriter, b []byte) uint16 {
 	if s.accept(dns.Header{Bits: uint16(b[2])<<8 | uint16(b[3])}) != dns.MsgAccept {
 		return 0
 	}
-	if u, ok := w.(*udpWriter); ok {
+	if u, ok := w.(*replyWriter); ok {
 		if qtype, ok := s.answerFast(u, b); ok {
 			return qtype
 		}
@@ -442,83 +442,12 @@ func (s *Server) serveSlow(w dns.ResponseWriter, b []byte) uint16 {
 	return req.Question[0].Qtype
 }
 
-// udpWriter is the dns.ResponseWriter of one datagram in a batch: it packs
-// the reply into buf and keeps it for the batch's sendmmsg.
-type udpWriter struct {
-	local, remote net.Addr
-	buf, reply    []byte
-	scratch       scratch
-	// batch is when the loop read the datagram's batch, zero outside a
-	// loop. Every reply of a batch waits for the batch's sendmmsg, so its
-	// time is the batch's, from the read to the last reply built: the
-	// loop reads the clock twice a batch, not twice a query, since on a
-	// VM's clock a read is dear next to an answer from the index.
-	batch time.Time
-	// outcome is the reply's outcome, for the loop to observe with the
-	// batch's time.
-	outcome string
-	// key is the room of the question's index key, here rather than on
-	// the fast path's stack, which would clear it for every query.
-	key [maxKey]byte
-	// inPlace lets the fast path write its reply over the query, as the
-	// loop's datagram buffers allow: each has room for any reply, and
-	// nothing reads a query once it is answered. The reply then goes out
-	// from the page the query came in on and was parsed from, not from a
-	// second page per datagram, as gdnsd's replies do.
-	inPlace bool
-}
-
-// clock is when the query w answers began: its batch's read, or now
-// outside a batch. w may be nil, a writer of another transport.
-func (w *udpWriter) clock() time.Time {
-	if w == nil || w.batch.IsZero() {
-		return time.Now()
-	}
-	return w.batch
-}
-
-// observeUDP observes the outcome of the reply to w's query, begun at
-// start: at once, or with its batch's time once the batch is answered.
-// w may be nil, a writer of another transport.
-func (s *Server) observeUDP(w *udpWriter, outcome string, start time.Time) {
-	if w != nil && !w.batch.IsZero() {
-		w.outcome = outcome
-		return
-	}
-	s.opts.Observe(outcome, time.Since(start))
-}
-
-func (w *udpWriter) LocalAddr() net.Addr  { return w.local }
-func (w *udpWriter) RemoteAddr() net.Addr { return w.remote }
-
-func (w *udpWriter) WriteMsg(m *dns.Msg) error {
-	// PackBuffer packs in place only when the buffer's length, not its
-	// capacity, holds the message uncompressed; given buf[:0] it would
-	// allocate every reply.
-	b, err := m.PackBuffer(w.buf[:cap(w.buf)])
-	if err != nil {
-		return err
-	}
-	w.reply = b
-	return nil
-}
-
-func (w *udpWriter) Write(b []byte) (int, error) {
-	w.reply = append(w.buf[:0], b...)
-	return len(b), nil
-}
-
-func (w *udpWriter) Close() error        { return nil }
-func (w *udpWriter) TsigStatus() error   { return nil }
-func (w *udpWriter) TsigTimersOnly(bool) {}
-func (w *udpWriter) Hijack()             {}
-
 // AnswerDatagram answers one datagram from client as the UDP sockets do,
 // screen and truncation included, and returns the reply, or nil when none
 // is sent. Tests that hold the XDP program's answers against the
 // fallback's use it.
 func (s *Server) AnswerDatagram(b []byte, client netip.AddrPort) []byte {
-	w := &udpWriter{remote: net.UDPAddrFromAddrPort(client)}
+	w := &replyWriter{remote: net.UDPAddrFromAddrPort(client)}
 	s.serveUDP(w, b)
 	return w.reply
 }

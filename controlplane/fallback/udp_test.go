@@ -152,7 +152,7 @@ func TestUDPReplyPackedInPlace(t *testing.T) {
 	s := New(Options{}, v)
 	remote := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
 	buf := make([]byte, 0, replyBuf)
-	w := &udpWriter{local: remote, remote: remote, buf: buf}
+	w := &replyWriter{local: remote, remote: remote, buf: buf}
 	s.serveUDP(w, pack(t, query("static.example.test.", dns.TypeA)))
 	if len(w.reply) == 0 {
 		t.Fatal("no reply")
@@ -170,7 +170,7 @@ func TestUDPScratchReuse(t *testing.T) {
 	v, _ := exampleView(t)
 	s := New(Options{}, v)
 	remote := netip.MustParseAddrPort("198.18.0.10:5300")
-	w := &udpWriter{remote: net.UDPAddrFromAddrPort(remote), buf: make([]byte, 0, replyBuf)}
+	w := &replyWriter{remote: net.UDPAddrFromAddrPort(remote), buf: make([]byte, 0, replyBuf)}
 	for i, q := range []struct {
 		name  string
 		qtype uint16
