@@ -93,12 +93,16 @@ func longName(last int) string {
 	return l + strings.ToUpper(l) + l + strings.Repeat("y", last) + "."
 }
 
-var fastClient = net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
+var (
+	fastClient    = net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
+	fastTCPClient = net.TCPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.10:5300"))
+)
 
 // bothPaths answers b as a UDP socket does, the fast path first, and with
 // the handler alone, from the same server, and fails unless both send the
 // same bytes, report the same qtype and outcomes, and put the same replies
-// to the rate limiter. It reports whether the fast path answered.
+// to the rate limiter; then the same over TCP. It reports whether the fast
+// path answered over UDP.
 func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	t.Helper()
 	verdict := rec.verdict
@@ -153,6 +157,19 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	}
 	if !bytes.Equal(lw.reply, ref.reply) || lqtype != want || fmt.Sprint(looked.outcomes) != fmt.Sprint(rec.outcomes) || fmt.Sprint(looked.limited) != fmt.Sprint(rec.limited) {
 		t.Fatalf("query %x without the index: got %x, qtype %d, outcomes %v, limited %v; want %x, %d, %v, %v", b, lw.reply, lqtype, looked.outcomes, looked.limited, ref.reply, want, rec.outcomes, rec.limited)
+	}
+
+	// Over TCP, as a connection answers: TCP's size limit, and nothing
+	// put to the rate limiter.
+	*rec = pathRecord{verdict: verdict}
+	tw := &replyWriter{remote: fastTCPClient, buf: make([]byte, 0, replyBuf)}
+	tqtype := s.serveMsg(tw, b)
+	overTCP := *rec
+	*rec = pathRecord{verdict: verdict}
+	tref := &replyWriter{remote: fastTCPClient, buf: make([]byte, 0, replyBuf)}
+	twant := s.serveSlow(tref, b)
+	if !bytes.Equal(tw.reply, tref.reply) || tqtype != twant || fmt.Sprint(overTCP.outcomes) != fmt.Sprint(rec.outcomes) || len(overTCP.limited)+len(rec.limited) != 0 {
+		t.Fatalf("query %x over TCP: got %x, qtype %d, outcomes %v, limited %v; want %x, %d, %v, none limited", b, tw.reply, tqtype, overTCP.outcomes, overTCP.limited, tref.reply, twant, rec.outcomes)
 	}
 	return fast
 }

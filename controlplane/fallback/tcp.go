@@ -35,9 +35,9 @@ type TCPLimits struct {
 	// pipelines beyond one buffer waits in the kernel's receive buffer.
 	MaxQueries int
 	// MaxLifetime closes a connection this long after it was accepted,
-	// once it waits for its next query: a client that keeps a connection
-	// busy, answered or not, holds it this long and one query's I/O
-	// bound more at most.
+	// once the queries it has read whole are answered: a client that
+	// keeps a connection busy, pipelining or not, holds it this long and
+	// one read's I/O bound more at most.
 	MaxLifetime time.Duration
 }
 
@@ -305,7 +305,15 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 	// holds no buffer until one arrives.
 	var first [2]byte
 	for {
-		wait := time.Now().Add(t.lim.IdleTimeout)
+		now := time.Now()
+		if !now.Before(tc.expires) {
+			// Past its lifetime between two batches: queries the client
+			// pipelined after them may be waiting.
+			t.finish(tc)
+			t.report(tc, TCPLifetime)
+			return
+		}
+		wait := now.Add(t.lim.IdleTimeout)
 		lifetime := tc.expires.Before(wait)
 		if lifetime {
 			wait = tc.expires
@@ -357,8 +365,8 @@ var tcpRooms = sync.Pool{New: func() any {
 }}
 
 // answer answers tc's queries, from first, the bytes that woke it, until
-// none is left half read or the connection has had MaxQueries replies
-// (*answered counts them): it reads what the client has sent, answers
+// none is left half read, the connection has had MaxQueries replies
+// (*answered counts them) or its lifetime has passed: it reads what the client has sent, answers
 // each whole query in it in turn, and writes their replies with one
 // write. So a client that pipelines its queries costs one read and one
 // write for as many as have arrived, not two reads and a write each.
@@ -437,7 +445,7 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 				return false
 			}
 		}
-		if off == len(in) || (t.lim.MaxQueries > 0 && *answered >= t.lim.MaxQueries) {
+		if off == len(in) || (t.lim.MaxQueries > 0 && *answered >= t.lim.MaxQueries) || !w.batch.Before(tc.expires) {
 			return true
 		}
 	}
@@ -453,8 +461,8 @@ func tcpMessage(b []byte) (size int, whole bool) {
 	return size, len(b) >= 2+size
 }
 
-// finish closes tc's side after its last reply. The client may have sent
-// queries past the limit: a socket closed with data unread resets the
+// finish closes tc's side after its last reply, at a limit. The client
+// may have sent queries past it: a socket closed with data unread resets the
 // connection, and a reset can destroy replies the client has not read
 // yet. So the server half-closes, which the client reads as the end after
 // the last reply, and reads what else comes until the client closes its

@@ -495,6 +495,42 @@ func TestTCPLifetime(t *testing.T) {
 	}
 }
 
+// TestTCPLifetimePipelined: a client that always has a query on the way,
+// the next one's first byte sent with each burst, is never idle, and is
+// still closed at MaxLifetime after a batch's replies, with a half-close
+// the client reads as the end.
+func TestTCPLifetimePipelined(t *testing.T) {
+	env := tcpEnv(t)
+	r := startTCP(t, env, TCPLimits{MaxLifetime: 300 * time.Millisecond, IdleTimeout: time.Minute})
+	c := r.dial(t, serverAddr)
+	var id, replies uint16
+	var rest []byte // of the query whose first byte went last
+	for start := time.Now(); time.Since(start) < 5*time.Second; {
+		burst := rest
+		for range 10 {
+			burst = append(burst, tcpQuery(t, id)...)
+			id++
+		}
+		next := tcpQuery(t, id)
+		id++
+		burst, rest = append(burst, next[0]), next[1:]
+		if _, err := c.Write(burst); err != nil {
+			t.Fatalf("after %d replies: %v", replies, err)
+		}
+		for ; replies < id-1; replies++ {
+			got, err := readReply(c, 2*time.Second)
+			if errors.Is(err, io.EOF) {
+				waitFor(t, "the lifetime counted", 5*time.Second, func() bool { return r.events.lifetime.Load() == 1 })
+				return
+			}
+			if err != nil || got != replies {
+				t.Fatalf("reply %d, %v; want reply %d", got, err, replies)
+			}
+		}
+	}
+	t.Fatal("the connection stayed open past its lifetime")
+}
+
 // TestTCPTricklers fills the table with clients from 20 prefixes that
 // trickle each query in, a byte at a time within the I/O bound, so none
 // is ever idle, and that come back when closed: more of them than the
