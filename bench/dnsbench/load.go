@@ -91,6 +91,58 @@ type perfRun struct {
 	completed, lost int
 }
 
+// tcpClients is how many connections dnsperf's TCP runs open, and
+// tcpOutstanding how many queries they have in flight in all, about 16 a
+// connection: a resolver that pipelines over TCP.
+const (
+	tcpClients     = 32
+	tcpOutstanding = 512
+)
+
+// tcpRun is one dnsperf run over TCP: answers per second, and queries
+// that had none.
+type tcpRun struct {
+	rate float64
+	lost int
+}
+
+// dnsperfTCP offers Options.TCPRate queries per second over TCP from the
+// client host.
+func (r *rig) dnsperfTCP(ctx context.Context) (tcpRun, error) {
+	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf", "-m", "tcp", "-s", r.env.Edge.V4.String(),
+		"-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()), "-Q", strconv.Itoa(r.o.TCPRate),
+		"-c", strconv.Itoa(tcpClients), "-q", strconv.Itoa(tcpOutstanding), "-t", "1")
+	r.record(c)
+	out, err := c.Output()
+	if err != nil {
+		return tcpRun{}, fmt.Errorf("running dnsperf over tcp: %w", err)
+	}
+	return parseTCPRun(out)
+}
+
+// parseTCPRun reads dnsperf's statistics.
+func parseTCPRun(out []byte) (tcpRun, error) {
+	var t tcpRun
+	var seen bool
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 4 && f[0] == "Queries" && f[1] == "per" && f[2] == "second:":
+			rate, err := strconv.ParseFloat(f[3], 64)
+			if err != nil {
+				return t, fmt.Errorf("reading dnsperf's rate %q: %w", f[3], err)
+			}
+			t.rate, seen = rate, true
+		case len(f) >= 3 && f[0] == "Queries" && f[1] == "lost:":
+			t.lost, _ = strconv.Atoi(f[2])
+		}
+	}
+	if !seen {
+		return t, fmt.Errorf("reading dnsperf's output: no rate in %q", out)
+	}
+	return t, nil
+}
+
 // dnsperf offers a moderate rate from sockets on the client host and
 // times every query (-v prints one line per reply with its latency);
 // signed, every query asks DO=1 (-D).

@@ -22,6 +22,11 @@ type ServerResult struct {
 	// Saturated is what a socket server answered per second offered
 	// Options.SaturationRate, more than it can; N=0 for the others.
 	Saturated stats.Summary
+	// TCP is what a socket server answered per second over TCP, offered
+	// Options.TCPRate, and TCPLost the queries that had no reply, all
+	// runs; N=0 for the others.
+	TCP     stats.Summary
+	TCPLost int
 	// DO0Ns and DO0Answered are the paired run's (server.pairDO0): the
 	// same queries asking DO=0 with EDNS; N=0 unpaired. DO1OverDO0 is
 	// KernelNs over DO0Ns round by round.
@@ -40,7 +45,7 @@ type ServerResult struct {
 type serverRuns struct {
 	res                            ServerResult
 	p50, p99, sent, answered, ns   []float64
-	saturated                      []float64
+	saturated, tcp                 []float64
 	do0Ns, do0Answered, do1OverDO0 []float64
 }
 
@@ -54,7 +59,7 @@ func (m *serverRuns) result() ServerResult {
 	res.P50, res.P99 = stats.Summarize(m.p50), stats.Summarize(m.p99)
 	res.Offered, res.Answered, res.KernelNs = stats.Summarize(m.sent), stats.Summarize(m.answered), stats.Summarize(m.ns)
 	res.DO0Ns, res.DO0Answered, res.DO1OverDO0 = stats.Summarize(m.do0Ns), stats.Summarize(m.do0Answered), stats.Summarize(m.do1OverDO0)
-	res.Saturated = stats.Summarize(m.saturated)
+	res.Saturated, res.TCP = stats.Summarize(m.saturated), stats.Summarize(m.tcp)
 	return res
 }
 
@@ -94,6 +99,16 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	m.p50, m.p99 = append(m.p50, p.p50), append(m.p99, p.p99)
 	res.Lost += p.lost
 	res.OtherLoad = max(res.OtherLoad, other)
+	if s.sockets && r.o.TCPRate > 0 {
+		var tr tcpRun
+		other, err := r.quietly(func() (err error) { tr, err = r.dnsperfTCP(ctx); return err })
+		if err != nil {
+			return fmt.Errorf("%s over tcp: %w", s.name, err)
+		}
+		m.tcp = append(m.tcp, tr.rate)
+		res.TCPLost += tr.lost
+		res.OtherLoad = max(res.OtherLoad, other)
+	}
 
 	// kxdpgun brings its own program for the client veth, and leaves it.
 	if err := r.clientPass(false); err != nil {

@@ -32,9 +32,13 @@ type Options struct {
 	// CPU that also takes the receive path of every query it cannot
 	// answer. 0 skips it.
 	SaturationRate int
-	LatencyRate    int           // queries per second dnsperf offers for the latency runs
-	Duration       time.Duration // one load run; kxdpgun takes whole seconds
-	Runs           int           // runs per measurement; reports give the median and the spread
+	// TCPRate is what dnsperf offers the socket servers over TCP, from
+	// TCPClients connections that pipeline their queries, more than any
+	// answers. 0 skips it.
+	TCPRate     int
+	LatencyRate int           // queries per second dnsperf offers for the latency runs
+	Duration    time.Duration // one load run; kxdpgun takes whole seconds
+	Runs        int           // runs per measurement; reports give the median and the spread
 	// RRLRounds is how many rounds the rate-limiting cells take turns
 	// in, within one generator run, and RRLSlice how long each cell has
 	// the link in a round. The rounds go in pairs, the second in the
@@ -84,6 +88,7 @@ func Defaults() Options {
 		Rate:               2_000_000,
 		SocketRate:         200_000,
 		SaturationRate:     400_000,
+		TCPRate:            400_000,
 		LatencyRate:        20_000,
 		Duration:           5 * time.Second,
 		Runs:               3,
@@ -129,8 +134,8 @@ func (o *Options) check() error {
 	if o.RRLSlice < 10*time.Millisecond {
 		return fmt.Errorf("rrl slice %v: want at least 10ms, so that a slice holds thousands of queries", o.RRLSlice)
 	}
-	if o.SaturationRate < 0 {
-		return fmt.Errorf("saturation rate %d: must not be negative", o.SaturationRate)
+	if o.SaturationRate < 0 || o.TCPRate < 0 {
+		return fmt.Errorf("saturation rate %d, tcp rate %d: must not be negative", o.SaturationRate, o.TCPRate)
 	}
 	if o.PushRounds < 0 {
 		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)

@@ -89,6 +89,7 @@ func Markdown(w io.Writer, res *Results) {
 		fmt.Fprintln(w)
 	}
 	saturationMarkdown(w, res.Servers, o.SaturationRate)
+	tcpMarkdown(w, res.Servers, o.TCPRate)
 	complianceMarkdown(w, res.Servers)
 	if res.ConstantWork != nil {
 		constantWorkMarkdown(w, res.ConstantWork, o)
@@ -105,29 +106,52 @@ func Markdown(w io.Writer, res *Results) {
 // more than any answers, in the same run, and the fallback's over the best
 // of the others'.
 func saturationMarkdown(w io.Writer, servers []ServerResult, rate int) {
+	rates(w, servers, func(s ServerResult) stats.Summary { return s.Saturated },
+		fmt.Sprintf("At saturation\n\nThe socket servers offered %d k/s, more than any answers; the receive path of every query a server cannot take still runs on its CPU.", rate/1000))
+}
+
+// tcpMarkdown is the socket servers' answered rates over TCP, and the
+// fallback's over the best of the others'.
+func tcpMarkdown(w io.Writer, servers []ServerResult, rate int) {
+	if !rates(w, servers, func(s ServerResult) stats.Summary { return s.TCP },
+		fmt.Sprintf("Over TCP\n\ndnsperf offered each socket server %d k/s over TCP from %d connections, %d queries in flight in all: a resolver that pipelines.", rate/1000, tcpClients, tcpOutstanding)) {
+		return
+	}
+	for _, s := range servers {
+		if s.TCPLost > 0 {
+			fmt.Fprintf(w, "- %s lost %d queries over TCP.\n", s.Name, s.TCPLost)
+		}
+	}
+}
+
+// rates writes a section, its heading and text first, of the rate get
+// picks for each server that has one, and the fallback's over the best
+// of the others'; false when no server has one.
+func rates(w io.Writer, servers []ServerResult, get func(ServerResult) stats.Summary, head string) bool {
 	var rows []ServerResult
 	var fallback, best float64
 	for _, s := range servers {
-		if s.Saturated.N == 0 {
+		if get(s).N == 0 {
 			continue
 		}
 		rows = append(rows, s)
 		if s.Name == "steadydns-fallback" {
-			fallback = s.Saturated.Median
+			fallback = get(s).Median
 		} else {
-			best = max(best, s.Saturated.Median)
+			best = max(best, get(s).Median)
 		}
 	}
 	if len(rows) == 0 {
-		return
+		return false
 	}
-	fmt.Fprintf(w, "\n## At saturation\n\nThe socket servers offered %d k/s, more than any answers; the receive path of every query a server cannot take still runs on its CPU.\n\n| server | answered k/s |\n|---|---|\n", rate/1000)
+	fmt.Fprintf(w, "\n## %s\n\n| server | answered k/s |\n|---|---|\n", head)
 	for _, s := range rows {
-		fmt.Fprintf(w, "| %s | %s |\n", s.Name, s.Saturated.Format(1e3, 0))
+		fmt.Fprintf(w, "| %s | %s |\n", s.Name, get(s).Format(1e3, 0))
 	}
 	if fallback > 0 && best > 0 {
 		fmt.Fprintf(w, "\nThe fallback answers %.2f× the best of the others.\n", fallback/best)
 	}
+	return true
 }
 
 func constantWorkMarkdown(w io.Writer, wk *ConstantWork, o Options) {

@@ -76,3 +76,52 @@ func TestSaturationMarkdown(t *testing.T) {
 		t.Errorf("a section without socket servers:\n%s", b.String())
 	}
 }
+
+// TestParseTCPRun reads dnsperf's statistics: the rate and the lost
+// queries, not the connections' latency that follows them.
+func TestParseTCPRun(t *testing.T) {
+	out := `Statistics:
+
+  Queries sent:         96116
+  Queries completed:    96104 (99.99%)
+  Queries lost:         12 (0.01%)
+
+  Response codes:       NOERROR 96104 (100.00%)
+  Run time (s):         1.000104
+  Queries per second:   96094.006223
+
+  Average Latency (s):  0.000084 (min 0.000012, max 0.002532)
+
+Connection Statistics:
+
+  Reconnections:        0
+`
+	got, err := parseTCPRun([]byte(out))
+	if err != nil || got.rate != 96094.006223 || got.lost != 12 {
+		t.Errorf("%+v, %v; want 96094.006223 q/s and 12 lost", got, err)
+	}
+	if _, err := parseTCPRun([]byte("Error: failed to connect\n")); err == nil {
+		t.Error("output without a rate read as a run")
+	}
+}
+
+// TestTCPMarkdown: the socket servers' TCP rates, the fallback's over the
+// best of the others', and who lost queries.
+func TestTCPMarkdown(t *testing.T) {
+	k := func(k float64) stats.Summary { return stats.Summarize([]float64{k * 1e3}) }
+	var b bytes.Buffer
+	tcpMarkdown(&b, []ServerResult{
+		{Name: "steadydns"},
+		{Name: "steadydns-fallback", TCP: k(200)},
+		{Name: "knot", TCP: k(60), TCPLost: 7},
+		{Name: "gdnsd", TCP: k(80)},
+	}, 400_000)
+	for _, want := range []string{"offered each socket server 400 k/s over TCP", "| steadydns-fallback | 200 |", "| gdnsd | 80 |", "2.50× the best of the others", "knot lost 7 queries"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "| steadydns |") {
+		t.Errorf("an XDP server has a row:\n%s", b.String())
+	}
+}

@@ -60,6 +60,7 @@ func run(args []string) error {
 	rate := fs.Int("rate", d.Rate, "queries per second kxdpgun offers the servers that answer in XDP")
 	socketRate := fs.Int("socket-rate", d.SocketRate, "queries per second kxdpgun offers the servers that answer from UDP sockets")
 	saturation := fs.Int("saturation-rate", d.SaturationRate, "queries per second of a second load run for the socket servers, more than any answers; 0 skips it")
+	tcpRate := fs.Int("tcp-rate", d.TCPRate, "queries per second dnsperf offers the socket servers over TCP, more than any answers; 0 skips it")
 	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
 	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
 	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
@@ -97,6 +98,8 @@ func run(args []string) error {
 			o.SocketRate = *socketRate
 		case "saturation-rate":
 			o.SaturationRate = *saturation
+		case "tcp-rate":
+			o.TCPRate = *tcpRate
 		case "latency-rate":
 			o.LatencyRate = *latency
 		case "duration":
