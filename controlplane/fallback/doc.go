@@ -17,8 +17,8 @@
 //     a question, with FORMERR and the header alone (NOTIMP for an opcode
 //     other than QUERY, whose body format it does not know).
 //     A message broken only by the content of an option steadydns does not
-//     implement is parsed again without its options but ECS (dropOptions),
-//     as XDP ignores them.
+//     implement is parsed again without the options it does not
+//     implement (dropOptions), as XDP ignores them.
 //
 // UDP is served here rather than by miekg/dns, which reads and writes one
 // datagram per system call and starts a goroutine per query: each listen

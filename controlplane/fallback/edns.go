@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"encoding/hex"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -79,6 +80,27 @@ func nsidOption(value []byte) *dns.EDNS0_NSID {
 func wantsNSID(opt *dns.OPT) bool {
 	for _, o := range opt.Option {
 		if o.Option() == dns.EDNS0NSID {
+			return true
+		}
+	}
+	return false
+}
+
+// keepaliveOption is the edns-tcp-keepalive option (RFC 7828) TCP replies
+// carry when the query asked for it: the idle timeout, in units of 100 ms,
+// after which the server closes a connection that has no query in hand.
+// A resolver that keeps its connection open learns how long it may.
+func keepaliveOption(idle time.Duration) *dns.EDNS0_TCP_KEEPALIVE {
+	// At least 1: a reply's option carries a TIMEOUT, and miekg/dns
+	// packs 0 as none.
+	return &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE, Timeout: uint16(max(min(idle/(100*time.Millisecond), 0xffff), 1))}
+}
+
+// wantsKeepalive reports whether the query's OPT carries the
+// edns-tcp-keepalive option; over UDP it is ignored (RFC 7828 §3.2.1).
+func wantsKeepalive(opt *dns.OPT) bool {
+	for _, o := range opt.Option {
+		if o.Option() == dns.EDNS0TCPKEEPALIVE {
 			return true
 		}
 	}

@@ -21,15 +21,18 @@ import (
 
 // fastQuery is a query the fast path has parsed.
 type fastQuery struct {
-	qend   int // offset just past the question
-	qtype  uint16
-	rd     bool // RD and CD, echoed
-	cd     bool
-	edns   bool // the query has an OPT
-	do     bool
-	nsid   bool // the OPT carries an NSID option
-	limit  int  // the largest reply the client takes
-	keyLen int  // the index key's length: the name's wire form and the qtype
+	qend  int // offset just past the question
+	qtype uint16
+	rd    bool // RD and CD, echoed
+	cd    bool
+	edns  bool // the query has an OPT
+	do    bool
+	nsid  bool // the OPT carries an NSID option
+	// keepalive: the OPT carries an edns-tcp-keepalive option that
+	// parses (a TIMEOUT or none) and the query came over TCP.
+	keepalive bool
+	limit     int // the largest reply the client takes
+	keyLen    int // the index key's length: the name's wire form and the qtype
 }
 
 // parseFast parses b, a datagram of at least a header that is not a
@@ -110,6 +113,10 @@ func parseFast(b []byte, key *[maxKey]byte) (q fastQuery, ok bool) {
 			return q, false
 		case dns.EDNS0NSID:
 			q.nsid = true
+		case dns.EDNS0TCPKEEPALIVE:
+			// Of another length it does not unpack, and the handler
+			// parses the query again without it (dropOptions).
+			q.keepalive = q.keepalive || be(p+2) == 0 || be(p+2) == 2
 		}
 		// Other options are ignored, as the handler ignores them.
 		p += 4 + be(p+2)
@@ -165,6 +172,7 @@ func (s *Server) answerFast(w *replyWriter, b []byte) (qtype uint16, ok bool) {
 	if tcp {
 		q.limit = tcpSize
 	}
+	q.keepalive = q.keepalive && tcp
 	sv := s.view.Load()
 	v := sv.v
 	if v == nil {
@@ -294,12 +302,19 @@ func (s *Server) answerFast(w *replyWriter, b []byte) (qtype uint16, ok bool) {
 		if nsid {
 			rdlen = 4 + len(s.opts.NSID)
 		}
+		if q.keepalive {
+			rdlen += 6
+		}
 		size := uint16(ednsSize)
 		r = append(r, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT), byte(size>>8), byte(size), 0, 0, do, 0, byte(rdlen>>8), byte(rdlen))
 		if nsid {
 			l := len(s.opts.NSID)
 			r = append(r, byte(dns.EDNS0NSID>>8), byte(dns.EDNS0NSID), byte(l>>8), byte(l))
 			r = append(r, s.opts.NSID...)
+		}
+		if q.keepalive {
+			t := s.keepalive.Timeout
+			r = append(r, byte(dns.EDNS0TCPKEEPALIVE>>8), byte(dns.EDNS0TCPKEEPALIVE), 0, 2, byte(t>>8), byte(t))
 		}
 	}
 	s.observeReply(w, outcome, start)
@@ -346,6 +361,9 @@ func fastLen(q *fastQuery, nsid []byte, n int) int {
 		l += 11
 		if q.nsid && len(nsid) > 0 {
 			l += 4 + len(nsid)
+		}
+		if q.keepalive {
+			l += 6
 		}
 	}
 	return l

@@ -174,6 +174,13 @@ func bothPaths(t *testing.T, s *Server, rec *pathRecord, b []byte) bool {
 	return fast
 }
 
+// withKeepalive adds the edns-tcp-keepalive option to m's OPT.
+func withKeepalive(m *dns.Msg) *dns.Msg {
+	opt := m.IsEdns0()
+	opt.Option = append(opt.Option, &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE})
+	return m
+}
+
 // mixCase spells name in a random mix of cases, as a resolver using 0x20
 // does.
 func mixCase(name string, rnd *rand.Rand) string {
@@ -188,10 +195,11 @@ func mixCase(name string, rnd *rand.Rand) string {
 
 // TestFastEqualsSlow: for every name of the test zones, several types,
 // with and without EDNS (sizes below, at and above 512, DO, NSID, ignored
-// options, ECS), in mixed case, with every rate-limit verdict and NSID on
-// and off, the reply a UDP socket sends, the outcome observed and the
-// reply limited are those of the handler alone, byte for byte; and the
-// fast path answers the common queries itself.
+// options, edns-tcp-keepalive, ECS), in mixed case, with every rate-limit
+// verdict and NSID on and off, the reply a UDP socket or a TCP connection
+// sends, the outcome observed and the reply limited are those of the
+// handler alone, byte for byte; and the fast path answers the common
+// queries itself.
 func TestFastEqualsSlow(t *testing.T) {
 	names := []string{
 		"example.test.", "ns1.example.test.", "mail.example.test.", "static.example.test.",
@@ -222,6 +230,25 @@ func TestFastEqualsSlow(t *testing.T) {
 			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.IPv4(198, 18, 7, 0)}}
 		},
 		func(m *dns.Msg) { flags(m) },
+		// edns-tcp-keepalive (answered over TCP): asked for, with a
+		// TIMEOUT a client must not send, of a length that does not
+		// unpack, and beside an option whose content does not.
+		func(m *dns.Msg) {
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE}, &dns.EDNS0_NSID{Code: dns.EDNS0NSID}}
+		},
+		func(m *dns.Msg) {
+			m.SetEdns0(1232, true)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE, Timeout: 300}}
+		},
+		func(m *dns.Msg) {
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_LOCAL{Code: dns.EDNS0TCPKEEPALIVE, Data: []byte{1}}, &dns.EDNS0_NSID{Code: dns.EDNS0NSID}}
+		},
+		func(m *dns.Msg) {
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_LOCAL{Code: dns.EDNS0EXPIRE, Data: []byte{1, 2, 3}}, &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE}}
+		},
 	}
 	rnd := rand.New(rand.NewPCG(13, 5))
 	answered := map[string]bool{}
@@ -259,6 +286,7 @@ func TestFastEqualsSlow(t *testing.T) {
 		"web.example.test. A 6", "web6.example.test. AAAA 1", "fail.example.test. A 0",
 		"four.example.test. A 7", "geo.example.test. A 9", "www.signed.test. AAAA 1",
 		"x.wild.example.test. A 0", strings.ToLower(longDynamic) + " A 1", strings.ToLower(longStatic) + " A 0",
+		"static.example.test. A 10", "web.example.test. A 11", "static.example.test. A 12", "web6.example.test. AAAA 13",
 	} {
 		if !answered[want] {
 			t.Errorf("%s (name, type, EDNS case): not answered by the fast path", want)
@@ -323,6 +351,7 @@ func FuzzFastPath(f *testing.F) {
 		withEDNS(query("WeB.ExAmPlE.tEsT.", dns.TypeA), 1232, true),
 		withEDNS(query("web6.example.test.", dns.TypeAAAA), 512, false),
 		withOptions(withEDNS(query("four.example.test.", dns.TypeA), 4096, false)),
+		withKeepalive(withEDNS(query("static.example.test.", dns.TypeA), 1232, false)),
 		query("many.example.test.", dns.TypeAAAA),
 		query("down.example.test.", dns.TypeA),
 		query("fail.example.test.", dns.TypeA),

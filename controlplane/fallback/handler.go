@@ -30,9 +30,9 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 		sc = &u.scratch
 	}
 	start := u.clock()
-	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), sc)
-	limit := tcpSize
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	m, outcome := s.reply(r, addrOf(w.RemoteAddr()), tcp, sc)
+	limit := tcpSize
 	if !tcp {
 		limit = udpLimit(r)
 	}
@@ -83,9 +83,9 @@ func slip(m *dns.Msg) {
 	m.Truncated = true
 }
 
-// reply builds the reply to r, in sc's memory when sc is not nil, and names
-// its outcome.
-func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, string) {
+// reply builds the reply to r, which came over TCP if tcp, in sc's memory
+// when sc is not nil, and names its outcome.
+func (s *Server) reply(r *dns.Msg, client netip.Addr, tcp bool, sc *scratch) (*dns.Msg, string) {
 	m := sc.msg()
 	*m = dns.Msg{
 		MsgHdr: dns.MsgHdr{
@@ -110,6 +110,9 @@ func (s *Server) reply(r *dns.Msg, client netip.Addr, sc *scratch) (*dns.Msg, st
 			// After ECS, where XDP writes it too.
 			if s.nsid != nil && wantsNSID(qopt) {
 				opt.Option = append(opt.Option, s.nsid)
+			}
+			if tcp && wantsKeepalive(qopt) {
+				opt.Option = append(opt.Option, s.keepalive)
 			}
 			m.Extra = append(m.Extra, opt) // last, as Truncate expects
 		}

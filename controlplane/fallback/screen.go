@@ -22,8 +22,8 @@ func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
 // longer one that does not parse is answered from its bare header.
 func (s *Server) invalid([]byte, error) { s.opts.Observe(OutcomeDropped, 0) }
 
-// dropOptions returns a copy of m whose OPT keeps only ECS and NSID, the
-// options steadydns implements, or nil when m has no other option or
+// dropOptions returns a copy of m whose OPT keeps only ECS, NSID and a
+// well-formed edns-tcp-keepalive, the options steadydns implements, or nil when m has no other option or
 // cannot be walked. miekg/dns refuses a whole message for the content of an option
 // it knows (LLQ, EXPIRE, EDE…), which a server that does not implement
 // the option must ignore (RFC 6891 §6.1.2), as XDP does.
@@ -53,7 +53,9 @@ func dropOptions(m []byte) []byte {
 					return nil
 				}
 				next := o + 4 + be(o+2)
-				if code := be(o); code == int(dns.EDNS0SUBNET) || code == int(dns.EDNS0NSID) {
+				switch code, l := be(o), be(o+2); {
+				case code == int(dns.EDNS0SUBNET), code == int(dns.EDNS0NSID),
+					code == int(dns.EDNS0TCPKEEPALIVE) && (l == 0 || l == 2):
 					kept = append(kept, m[o:next]...)
 				}
 				o = next

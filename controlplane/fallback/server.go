@@ -87,12 +87,15 @@ const (
 
 // Server is the fallback DNS server.
 type Server struct {
-	opts  Options
-	nsid  *dns.EDNS0_NSID        // from Options.NSID; nil while off
-	view  atomic.Pointer[served] // never nil
-	tcp   *tcpTable
-	udp   []*udpServer
-	addrs []net.Addr
+	opts Options
+	nsid *dns.EDNS0_NSID // from Options.NSID; nil while off
+	// keepalive is the edns-tcp-keepalive option of TCP replies, from
+	// Options.TCP's idle timeout.
+	keepalive *dns.EDNS0_TCP_KEEPALIVE
+	view      atomic.Pointer[served] // never nil
+	tcp       *tcpTable
+	udp       []*udpServer
+	addrs     []net.Addr
 }
 
 // New returns a server for v. It does not listen until Start.
@@ -111,6 +114,7 @@ func New(opts Options, v *View) *Server {
 	}
 	s := &Server{opts: opts, nsid: nsidOption(opts.NSID)}
 	s.tcp = newTCPTable(s, opts.TCP)
+	s.keepalive = keepaliveOption(s.tcp.lim.IdleTimeout)
 	s.SetView(v)
 	return s
 }

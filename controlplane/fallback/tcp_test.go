@@ -441,6 +441,51 @@ func TestTCPPipelinedAsUDP(t *testing.T) {
 	ask(t, c, 1000)
 }
 
+// TestTCPKeepalive: a query over TCP that carries edns-tcp-keepalive gets
+// the idle timeout back in units of 100 ms (RFC 7828), from the fast path
+// and the handler alike; over UDP, and without the option, it gets none.
+func TestTCPKeepalive(t *testing.T) {
+	env := tcpEnv(t)
+	r := startTCP(t, env, TCPLimits{IdleTimeout: 7 * time.Second})
+	for _, c := range []struct {
+		net   string
+		qtype uint16
+		ask   bool
+		want  uint16 // the TIMEOUT; 0 for no option
+	}{
+		{"tcp", dns.TypeA, true, 70}, {"tcp", dns.TypeMX, true, 70}, {"tcp", dns.TypeA, false, 0},
+		{"udp", dns.TypeA, true, 0}, {"udp", dns.TypeMX, true, 0},
+	} {
+		m := query("static.example.test.", c.qtype)
+		if c.qtype == dns.TypeMX {
+			m = query("example.test.", c.qtype)
+		}
+		m.SetEdns0(1232, false)
+		if c.ask {
+			withKeepalive(m)
+		}
+		var got *dns.Msg
+		err := env.Edge.Do(func() (err error) {
+			got, _, err = (&dns.Client{Net: c.net, Timeout: 2 * time.Second}).Exchange(m, r.addr.String())
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.net, dns.TypeToString[c.qtype], err)
+		}
+		var timeout uint16
+		if opt := got.IsEdns0(); opt != nil {
+			for _, o := range opt.Option {
+				if k, ok := o.(*dns.EDNS0_TCP_KEEPALIVE); ok {
+					timeout = k.Timeout
+				}
+			}
+		}
+		if timeout != c.want || len(got.Answer) == 0 {
+			t.Errorf("%s %s, keepalive asked %v: TIMEOUT %d and %d answers, want %d and answers", c.net, dns.TypeToString[c.qtype], c.ask, timeout, len(got.Answer), c.want)
+		}
+	}
+}
+
 // TestTCPQueryLimit: a client asking one query after another is answered
 // MaxQueries times, then the server closes the connection.
 func TestTCPQueryLimit(t *testing.T) {
