@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -382,16 +383,15 @@ func TestTCPPipelining(t *testing.T) {
 	waitFor(t, "the query limit counted", 5*time.Second, func() bool { return r.events.queries.Load() == 1 })
 }
 
-// TestTCPPipelinedAsUDP sends queries of every kind in one write, more
-// than the old default of 128 per connection and more than one read
-// takes, one of them larger than a read's room. Every reply comes back in
-// order, byte for byte the UDP path's to the same query: the fast path's
-// and the handler's alike.
+// TestTCPPipelinedAsUDP sends queries of every kind pipelined, more than
+// the old default of 128 per connection and more than one read takes,
+// one of them larger than a read's room: in one write, and cut at random
+// into writes of 1 to 300 bytes, so that reads end inside a length or a
+// message. Every reply comes back in order, byte for byte the UDP path's
+// to the same query: the fast path's and the handler's alike.
 func TestTCPPipelinedAsUDP(t *testing.T) {
 	env := tcpEnv(t)
 	r := startTCP(t, env, TCPLimits{})
-	c := r.dial(t, serverAddr)
-	client := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	asked := []struct {
 		name  string
 		qtype uint16
@@ -401,44 +401,62 @@ func TestTCPPipelinedAsUDP(t *testing.T) {
 		{"alias.example.test.", dns.TypeA}, {"down.example.test.", dns.TypeA}, {"fail.example.test.", dns.TypeA},
 		{"x.wild.example.test.", dns.TypeA}, {"STATIC.Example.TEST.", dns.TypeA},
 	}
-	var burst []byte
-	var want [][]byte
-	for i := range 400 {
-		a := asked[i%len(asked)]
-		m := query(a.name, a.qtype)
-		m.Id = uint16(i)
-		if i%2 == 1 {
-			m.SetEdns0(1232, i%4 == 1)
+	rnd := rand.New(rand.NewPCG(7, 28))
+	for _, cut := range []bool{false, true} {
+		c := r.dial(t, serverAddr)
+		client := c.LocalAddr().(*net.TCPAddr).AddrPort()
+		var burst []byte
+		var want [][]byte
+		for i := range 400 {
+			a := asked[i%len(asked)]
+			m := query(a.name, a.qtype)
+			m.Id = uint16(i)
+			if i%2 == 1 {
+				m.SetEdns0(1232, i%4 == 1)
+			}
+			if i == 201 {
+				m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_PADDING{Padding: make([]byte, 3*tcpRead/2)}}
+			}
+			raw := pack(t, m)
+			want = append(want, r.s.AnswerDatagram(raw, client))
+			burst = binary.BigEndian.AppendUint16(burst, uint16(len(raw)))
+			burst = append(burst, raw...)
 		}
-		if i == 201 {
-			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_PADDING{Padding: make([]byte, 3*tcpRead/2)}}
+		go func() {
+			for len(burst) > 0 {
+				n := len(burst)
+				if cut {
+					n = min(n, 1+rnd.IntN(300))
+				}
+				if _, err := c.Write(burst[:n]); err != nil {
+					t.Error(err)
+					return
+				}
+				burst = burst[n:]
+				if cut && rnd.IntN(4) == 0 {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+		}()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for i, w := range want {
+			var n [2]byte
+			if _, err := io.ReadFull(c, n[:]); err != nil {
+				t.Fatalf("cut %v, reply %d: %v", cut, i, err)
+			}
+			got := make([]byte, binary.BigEndian.Uint16(n[:]))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatalf("cut %v, reply %d: %v", cut, i, err)
+			}
+			if !bytes.Equal(got, w) {
+				var gm, wm dns.Msg
+				gm.Unpack(got)
+				wm.Unpack(w)
+				t.Fatalf("cut %v, reply %d over TCP:\n%v\nover UDP:\n%v", cut, i, &gm, &wm)
+			}
 		}
-		raw := pack(t, m)
-		want = append(want, r.s.AnswerDatagram(raw, client))
-		burst = binary.BigEndian.AppendUint16(burst, uint16(len(raw)))
-		burst = append(burst, raw...)
+		ask(t, c, 1000)
 	}
-	if _, err := c.Write(burst); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for i, w := range want {
-		var n [2]byte
-		if _, err := io.ReadFull(c, n[:]); err != nil {
-			t.Fatalf("reply %d: %v", i, err)
-		}
-		got := make([]byte, binary.BigEndian.Uint16(n[:]))
-		if _, err := io.ReadFull(c, got); err != nil {
-			t.Fatalf("reply %d: %v", i, err)
-		}
-		if !bytes.Equal(got, w) {
-			var gm, wm dns.Msg
-			gm.Unpack(got)
-			wm.Unpack(w)
-			t.Fatalf("reply %d over TCP:\n%v\nover UDP:\n%v", i, &gm, &wm)
-		}
-	}
-	ask(t, c, 1000)
 }
 
 // TestTCPKeepalive: a query over TCP that carries edns-tcp-keepalive gets
