@@ -103,6 +103,10 @@ func TestQuick(t *testing.T) {
 		if s.KernelNs.N != o.Runs || s.KernelNs.Median <= 0 {
 			t.Errorf("%s: no in-kernel cost: %+v", s.Name, s.KernelNs)
 		}
+		// The same load over IPv6: answered, and counted in the rcodes.
+		if s.V6Answered.N != o.Runs || s.V6Answered.Median <= 0 || s.V6Ns.Median <= 0 {
+			t.Errorf("%s over IPv6: answered %+v, in-kernel cost %+v", s.Name, s.V6Answered, s.V6Ns)
+		}
 		if s.P50.N != o.Runs || s.P50.Median <= 0 || s.P99.Median < s.P50.Median {
 			t.Errorf("%s: latency p50 %+v p99 %+v", s.Name, s.P50, s.P99)
 		}

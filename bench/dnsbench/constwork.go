@@ -419,7 +419,7 @@ func loadReflector() (*ebpf.Program, func(), error) {
 // client's pass afterwards checks the link still answers.
 func (r *rig) quietLoadRun(ctx context.Context, prog *ebpf.Program, file string) (cost, answered, other float64, err error) {
 	other, err = r.quietly(func() error {
-		g, c, err := r.loadRun(ctx, prog, file, r.o.Rate)
+		g, c, err := r.loadRun(ctx, prog, r.env.Edge.V4, file, r.o.Rate)
 		if err != nil {
 			return err
 		}

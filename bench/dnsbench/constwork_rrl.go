@@ -226,7 +226,7 @@ func (r *rig) slicedRun(ctx context.Context, o *loader.Objects, n int, file stri
 	defer stop()
 	gun := make(chan error, 1)
 	go func() {
-		_, err := r.kxdpgun(gctx, file, r.o.Rate, secs)
+		_, err := r.kxdpgun(gctx, r.env.Edge.V4, file, r.o.Rate, secs)
 		if gctx.Err() != nil && ctx.Err() == nil {
 			err = nil // stopped here, without its totals
 		}

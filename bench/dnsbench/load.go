@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,15 +27,15 @@ var (
 	gunRcode = regexp.MustCompile(`^responded (\S+):\s+(\d+)`)
 )
 
-// kxdpgun offers rate queries per second from the client host for secs
-// seconds. It counts replies by rcode, not whether they are right: the
-// spot check does that.
-func (r *rig) kxdpgun(ctx context.Context, queries string, rate, secs int) (gunRun, error) {
+// kxdpgun offers rate queries per second from the client host to target,
+// one of the edge's addresses, for secs seconds. It counts replies by
+// rcode, not whether they are right: the spot check does that.
+func (r *rig) kxdpgun(ctx context.Context, target netip.Addr, queries string, rate, secs int) (gunRun, error) {
 	var out []byte
 	for try := 0; ; try++ {
 		c := r.command(ctx, r.env.Client, r.o.GenCPU, "kxdpgun",
 			"-t", strconv.Itoa(secs), "-Q", strconv.Itoa(rate), "-F", strconv.Itoa(r.o.GenCPU),
-			"-I", r.env.Client.Link, "-i", queries, r.env.Edge.V4.String())
+			"-I", r.env.Client.Link, "-i", queries, target.String())
 		// Stopped early (the rate-limiting slices stop it when done), it
 		// is interrupted, not killed: killed, it leaves its XDP socket on
 		// the client's veth busy for the next run.

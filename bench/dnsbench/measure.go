@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -27,6 +28,10 @@ type ServerResult struct {
 	// runs; N=0 for the others.
 	TCP     stats.Summary
 	TCPLost int
+	// V6Answered and V6Ns are an XDP server's replies per second and ns
+	// per packet in XDP with the same load sent to the edge's IPv6
+	// address; N=0 for the others.
+	V6Answered, V6Ns stats.Summary
 	// DO0Ns and DO0Answered are the paired run's (server.pairDO0): the
 	// same queries asking DO=0 with EDNS; N=0 unpaired. DO1OverDO0 is
 	// KernelNs over DO0Ns round by round.
@@ -45,7 +50,7 @@ type ServerResult struct {
 type serverRuns struct {
 	res                            ServerResult
 	p50, p99, sent, answered, ns   []float64
-	saturated, tcp                 []float64
+	saturated, tcp, v6, v6Ns       []float64
 	do0Ns, do0Answered, do1OverDO0 []float64
 }
 
@@ -60,6 +65,7 @@ func (m *serverRuns) result() ServerResult {
 	res.Offered, res.Answered, res.KernelNs = stats.Summarize(m.sent), stats.Summarize(m.answered), stats.Summarize(m.ns)
 	res.DO0Ns, res.DO0Answered, res.DO1OverDO0 = stats.Summarize(m.do0Ns), stats.Summarize(m.do0Answered), stats.Summarize(m.do1OverDO0)
 	res.Saturated, res.TCP = stats.Summarize(m.saturated), stats.Summarize(m.tcp)
+	res.V6Answered, res.V6Ns = stats.Summarize(m.v6), stats.Summarize(m.v6Ns)
 	return res
 }
 
@@ -133,7 +139,7 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	var g gunRun
 	var cost float64
 	do := func(rate int) error {
-		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, queries, rate); return err })
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.env.Edge.V4, queries, rate); return err })
 		res.OtherLoad = max(res.OtherLoad, other)
 		return err
 	}
@@ -155,6 +161,17 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	for k, v := range g.rcodes {
 		res.Rcodes[k] += v
 	}
+	if prog != nil && !s.signed {
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.env.Edge.V6, queries, rate); return err })
+		if err != nil {
+			return fmt.Errorf("%s over IPv6: %w", s.name, err)
+		}
+		res.OtherLoad = max(res.OtherLoad, other)
+		m.v6, m.v6Ns = append(m.v6, g.replies), append(m.v6Ns, cost)
+		for k, v := range g.rcodes {
+			res.Rcodes[k] += v
+		}
+	}
 	if s.sockets && r.o.SaturationRate > 0 {
 		if err := do(r.o.SaturationRate); err != nil {
 			return fmt.Errorf("%s at saturation: %w", s.name, err)
@@ -175,7 +192,7 @@ func (r *rig) pairedDO0(ctx context.Context, prog *ebpf.Program, m *serverRuns, 
 	var g gunRun
 	var cost float64
 	do0 := func() error {
-		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.zone.edns, rate); return err })
+		other, err := r.quietly(func() (err error) { g, cost, err = r.loadRun(ctx, prog, r.env.Edge.V4, r.zone.edns, rate); return err })
 		m.res.OtherLoad = max(m.res.OtherLoad, other)
 		return err
 	}
@@ -196,9 +213,9 @@ func (r *rig) pairedDO0(ctx context.Context, prog *ebpf.Program, m *serverRuns, 
 	return nil
 }
 
-// loadRun runs kxdpgun once at rate and reads the in-kernel ns per packet of prog,
-// when there is one, over the run.
-func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, rate int) (gunRun, float64, error) {
+// loadRun runs kxdpgun once at rate to target and reads the in-kernel ns
+// per packet of prog, when there is one, over the run.
+func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, target netip.Addr, queries string, rate int) (gunRun, float64, error) {
 	var before, after *ebpf.ProgramStats
 	var err error
 	if prog != nil {
@@ -206,7 +223,7 @@ func (r *rig) loadRun(ctx context.Context, prog *ebpf.Program, queries string, r
 			return gunRun{}, 0, fmt.Errorf("reading program stats: %w", err)
 		}
 	}
-	g, err := r.kxdpgun(ctx, queries, rate, r.o.seconds())
+	g, err := r.kxdpgun(ctx, target, queries, rate, r.o.seconds())
 	if err != nil || prog == nil {
 		return g, 0, err
 	}

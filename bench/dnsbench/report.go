@@ -90,6 +90,7 @@ func Markdown(w io.Writer, res *Results) {
 	}
 	saturationMarkdown(w, res.Servers, o.SaturationRate)
 	tcpMarkdown(w, res.Servers, o.TCPRate)
+	v6Markdown(w, res.Servers)
 	complianceMarkdown(w, res.Servers)
 	if res.ConstantWork != nil {
 		constantWorkMarkdown(w, res.ConstantWork, o)
@@ -121,6 +122,35 @@ func tcpMarkdown(w io.Writer, servers []ServerResult, rate int) {
 		if s.TCPLost > 0 {
 			fmt.Fprintf(w, "- %s lost %d queries over TCP.\n", s.Name, s.TCPLost)
 		}
+	}
+}
+
+// v6Markdown is the XDP servers' IPv6 runs beside their IPv4 ones, and
+// each cost per packet over the reflector's in the same family.
+func v6Markdown(w io.Writer, servers []ServerResult) {
+	var reflector4, reflector6 float64
+	for _, s := range servers {
+		if s.Name == "reflector" {
+			reflector4, reflector6 = s.KernelNs.Median, s.V6Ns.Median
+		}
+	}
+	ratio := func(ns, ref float64) string {
+		if ns == 0 || ref == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f×", ns/ref)
+	}
+	head := false
+	for _, s := range servers {
+		if s.V6Answered.N == 0 {
+			continue
+		}
+		if !head {
+			fmt.Fprintf(w, "\n## Over IPv6\n\nThe XDP servers' load runs sent to the edge's IPv6 address, each round beside the IPv4 one.\n\n| server | IPv4 answered k/s | IPv6 answered k/s | IPv4 ns/packet in XDP | IPv6 ns/packet | IPv4 × reflector | IPv6 × reflector |\n|---|---|---|---|---|---|---|\n")
+			head = true
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Answered.Format(1e3, 0), s.V6Answered.Format(1e3, 0),
+			s.KernelNs.Format(1, 0), s.V6Ns.Format(1, 0), ratio(s.KernelNs.Median, reflector4), ratio(s.V6Ns.Median, reflector6))
 	}
 }
 

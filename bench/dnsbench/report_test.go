@@ -125,3 +125,29 @@ func TestTCPMarkdown(t *testing.T) {
 		t.Errorf("an XDP server has a row:\n%s", b.String())
 	}
 }
+
+// TestV6Markdown: each XDP server's IPv6 run beside its IPv4 one, its cost
+// over the reflector's in the same family, and no row for a server
+// without an IPv6 run.
+func TestV6Markdown(t *testing.T) {
+	one := func(v float64) stats.Summary { return stats.Summarize([]float64{v}) }
+	var b bytes.Buffer
+	v6Markdown(&b, []ServerResult{
+		{Name: "reflector", Answered: one(1200e3), V6Answered: one(1100e3), KernelNs: one(50), V6Ns: one(55)},
+		{Name: "steadydns", Answered: one(800e3), V6Answered: one(700e3), KernelNs: one(200), V6Ns: one(275)},
+		{Name: "steadydns-fallback", Answered: one(180e3)},
+	})
+	for _, want := range []string{"| reflector | 1200 | 1100 | 50 | 55 | 1.0× | 1.0× |", "| steadydns | 800 | 700 | 200 | 275 | 4.0× | 5.0× |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "fallback") {
+		t.Errorf("a server without an IPv6 run has a row:\n%s", b.String())
+	}
+	b.Reset()
+	v6Markdown(&b, []ServerResult{{Name: "gdnsd"}})
+	if b.Len() != 0 {
+		t.Errorf("a section without IPv6 runs:\n%s", b.String())
+	}
+}
