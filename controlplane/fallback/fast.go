@@ -35,13 +35,14 @@ type fastQuery struct {
 	keyLen    int // the index key's length: the name's wire form and the qtype
 }
 
-// parseFast parses b, a datagram of at least a header that is not a
-// response, when it is a query the fast path answers: opcode QUERY, one
-// question of class IN for A or AAAA whose name has only letters, digits,
-// hyphens and underscores (so its presentation form is its labels joined
-// by dots, as miekg/dns would spell it), no answer or authority records,
-// and at most one additional record, an OPT of version 0 whose options
-// hold no ECS, with nothing after it. ok is false for any other datagram.
+// parseFast parses b, a datagram or TCP message of at least a header
+// that is not a response, when it is a query the fast path answers:
+// opcode QUERY, one question of class IN for A or AAAA whose name has
+// only letters, digits, hyphens and underscores (so its presentation form
+// is its labels joined by dots, as miekg/dns would spell it), no answer or
+// authority records, and at most one additional record, an OPT of version
+// 0 whose options hold no ECS, with nothing after it. ok is false for any
+// other message.
 // It writes the question's index key into key (wireIndex) as it reads the
 // name: each byte is looked at once.
 func parseFast(b []byte, key *[maxKey]byte) (q fastQuery, ok bool) {
@@ -156,10 +157,10 @@ func qname(b []byte) string {
 
 // answerFast answers the query b, a datagram or a TCP message, into w
 // when the fast path can, and returns the query's qtype. ok is false when
-// it declined: the handler answers then. It declines before it has done anything, except when a
-// health-checked set's selection calls for what only the handler writes
-// (the SOA of NODATA, truncation): then it leaves the selection in w's
-// scratch for the handler to use. A question in the view's index is
+// it declined: the handler answers then. It declines before it has done
+// anything, except when a health-checked set's selection calls for what
+// only the handler writes (the SOA of NODATA, truncation): then it leaves
+// the selection in w's scratch for the handler to use. A question in the view's index is
 // answered from it; any other goes through the zone's lookup, as the
 // handler's would.
 func (s *Server) answerFast(w *replyWriter, b []byte) (qtype uint16, ok bool) {
