@@ -356,8 +356,12 @@ type tcpRoom struct {
 }
 
 // tcpRead is the room a connection's reads start with: dozens of
-// pipelined queries. A larger message grows it.
-const tcpRead = 4 << 10
+// pipelined queries. A larger message grows it. tcpWrite is how much of
+// their replies a connection gathers before it writes them.
+const (
+	tcpRead  = 4 << 10
+	tcpWrite = 16 << 10
+)
 
 var tcpRooms = sync.Pool{New: func() any {
 	return &tcpRoom{in: make([]byte, 0, tcpRead), out: make([]byte, 0, tcpRead),
@@ -368,8 +372,9 @@ var tcpRooms = sync.Pool{New: func() any {
 // none is left half read, the connection has had MaxQueries replies
 // (*answered counts them) or its lifetime has passed: it reads what the client has sent, answers
 // each whole query in it in turn, and writes their replies with one
-// write. So a client that pipelines its queries costs one read and one
-// write for as many as have arrived, not two reads and a write each.
+// write (one per tcpWrite bytes of them). So a client that pipelines its
+// queries costs one read and one write for as many as have arrived, not
+// two reads and a write each.
 // false when the connection is to close: a read or a write failed or took
 // longer than tcpIOTimeout, or a limit closed it meanwhile.
 func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
@@ -405,6 +410,27 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 		}
 		w.batch = time.Now()
 		out, outcomes := r.out[:0], r.outcomes[:0]
+		// flush observes the replies in out, then sends them.
+		flush := func() bool {
+			// Observed before the replies leave, as the UDP loop's.
+			took := time.Since(w.batch)
+			for _, o := range outcomes {
+				if o != "" {
+					t.s.opts.Observe(o, took)
+				}
+			}
+			outcomes = outcomes[:0]
+			if len(out) == 0 {
+				return true
+			}
+			if !t.answering(tc) {
+				return false
+			}
+			tc.c.SetWriteDeadline(time.Now().Add(tcpIOTimeout))
+			_, err := tc.c.Write(out)
+			out = out[:0]
+			return err == nil
+		}
 		for t.lim.MaxQueries == 0 || *answered < t.lim.MaxQueries {
 			size, whole := tcpMessage(in[off:])
 			if !whole {
@@ -427,23 +453,16 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 				out = binary.BigEndian.AppendUint16(out, uint16(len(w.reply)))
 				out = append(out, w.reply...)
 			}
+			// A client that asks for large answers and reads none holds
+			// one write's worth of them, not a read's worth of queries'.
+			if len(out) >= tcpWrite && !flush() {
+				return false
+			}
 		}
+		ok := flush()
 		r.out, r.outcomes = out[:0], outcomes[:0]
-		// Observed before the replies leave, as the UDP loop's.
-		took := time.Since(w.batch)
-		for _, o := range outcomes {
-			if o != "" {
-				t.s.opts.Observe(o, took)
-			}
-		}
-		if len(out) > 0 {
-			if !t.answering(tc) {
-				return false
-			}
-			tc.c.SetWriteDeadline(time.Now().Add(tcpIOTimeout))
-			if _, err := tc.c.Write(out); err != nil {
-				return false
-			}
+		if !ok {
+			return false
 		}
 		if off == len(in) || (t.lim.MaxQueries > 0 && *answered >= t.lim.MaxQueries) || !w.batch.Before(tc.expires) {
 			return true

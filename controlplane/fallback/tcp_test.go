@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/steadydns/steadydns/controlplane/zone"
 	"github.com/steadydns/steadydns/testenv"
 )
 
@@ -51,6 +53,8 @@ type tcpRig struct {
 	s      *Server
 	addr   netip.AddrPort
 	events *tcpEvents
+	// replies counts the outcomes observed: replies built.
+	replies atomic.Int64
 }
 
 func tcpEnv(t *testing.T) *testenv.Env {
@@ -64,8 +68,15 @@ func tcpEnv(t *testing.T) *testenv.Env {
 func startTCP(t *testing.T, env *testenv.Env, lim TCPLimits) *tcpRig {
 	t.Helper()
 	v, _ := exampleView(t)
+	return startTCPView(t, env, lim, v)
+}
+
+// startTCPView is startTCP serving v.
+func startTCPView(t *testing.T, env *testenv.Env, lim TCPLimits, v *View) *tcpRig {
+	t.Helper()
 	r := &tcpRig{env: env, events: &tcpEvents{}}
-	r.s = New(Options{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, TCP: lim, OnTCP: r.events.observe}, v)
+	r.s = New(Options{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, TCP: lim, OnTCP: r.events.observe,
+		Observe: func(string, time.Duration) { r.replies.Add(1) }}, v)
 	if err := env.Edge.Do(r.s.Start); err != nil {
 		t.Fatal(err)
 	}
@@ -456,6 +467,68 @@ func TestTCPPipelinedAsUDP(t *testing.T) {
 			}
 		}
 		ask(t, c, 1000)
+	}
+}
+
+// TestTCPLargeRepliesUnread: clients that pipeline a read's worth of
+// queries for a 52 KB answer each and read no reply hold the server to
+// one write's worth of replies a connection (tcpWrite, and the answer
+// that crossed it), not one reply per query read: 40 such connections
+// would hold 250 MB.
+func TestTCPLargeRepliesUnread(t *testing.T) {
+	env := tcpEnv(t)
+	var zf strings.Builder
+	zf.WriteString("$TTL 300\n@ SOA ns1 hostmaster 1 7200 900 1209600 300\n@ NS ns1\nns1 A 198.18.0.53\n")
+	for i := range 200 {
+		fmt.Fprintf(&zf, "big TXT \"%03d%s\"\n", i, strings.Repeat("x", 240))
+	}
+	path := filepath.Join(t.TempDir(), "large.test.zone")
+	if err := os.WriteFile(path, []byte(zf.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z, err := zone.Load("large.test.", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startTCPView(t, env, TCPLimits{}, &View{Zones: zone.NewZones(z)})
+	one := query("big.large.test.", dns.TypeTXT)
+	if err := env.Edge.Do(func() error {
+		m, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(one, r.addr.String())
+		if err == nil && (len(m.Answer) != 200 || m.Len() < 50_000) {
+			err = fmt.Errorf("%d records in %d bytes, want 200 in over 50,000", len(m.Answer), m.Len())
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var burst []byte
+	for len(burst) < tcpRead {
+		raw := pack(t, one)
+		burst = binary.BigEndian.AppendUint16(burst, uint16(len(raw)))
+		burst = append(burst, raw...)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 40 {
+		if _, err := r.dial(t, serverAddr).Write(burst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Until every connection has built what it can before its write
+	// blocks on the unread replies: the count of replies stops moving.
+	for last := int64(-1); ; {
+		time.Sleep(300 * time.Millisecond)
+		n := r.replies.Load()
+		if n == last && n >= 40 {
+			break
+		}
+		last = n
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
+		t.Errorf("the heap grew by %d MB for 40 connections that read no reply, want under 64", grown>>20)
 	}
 }
 
