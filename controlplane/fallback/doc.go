@@ -32,5 +32,5 @@
 // hold (TCPLimits): connections in all and per client prefix, the one
 // answered the least recently closed to make room, an idle timeout, a
 // lifetime, and queries per connection if set; each read's whole queries
-// are answered in turn, and their replies go out with one write.
+// are answered in turn, and their replies go out together.
 package fallback
