@@ -543,7 +543,8 @@ func TestMetrics(t *testing.T) {
 	s.metrics.ObserveUDP(65000, 30, 500) // an odd qtype goes to "other"
 	s.metrics.ObserveUDP(0, 12, 12)      // no question
 	for _, e := range []fallback.TCPEvent{fallback.TCPOpened, fallback.TCPOpened, fallback.TCPOpened, fallback.TCPEvictedBusy,
-		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed, fallback.TCPLifetime, fallback.TCPLifetime} {
+		fallback.TCPIdleTimeout, fallback.TCPClosed, fallback.TCPEvicted, fallback.TCPClosed, fallback.TCPLifetime, fallback.TCPLifetime,
+		fallback.TCPOpened, fallback.TCPHandshakeFailed, fallback.TCPClosed} {
 		s.metrics.ObserveTCP(e)
 	}
 	resp, err := http.Get(s.http.URL + "/metrics")
@@ -574,6 +575,7 @@ func TestMetrics(t *testing.T) {
 		`steadydns_tcp_connections_closed_total{reason="busy"} 1`,
 		`steadydns_tcp_connections_closed_total{reason="lifetime"} 2`,
 		`steadydns_tcp_connections_closed_total{reason="queries"} 0`,
+		`steadydns_tcp_connections_closed_total{reason="tls"} 1`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 		`steadydns_check_healthy{check="web1"} 0`,

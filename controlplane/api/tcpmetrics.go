@@ -20,14 +20,16 @@ var tcpClosed = map[fallback.TCPEvent]string{
 	fallback.TCPEvictedBusy: "busy",
 	fallback.TCPLifetime:    "lifetime",
 	fallback.TCPQueryLimit:  "queries",
+	// Not a limit: the client did not complete its TLS handshake.
+	fallback.TCPHandshakeFailed: "tls",
 }
 
 func newTCPMetrics() tcpMetrics {
 	t := tcpMetrics{
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "steadydns_tcp_connections",
-			Help: "TCP connections to the fallback open now."}),
+			Help: "TCP connections to the fallback open now, DNS over TLS's included."}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steadydns_tcp_connections_closed_total",
-			Help: "TCP connections the fallback closed by a server.tcp limit: idle for idle_timeout (timeout); answered the least recently, to admit a new one past a limit, while idle (evicted) or reading a query or writing a reply (busy); past max_lifetime (lifetime); after max_pipelined replies (queries)."}, []string{"reason"}),
+			Help: "TCP connections, DNS over TLS's included, the fallback closed by a server.tcp limit: idle for idle_timeout (timeout); answered the least recently, to admit a new one past a limit, while idle (evicted) or reading a query or writing a reply (busy); past max_lifetime (lifetime); after max_pipelined replies (queries); or whose TLS handshake failed (tls)."}, []string{"reason"}),
 	}
 	// Every reason shows from the start, at zero.
 	for _, reason := range tcpClosed {

@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +43,11 @@ type Options struct {
 	// size of the reply sent to it (0 when none is): what a reflection
 	// attack would gain. nil observes nothing.
 	UDP func(qtype uint16, in, out int)
-	// TCP bounds the TCP connections, over all listen addresses.
+	// TLS serves DNS over TLS (RFC 7858) on its addresses; nil serves
+	// none.
+	TLS *TLSOptions
+	// TCP bounds the TCP connections, over all listen addresses, TLS's
+	// included.
 	TCP TCPLimits
 	// OnTCP is called as TCP connections open, close, and are refused or
 	// closed for idling; nil observes nothing.
@@ -58,6 +63,14 @@ type Options struct {
 	// and its reply sent at rt, nil when none was (server.dnstap). It
 	// must copy what it keeps and never block. nil logs none.
 	Tap func(query, reply []byte, client, local netip.AddrPort, tcp bool, qt, rt time.Time)
+}
+
+// TLSOptions are DNS over TLS's: the addresses, port 853 by convention
+// (port 0 picks a free one), and the TLS configuration, whose
+// GetCertificate lets a caller change the certificate as it runs.
+type TLSOptions struct {
+	Listen []netip.AddrPort
+	Config *tls.Config
 }
 
 // Limiter is response rate limiting: controlplane/rrl's accounts every
@@ -149,7 +162,7 @@ func (s *Server) SetPrepared(p *Prepared) {
 func (s *Server) Handler() dns.Handler { return dns.HandlerFunc(s.serveDNS) }
 
 // Addrs returns the bound addresses, UDP then TCP for each listen address,
-// once Start has returned.
+// then each TLS address, once Start has returned.
 func (s *Server) Addrs() []net.Addr { return s.addrs }
 
 // TCPLimits returns the TCP limits in force, defaults filled in.
@@ -197,8 +210,23 @@ func (s *Server) Start() error {
 			s.udp = append(s.udp, u)
 		}
 	}
+	var tlsLns []*net.TCPListener
+	if t := s.opts.TLS; t != nil {
+		for _, ap := range t.Listen {
+			l, err := reusePort.Listen(context.Background(), "tcp", ap.String())
+			if err != nil {
+				s.closeAll(append(lns, tlsLns...))
+				return fmt.Errorf("listening for tls on %s: %w", ap, err)
+			}
+			tlsLns = append(tlsLns, l.(*net.TCPListener))
+			s.addrs = append(s.addrs, l.Addr())
+		}
+	}
 	for _, l := range lns {
-		s.tcp.serve(l)
+		s.tcp.serve(l, nil)
+	}
+	for _, l := range tlsLns {
+		s.tcp.serve(l, s.opts.TLS.Config)
 	}
 	udpProcs.reserve(len(s.udp))
 	for _, u := range s.udp {

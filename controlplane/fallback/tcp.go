@@ -3,6 +3,7 @@ package fallback
 import (
 	"container/list"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -99,6 +100,9 @@ const (
 	TCPEvictedBusy
 	TCPLifetime
 	TCPQueryLimit
+	// The TLS handshake of a DNS-over-TLS connection failed or took
+	// longer than a query may.
+	TCPHandshakeFailed
 )
 
 // tcpTable holds the open connections of every TCP listener of a server,
@@ -132,7 +136,13 @@ type prefixConns struct {
 }
 
 type tcpConn struct {
-	c      *net.TCPConn
+	// raw is the socket; c carries the messages: raw itself, or a TLS
+	// session over it. Limits and shutdown close raw, which ends c's
+	// reads and writes at once, where a TLS close would first try to
+	// send its alert.
+	raw    *net.TCPConn
+	c      streamConn
+	tls    bool
 	prefix netip.Prefix
 	// expires is when MaxLifetime ends the connection.
 	expires time.Time
@@ -142,6 +152,13 @@ type tcpConn struct {
 	// being closed.
 	servedAt, prefixServedAt *list.Element
 	busy, gone               bool
+}
+
+// streamConn is what a connection's messages go over: a TCP socket, or a
+// TLS session over one (*tls.Conn).
+type streamConn interface {
+	net.Conn
+	CloseWrite() error
 }
 
 func newTCPTable(s *Server, lim TCPLimits) *tcpTable {
@@ -158,8 +175,9 @@ func clientPrefix(a netip.Addr) netip.Prefix {
 	return p
 }
 
-// serve accepts on ln until it closes.
-func (t *tcpTable) serve(ln *net.TCPListener) {
+// serve accepts on ln until it closes: DNS over TCP, or over TLS with
+// conf (RFC 7858) when conf is not nil.
+func (t *tcpTable) serve(ln *net.TCPListener, conf *tls.Config) {
 	t.listeners = append(t.listeners, ln)
 	t.wg.Add(1)
 	go func() {
@@ -179,7 +197,7 @@ func (t *tcpTable) serve(ln *net.TCPListener) {
 				continue
 			}
 			pause = 0
-			t.admit(c)
+			t.admit(c, conf)
 		}
 	}()
 }
@@ -187,9 +205,12 @@ func (t *tcpTable) serve(ln *net.TCPListener) {
 // admit serves c, after closing the connection answered the least
 // recently (of c's prefix when that prefix is full) if a limit is
 // reached. Both limits are at least 1, so there is always one to close.
-func (t *tcpTable) admit(c *net.TCPConn) {
-	tc := &tcpConn{c: c, prefix: clientPrefix(c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()),
+func (t *tcpTable) admit(c *net.TCPConn, conf *tls.Config) {
+	tc := &tcpConn{raw: c, c: c, prefix: clientPrefix(c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()),
 		expires: time.Now().Add(t.lim.MaxLifetime)}
+	if conf != nil {
+		tc.c, tc.tls = tls.Server(c, conf), true
+	}
 	t.mu.Lock()
 	if t.closing {
 		t.mu.Unlock()
@@ -224,7 +245,7 @@ func (t *tcpTable) admit(c *net.TCPConn) {
 		t.s.opts.OnTCP(why)
 		// Its goroutine sees its read or write fail and reports it
 		// closed.
-		victim.c.Close()
+		victim.raw.Close()
 	}
 	t.s.opts.OnTCP(TCPOpened)
 	go t.serveConn(tc)
@@ -296,10 +317,13 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 		t.mu.Lock()
 		t.removeLocked(tc)
 		t.mu.Unlock()
-		tc.c.Close()
+		tc.raw.Close()
 		t.s.opts.OnTCP(TCPClosed)
 	}()
 	defer t.s.recoverPanic("tcp")
+	if tc.tls && !t.handshake(tc) {
+		return
+	}
 	answered := 0
 	// Waiting for a query, a connection reads its first bytes here: it
 	// holds no buffer until one arrives.
@@ -343,6 +367,21 @@ func (t *tcpTable) serveConn(tc *tcpConn) {
 			return
 		}
 	}
+}
+
+// handshake completes tc's TLS handshake within tcpIOTimeout, busy
+// meanwhile; false, reported, if it failed or the connection was closed
+// meanwhile.
+func (t *tcpTable) handshake(tc *tcpConn) bool {
+	if !t.setBusy(tc) {
+		return false
+	}
+	tc.c.SetDeadline(time.Now().Add(tcpIOTimeout))
+	if err := tc.c.(*tls.Conn).Handshake(); err != nil {
+		t.report(tc, TCPHandshakeFailed)
+		return false
+	}
+	return t.answered(tc)
 }
 
 // tcpRoom is what a connection answers in while it is busy: the bytes
@@ -519,7 +558,7 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 		}
 	}
 	for _, tc := range idle {
-		tc.c.Close()
+		tc.raw.Close()
 	}
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()
@@ -528,7 +567,7 @@ func (t *tcpTable) shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		t.mu.Lock()
 		for e := t.served.Front(); e != nil; e = e.Next() {
-			e.Value.(*tcpConn).c.Close()
+			e.Value.(*tcpConn).raw.Close()
 		}
 		t.mu.Unlock()
 		<-done

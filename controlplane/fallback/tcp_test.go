@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,12 +39,12 @@ var (
 )
 
 type tcpEvents struct {
-	opened, closed, idle, evicted, busy, lifetime, queries atomic.Int64
+	opened, closed, idle, evicted, busy, lifetime, queries, handshakes atomic.Int64
 }
 
 func (e *tcpEvents) observe(ev TCPEvent) {
 	map[TCPEvent]*atomic.Int64{TCPOpened: &e.opened, TCPClosed: &e.closed, TCPIdleTimeout: &e.idle, TCPEvicted: &e.evicted,
-		TCPEvictedBusy: &e.busy, TCPLifetime: &e.lifetime, TCPQueryLimit: &e.queries}[ev].Add(1)
+		TCPEvictedBusy: &e.busy, TCPLifetime: &e.lifetime, TCPQueryLimit: &e.queries, TCPHandshakeFailed: &e.handshakes}[ev].Add(1)
 }
 
 func (e *tcpEvents) open() int64 { return e.opened.Load() - e.closed.Load() }
@@ -55,6 +56,7 @@ type tcpRig struct {
 	events *tcpEvents
 	// replies counts the outcomes observed: replies built.
 	replies atomic.Int64
+	tlsAddr netip.AddrPort // DNS over TLS's, with startTCPWith
 }
 
 func tcpEnv(t *testing.T) *testenv.Env {
@@ -74,9 +76,20 @@ func startTCP(t *testing.T, env *testenv.Env, lim TCPLimits) *tcpRig {
 // startTCPView is startTCP serving v.
 func startTCPView(t *testing.T, env *testenv.Env, lim TCPLimits, v *View) *tcpRig {
 	t.Helper()
+	return startTCPWith(t, env, lim, v, nil)
+}
+
+// startTCPWith is startTCPView that also serves DNS over TLS with conf,
+// unless it is nil, at r.tlsAddr.
+func startTCPWith(t *testing.T, env *testenv.Env, lim TCPLimits, v *View, conf *tls.Config) *tcpRig {
+	t.Helper()
 	r := &tcpRig{env: env, events: &tcpEvents{}}
-	r.s = New(Options{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, TCP: lim, OnTCP: r.events.observe,
-		Observe: func(string, time.Duration) { r.replies.Add(1) }}, v)
+	opts := Options{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, TCP: lim, OnTCP: r.events.observe,
+		Observe: func(string, time.Duration) { r.replies.Add(1) }}
+	if conf != nil {
+		opts.TLS = &TLSOptions{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, Config: conf}
+	}
+	r.s = New(opts, v)
 	if err := env.Edge.Do(r.s.Start); err != nil {
 		t.Fatal(err)
 	}
@@ -88,16 +101,25 @@ func startTCPView(t *testing.T, env *testenv.Env, lim TCPLimits, v *View) *tcpRi
 		}
 	})
 	r.addr = r.s.Addrs()[1].(*net.TCPAddr).AddrPort()
+	if conf != nil {
+		r.tlsAddr = r.s.Addrs()[2].(*net.TCPAddr).AddrPort()
+	}
 	return r
 }
 
 // dial connects from src.
 func (r *tcpRig) dial(t *testing.T, src netip.Addr) *net.TCPConn {
 	t.Helper()
+	return r.dialTo(t, src, r.addr)
+}
+
+// dialTo connects from src to addr, one of the server's.
+func (r *tcpRig) dialTo(t *testing.T, src netip.Addr, addr netip.AddrPort) *net.TCPConn {
+	t.Helper()
 	var c net.Conn
 	err := r.env.Edge.Do(func() (err error) {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
-		c, err = d.Dial("tcp", r.addr.String())
+		c, err = d.Dial("tcp", addr.String())
 		return err
 	})
 	if err != nil {
