@@ -50,8 +50,8 @@ func TestDialAddr(t *testing.T) {
 // another certificate is refused.
 func TestStatusTLS(t *testing.T) {
 	dir := t.TempDir()
-	writeCert(t, dir, "api")
-	writeCert(t, dir, "other")
+	writeCert(t, dir, "api", "api.example.test")
+	writeCert(t, dir, "other", "api.example.test")
 	write(t, filepath.Join(dir, "read.token"), "r-token\n")
 	var gotAuth []string
 	mux := http.NewServeMux()
@@ -100,9 +100,9 @@ func TestStatusTLS(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed certificate for api.example.test and
-// its key to dir as NAME.crt and NAME.key.
-func writeCert(t *testing.T, dir, name string) {
+// writeCert writes a self-signed certificate for host and its key to dir
+// as NAME.crt and NAME.key.
+func writeCert(t *testing.T, dir, name, host string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -110,12 +110,12 @@ func writeCert(t *testing.T, dir, name string) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "api.example.test"},
+		Subject:      pkix.Name{CommonName: host},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"api.example.test"},
+		DNSNames:     []string{host},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

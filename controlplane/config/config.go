@@ -89,11 +89,19 @@ type Server struct {
 	// rebinding.
 	APIHosts []string
 	APITLS   *APITLS // the API over HTTPS; nil: plain HTTP
+	DoT      *DoT    // DNS over TLS; nil: none
 }
 
 // APITLS is server.api_tls: the API's certificate and key, PEM files.
 type APITLS struct {
 	Cert, Key string // absolute
+}
+
+// DoT is server.tls: DNS over TLS (RFC 7858) from the fallback, on its
+// own addresses, under server.tcp's limits.
+type DoT struct {
+	Listen    []netip.AddrPort
+	Cert, Key string // absolute; read again on every reload
 }
 
 // TCP is server.tcp: bounds on the fallback's TCP connections. A zero

@@ -145,6 +145,10 @@ func TestErrors(t *testing.T) {
 		{"api tls without key", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: " + testdata + "/api.crt\n", `config.yaml:3: server.api_tls.key: required: a PEM file`},
 		{"api tls unreadable", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: /nonexistent/api.crt\n    key: .\n", "config.yaml:4: server.api_tls.cert: open /nonexistent/api.crt: no such file or directory\nconfig.yaml:5: server.api_tls.key: DIR is a directory"},
 		{"api tls not a pair", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    cert: " + testdata + "/api.crt\n    key: " + testdata + "/api.token\n", `config.yaml:3: server.api_tls: loading the certificate and key: tls: failed to find any PEM data in key input`},
+		{"dot without listen", "server:\n  listen: [\"198.18.0.2:53\"]\n  tls:\n    cert: " + testdata + "/api.crt\n    key: " + testdata + "/api.key\n", `config.yaml:3: server.tls.listen: at least one address is required, such as 198.18.0.2:853`},
+		{"dot on the dns port", "server:\n  listen: [\"198.18.0.2:53\"]\n  tls:\n    listen: [\"198.18.0.2:853\", \"198.18.0.2:53\"]\n    cert: " + testdata + "/api.crt\n    key: " + testdata + "/api.key\n", `config.yaml:4: server.tls.listen[1]: 198.18.0.2:53 is server.listen[0] too, whose TCP it would take; DNS over TLS wants a port of its own, 853`},
+		{"dot bad address", "server:\n  listen: [\"198.18.0.2:53\"]\n  tls:\n    listen: [\"198.18.0.2\"]\n", "config.yaml:4: server.tls.listen[0]: invalid listen address \"198.18.0.2\", want ip:port such as 198.18.0.2:853 or [fd53::2]:853"},
+		{"dot not a pair", "server:\n  listen: [\"198.18.0.2:53\"]\n  tls:\n    listen: [\"198.18.0.2:853\"]\n    cert: " + testdata + "/api.crt\n    key: " + testdata + "/api.token\n", `config.yaml:3: server.tls: loading the certificate and key: tls: failed to find any PEM data in key input`},
 		{"api tls unknown key", "server:\n  listen: [\"198.18.0.2:53\"]\n  api_tls:\n    certificate: api.crt\n", `config.yaml:4: server.api_tls.certificate: unknown key`},
 		{"interface too long", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces: [abcdefghijklmnop]\n", `config.yaml:3: server.interfaces[0]: invalid interface name "abcdefghijklmnop"`},
 		{"interface duplicate", "server:\n  listen: [\"198.18.0.2:53\"]\n  interfaces:\n    - eth0\n    - eth0\n", `config.yaml:5: server.interfaces[1]: duplicate interface "eth0", first at line 4`},
@@ -403,6 +407,8 @@ func TestFull(t *testing.T) {
 		APIReadTokenFile: filepath.Join(testdata, "api.read.token"),
 		APIHosts:         []string{"api.example.test", "steadydns.example.test"},
 		APITLS:           &APITLS{Cert: filepath.Join(testdata, "api.crt"), Key: filepath.Join(testdata, "api.key")},
+		DoT: &DoT{Listen: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:853"), netip.MustParseAddrPort("[fd53::2]:853")},
+			Cert: filepath.Join(testdata, "api.crt"), Key: filepath.Join(testdata, "api.key")},
 		Geo: &Geo{Regions: []Region{
 			{Name: "eu", Prefixes: []netip.Prefix{
 				netip.MustParsePrefix("198.18.0.0/25"), netip.MustParsePrefix("fd53::/64"),

@@ -151,8 +151,9 @@ func decode(d *decoder, doc *yaml.Node) (*Config, error) {
 
 var (
 	topKeys         = []string{"server", "zones", "health_checks", "records", "aggregation", "cluster", "notify"}
-	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls", "dnstap"}
+	serverKeys      = []string{"interfaces", "xdp_mode", "listen", "api", "bpffs", "state_dir", "max_records", "geo", "id_server", "version_server", "nsid", "debug", "tcp", "rrl", "api_token_file", "api_read_token_file", "api_hosts", "api_tls", "tls", "dnstap"}
 	apiTLSKeys      = []string{"cert", "key"}
+	dotKeys         = []string{"listen", "cert", "key"}
 	rrlKeys         = []string{"rate", "slip", "window", "ipv4_prefix", "ipv6_prefix", "exempt", "table_size"}
 	tcpKeys         = []string{"max_connections", "max_per_prefix", "idle_timeout", "max_pipelined", "max_lifetime"}
 	debugKeys       = []string{"name", "allow"}
@@ -208,23 +209,31 @@ func validIDRune(r rune) bool {
 	return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 }
 
-func (d *decoder) server(f fields) Server {
-	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16, VersionServer: true,
-		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
-	f.strs("interfaces", &s.Interfaces)
-	f.str("xdp_mode", &s.XDPMode)
-	f.list("listen", func(path string, n *yaml.Node) {
+// addrPorts decodes the list of ip:port addresses at key; port is the
+// one the error's examples give.
+func (d *decoder) addrPorts(f fields, key, port string) []netip.AddrPort {
+	var aps []netip.AddrPort
+	f.list(key, func(path string, n *yaml.Node) {
 		v, ok := d.scalar(n, path, "an address")
 		if !ok {
 			return
 		}
 		ap, err := netip.ParseAddrPort(v)
 		if err != nil {
-			d.errorf(n, path, "invalid listen address %q, want ip:port such as 198.18.0.2:53 or [fd53::2]:53", v)
+			d.errorf(n, path, "invalid listen address %q, want ip:port such as 198.18.0.2:%s or [fd53::2]:%s", v, port, port)
 			return
 		}
-		s.Listen = append(s.Listen, ap)
+		aps = append(aps, ap)
 	})
+	return aps
+}
+
+func (d *decoder) server(f fields) Server {
+	s := Server{XDPMode: "auto", API: "127.0.0.1:9153", BPFFS: "/sys/fs/bpf/steadydns", StateDir: "/var/lib/steadydns", MaxRecords: 1 << 16, VersionServer: true,
+		Debug: Debug{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
+	f.strs("interfaces", &s.Interfaces)
+	f.str("xdp_mode", &s.XDPMode)
+	s.Listen = d.addrPorts(f, "listen", "53")
 	f.str("api", &s.API)
 	f.str("bpffs", &s.BPFFS)
 	f.str("state_dir", &s.StateDir)
@@ -280,6 +289,12 @@ func (d *decoder) server(f fields) Server {
 		s.APITLS = &APITLS{}
 		path(tf, "cert", &s.APITLS.Cert)
 		path(tf, "key", &s.APITLS.Key)
+	}
+	if f.has("tls") {
+		tf := f.mapping("tls", dotKeys)
+		s.DoT = &DoT{Listen: d.addrPorts(tf, "listen", "853")}
+		path(tf, "cert", &s.DoT.Cert)
+		path(tf, "key", &s.DoT.Key)
 	}
 	if f.has("dnstap") {
 		df := f.mapping("dnstap", dnstapKeys)

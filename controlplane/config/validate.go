@@ -78,14 +78,18 @@ func (v *validator) server() {
 	if len(s.Listen) == 0 {
 		v.errorf("server.listen", "at least one address is required")
 	}
-	for i, ap := range s.Listen {
-		key := fmt.Sprintf("server.listen[%d]", i)
-		if ap.Port() == 0 {
-			v.errorf(key, "port must not be 0")
+	v.addrPorts("server.listen", s.Listen)
+	if t := s.DoT; t != nil {
+		if len(t.Listen) == 0 {
+			v.errorf("server.tls.listen", "at least one address is required, such as 198.18.0.2:853")
 		}
-		if j := slices.Index(s.Listen, ap); j < i {
-			v.errorf(key, "duplicate listen address %s, first at line %d", ap, v.c.Line(fmt.Sprintf("server.listen[%d]", j)))
+		v.addrPorts("server.tls.listen", t.Listen)
+		for i, ap := range t.Listen {
+			if j := slices.Index(s.Listen, ap); j >= 0 {
+				v.errorf(fmt.Sprintf("server.tls.listen[%d]", i), "%s is server.listen[%d] too, whose TCP it would take; DNS over TLS wants a port of its own, 853", ap, j)
+			}
 		}
+		v.keyPair("server.tls", t.Cert, t.Key)
 	}
 	if _, port, err := net.SplitHostPort(s.API); err != nil || !validPort(port) {
 		v.errorf("server.api", "invalid address %q, want host:port such as 127.0.0.1:9153", s.API)
@@ -140,21 +144,40 @@ func (v *validator) apiAccess() {
 		}
 	}
 	if t := s.APITLS; t != nil {
-		ok := true
-		for _, f := range []struct{ key, path string }{{"server.api_tls.cert", t.Cert}, {"server.api_tls.key", t.Key}} {
-			switch err := readable(f.path); {
-			case f.path == "":
-				v.errorf(f.key, "required: a PEM file")
-				ok = false
-			case err != nil:
-				v.errorf(f.key, "%v", err)
-				ok = false
-			}
+		v.keyPair("server.api_tls", t.Cert, t.Key)
+	}
+}
+
+// keyPair checks the PEM files cert and key of the section at key: both
+// given, readable, and a certificate with its key.
+func (v *validator) keyPair(key, cert, priv string) {
+	ok := true
+	for _, f := range []struct{ key, path string }{{key + ".cert", cert}, {key + ".key", priv}} {
+		switch err := readable(f.path); {
+		case f.path == "":
+			v.errorf(f.key, "required: a PEM file")
+			ok = false
+		case err != nil:
+			v.errorf(f.key, "%v", err)
+			ok = false
 		}
-		if ok {
-			if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
-				v.errorf("server.api_tls", "loading the certificate and key: %v", err)
-			}
+	}
+	if ok {
+		if _, err := tls.LoadX509KeyPair(cert, priv); err != nil {
+			v.errorf(key, "loading the certificate and key: %v", err)
+		}
+	}
+}
+
+// addrPorts checks the listen addresses at key: a port, no duplicates.
+func (v *validator) addrPorts(key string, aps []netip.AddrPort) {
+	for i, ap := range aps {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if ap.Port() == 0 {
+			v.errorf(k, "port must not be 0")
+		}
+		if j := slices.Index(aps, ap); j < i {
+			v.errorf(k, "duplicate listen address %s, first at line %d", ap, v.c.Line(fmt.Sprintf("%s[%d]", key, j)))
 		}
 	}
 }

@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/steadydns/steadydns/controlplane/api"
@@ -44,8 +46,11 @@ type edgeServer struct {
 	presign     *presign.Presigner
 	presignStop chan struct{}
 
-	view     *fallback.Prepared // the plan's, indexed
-	fb       *fallback.Server
+	view *fallback.Prepared // the plan's, indexed
+	fb   *fallback.Server
+	// cert is DNS over TLS's certificate (server.tls), read again on
+	// every apply, so a reload renews it without a restart.
+	cert     atomic.Pointer[tls.Certificate]
 	tap      *dnstap.Logger       // server.dnstap, nil without
 	samples  *loader.SampleReader // XDP's samples for tap, nil without
 	sampling sync.WaitGroup       // the goroutine that hands them to tap
@@ -108,6 +113,13 @@ func (e *edgeServer) apply(p *Plan) error {
 	if err := e.objs.FitRecords(sets); err != nil {
 		return err
 	}
+	if t := e.cfg.Server.DoT; t != nil {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return e.cfg.Errorf("server.tls", "loading the certificate and key: %v", err)
+		}
+		e.cert.Store(&cert)
+	}
 	if e.merge != nil {
 		e.merge.Configure(p.Config.CellNames(), p.entryCells())
 	}
@@ -167,6 +179,11 @@ func (e *edgeServer) start() error {
 		opts.Version = Version()
 	}
 	opts.NSID = s.NSID
+	if t := s.DoT; t != nil {
+		opts.TLS = &fallback.TLSOptions{Listen: t.Listen, Config: &tls.Config{MinVersion: tls.VersionTLS12,
+			NextProtos:     []string{"dot"}, // RFC 9539's
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return e.cert.Load(), nil }}}
+	}
 	if d := s.Dnstap; d != nil {
 		tap, err := dnstap.Open(dnstap.Config{Socket: d.Socket, TCP: d.TCP}, e.host, "steadydns "+Version())
 		if err != nil {
