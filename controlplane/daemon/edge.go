@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,9 @@ func (e *edgeServer) apply(p *Plan) error {
 	return nil
 }
 
+// tapTransports are dnstap's names of the fallback's transports.
+var tapTransports = [...]dnstap.Transport{fallback.OverUDP: dnstap.UDP, fallback.OverTCP: dnstap.TCP, fallback.OverTLS: dnstap.TLS}
+
 // start starts the fallback and then attaches XDP, so nothing XDP passes
 // goes unanswered.
 func (e *edgeServer) start() error {
@@ -189,7 +193,10 @@ func (e *edgeServer) start() error {
 		if err != nil {
 			return e.cfg.Errorf("server.dnstap", "%v", err)
 		}
-		e.tap, opts.Tap = tap, tap.Log
+		e.tap = tap
+		opts.Tap = func(query, reply []byte, client, local netip.AddrPort, over fallback.Transport, qt, rt time.Time) {
+			tap.Log(query, reply, client, local, tapTransports[over], qt, rt)
+		}
 		m.ObserveDnstap(tap.Counters)
 		if d.Sample > 0 {
 			if err := e.tapSamples(); err != nil {

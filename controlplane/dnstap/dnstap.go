@@ -32,7 +32,7 @@ type entry struct {
 	query, reply []byte
 	client       netip.AddrPort
 	local        netip.AddrPort
-	tcp          bool
+	over         Transport
 	qt, rt       time.Time
 	every        uint32 // XDP's sample rate for one of its answers, 0 for the fallback's
 }
@@ -80,11 +80,20 @@ func Open(c Config, identity, version string) (*Logger, error) {
 	return l, nil
 }
 
-// Log queues a query that arrived from client at local at qt and its
-// reply sent at rt (nil when none was). It copies both and never blocks:
-// a full queue drops them.
-func (l *Logger) Log(query, reply []byte, client, local netip.AddrPort, tcp bool, qt, rt time.Time) {
-	e := entry{query: append([]byte(nil), query...), client: client, local: local, tcp: tcp, qt: qt, rt: rt}
+// Transport is what a query came over: dnstap's socket protocol.
+type Transport int
+
+const (
+	UDP Transport = iota
+	TCP
+	TLS // DNS over TLS (RFC 7858)
+)
+
+// Log queues a query that arrived over over from client at local at qt
+// and its reply sent at rt (nil when none was). It copies both and never
+// blocks: a full queue drops them.
+func (l *Logger) Log(query, reply []byte, client, local netip.AddrPort, over Transport, qt, rt time.Time) {
+	e := entry{query: append([]byte(nil), query...), client: client, local: local, over: over, qt: qt, rt: rt}
 	if reply != nil {
 		e.reply = append([]byte(nil), reply...)
 	}
@@ -163,8 +172,11 @@ func (l *Logger) messages(e *entry) []*dt.Dnstap {
 	if e.client.Addr().Unmap().Is6() {
 		family = dt.SocketFamily_INET6
 	}
-	if e.tcp {
+	switch e.over {
+	case TCP:
 		proto = dt.SocketProtocol_TCP
+	case TLS:
+		proto = dt.SocketProtocol_DOT
 	}
 	base := func(t dt.Message_Type) *dt.Message {
 		m := &dt.Message{Type: &t, SocketFamily: &family, SocketProtocol: &proto,

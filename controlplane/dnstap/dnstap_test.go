@@ -24,7 +24,7 @@ func TestDropsWithoutReader(t *testing.T) {
 	client, local := netip.MustParseAddrPort("198.18.0.1:5300"), netip.MustParseAddrPort("198.18.0.2:53")
 	const n = 3 * dnstap.QueueSize
 	for range n {
-		l.Log(q, q, client, local, false, time.Now(), time.Now())
+		l.Log(q, q, client, local, dnstap.UDP, time.Now(), time.Now())
 	}
 	sent, dropped := l.Counters()
 	if dropped < n-dnstap.QueueSize-64 || sent+dropped > n {
@@ -53,14 +53,15 @@ func TestOpenErrors(t *testing.T) {
 // TestSampleMarked: through the Go library's reader, a sample of XDP's
 // carries "sample=1/N" in its messages' extra field, with the query, the
 // reply, the addresses and one time for both; a fallback query carries
-// none. Each is counted where it belongs.
+// none, and its transport: UDP, TCP or DOT. Each is counted where it
+// belongs.
 func TestSampleMarked(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "tap.sock")
 	in, err := dt.NewFrameStreamSockInputFromPath(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	frames := make(chan []byte, 8)
+	frames := make(chan []byte, 16)
 	go in.ReadInto(frames)
 	l, err := dnstap.Open(dnstap.Config{Socket: sock}, "h1", "test")
 	if err != nil {
@@ -70,11 +71,20 @@ func TestSampleMarked(t *testing.T) {
 	client, local := netip.MustParseAddrPort("[fd53::1]:5300"), netip.MustParseAddrPort("[fd53::2]:53")
 	at := time.Unix(1700000000, 123456789)
 	l.LogSample(q, r, client, local, at, 100)
-	l.Log(q, r, client, local, false, at, at)
+	l.Log(q, r, client, local, dnstap.UDP, at, at)
+	l.Log(q, r, client, local, dnstap.TCP, at, at)
+	l.Log(q, r, client, local, dnstap.TLS, at, at)
+	udp, tcp, dot := dt.SocketProtocol_UDP, dt.SocketProtocol_TCP, dt.SocketProtocol_DOT
 	want := []struct {
 		typ   dt.Message_Type
 		extra string
-	}{{dt.Message_AUTH_QUERY, "sample=1/100"}, {dt.Message_AUTH_RESPONSE, "sample=1/100"}, {dt.Message_AUTH_QUERY, ""}, {dt.Message_AUTH_RESPONSE, ""}}
+		proto dt.SocketProtocol
+	}{
+		{dt.Message_AUTH_QUERY, "sample=1/100", udp}, {dt.Message_AUTH_RESPONSE, "sample=1/100", udp},
+		{dt.Message_AUTH_QUERY, "", udp}, {dt.Message_AUTH_RESPONSE, "", udp},
+		{dt.Message_AUTH_QUERY, "", tcp}, {dt.Message_AUTH_RESPONSE, "", tcp},
+		{dt.Message_AUTH_QUERY, "", dot}, {dt.Message_AUTH_RESPONSE, "", dot},
+	}
 	for i, w := range want {
 		var b []byte
 		select {
@@ -90,7 +100,7 @@ func TestSampleMarked(t *testing.T) {
 		if m.GetType() != w.typ || string(d.GetExtra()) != w.extra {
 			t.Errorf("frame %d: %v extra %q, want %v %q", i, m.GetType(), d.GetExtra(), w.typ, w.extra)
 		}
-		if !bytes.Equal(m.GetQueryMessage(), q) || m.GetSocketFamily() != dt.SocketFamily_INET6 || m.GetSocketProtocol() != dt.SocketProtocol_UDP ||
+		if !bytes.Equal(m.GetQueryMessage(), q) || m.GetSocketFamily() != dt.SocketFamily_INET6 || m.GetSocketProtocol() != w.proto ||
 			!bytes.Equal(m.GetQueryAddress(), client.Addr().AsSlice()) || m.GetQueryPort() != 5300 || !bytes.Equal(m.GetResponseAddress(), local.Addr().AsSlice()) ||
 			m.GetQueryTimeSec() != 1700000000 || m.GetQueryTimeNsec() != 123456789 {
 			t.Errorf("frame %d: %v", i, m)
@@ -105,7 +115,7 @@ func TestSampleMarked(t *testing.T) {
 	if sent, dropped := l.SampleCounters(); sent != 1 || dropped != 0 {
 		t.Errorf("samples sent %d, dropped %d; want 1, 0", sent, dropped)
 	}
-	if sent, dropped := l.Counters(); sent != 1 || dropped != 0 {
-		t.Errorf("fallback queries sent %d, dropped %d; want 1, 0", sent, dropped)
+	if sent, dropped := l.Counters(); sent != 3 || dropped != 0 {
+		t.Errorf("fallback queries sent %d, dropped %d; want 3, 0", sent, dropped)
 	}
 }

@@ -59,11 +59,20 @@ type Options struct {
 	// stack, dropped that datagram or closed that connection, and serves
 	// on. nil observes nothing.
 	OnPanic func(where string)
-	// Tap is given every query, from client to local, received at qt,
-	// and its reply sent at rt, nil when none was (server.dnstap). It
-	// must copy what it keeps and never block. nil logs none.
-	Tap func(query, reply []byte, client, local netip.AddrPort, tcp bool, qt, rt time.Time)
+	// Tap is given every query, from client to local over over, received
+	// at qt, and its reply sent at rt, nil when none was (server.dnstap).
+	// It must copy what it keeps and never block. nil logs none.
+	Tap func(query, reply []byte, client, local netip.AddrPort, over Transport, qt, rt time.Time)
 }
+
+// Transport is what a query came over, for Options.Tap.
+type Transport int
+
+const (
+	OverUDP Transport = iota
+	OverTCP
+	OverTLS
+)
 
 // TLSOptions are DNS over TLS's: the addresses, port 853 by convention
 // (port 0 picks a free one), and the TLS configuration, whose

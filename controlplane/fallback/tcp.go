@@ -482,7 +482,11 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 			if tap := t.s.opts.Tap; tap != nil {
 				qt := time.Now()
 				t.s.serveMsg(w, msg)
-				tap(msg, w.reply, addrPort(w.remote), addrPort(w.local), true, qt, time.Now())
+				over := OverTCP
+				if tc.tls {
+					over = OverTLS
+				}
+				tap(msg, w.reply, addrPort(w.remote), addrPort(w.local), over, qt, time.Now())
 			} else {
 				t.s.serveMsg(w, msg)
 			}

@@ -57,6 +57,9 @@ type tcpRig struct {
 	// replies counts the outcomes observed: replies built.
 	replies atomic.Int64
 	tlsAddr netip.AddrPort // DNS over TLS's, with startTCPWith
+	// tapped counts the queries handed to Options.Tap by transport,
+	// with startTCPWith's TLS.
+	tapped [OverTLS + 1]atomic.Int64
 }
 
 func tcpEnv(t *testing.T) *testenv.Env {
@@ -88,6 +91,7 @@ func startTCPWith(t *testing.T, env *testenv.Env, lim TCPLimits, v *View, conf *
 		Observe: func(string, time.Duration) { r.replies.Add(1) }}
 	if conf != nil {
 		opts.TLS = &TLSOptions{Listen: []netip.AddrPort{netip.AddrPortFrom(serverAddr, 0)}, Config: conf}
+		opts.Tap = func(_, _ []byte, _, _ netip.AddrPort, over Transport, _, _ time.Time) { r.tapped[over].Add(1) }
 	}
 	r.s = New(opts, v)
 	if err := env.Edge.Do(r.s.Start); err != nil {

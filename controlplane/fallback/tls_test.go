@@ -126,6 +126,10 @@ func TestTLS(t *testing.T) {
 		}
 	}
 
+	if n := r.tapped[OverTLS].Load(); n != int64(len(want)) || r.tapped[OverTCP].Load() != 0 {
+		t.Errorf("tapped %d queries as over TLS and %d as over TCP, want %d and 0", n, r.tapped[OverTCP].Load(), len(want))
+	}
+
 	// Not TLS: a DNS query where the handshake should be.
 	plain := r.dialTo(t, serverAddr, r.tlsAddr)
 	if _, err := plain.Write(tcpQuery(t, 1)); err != nil {

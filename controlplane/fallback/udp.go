@@ -382,7 +382,7 @@ func (s *Server) tapUDP(w *replyWriter, b []byte) {
 	q, qt := append([]byte(nil), b...), time.Now()
 	qtype := s.serveMsg(w, b)
 	s.opts.UDP(qtype, len(b), len(w.reply))
-	s.opts.Tap(q, w.reply, addrPort(w.remote), addrPort(w.local), false, qt, time.Now())
+	s.opts.Tap(q, w.reply, addrPort(w.remote), addrPort(w.local), OverUDP, qt, time.Now())
 }
 
 // addrPort is a UDP or TCP address as a netip.AddrPort, the zero one for
