@@ -100,23 +100,23 @@ const (
 	tcpOutstanding = 512
 )
 
-// tcpRun is one dnsperf run over TCP: answers per second, and queries
-// that had none.
+// tcpRun is one dnsperf run over TCP or TLS: answers per second, and
+// queries that had none.
 type tcpRun struct {
 	rate float64
 	lost int
 }
 
-// dnsperfTCP offers Options.TCPRate queries per second over TCP from the
-// client host.
-func (r *rig) dnsperfTCP(ctx context.Context) (tcpRun, error) {
-	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf", "-m", "tcp", "-s", r.env.Edge.V4.String(),
-		"-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()), "-Q", strconv.Itoa(r.o.TCPRate),
+// dnsperfStream offers rate queries per second from the client host over
+// mode, "tcp" or "dot", to port.
+func (r *rig) dnsperfStream(ctx context.Context, mode string, port, rate int) (tcpRun, error) {
+	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf", "-m", mode, "-s", r.env.Edge.V4.String(), "-p", strconv.Itoa(port),
+		"-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()), "-Q", strconv.Itoa(rate),
 		"-c", strconv.Itoa(tcpClients), "-q", strconv.Itoa(tcpOutstanding), "-t", "1")
 	r.record(c)
 	out, err := c.Output()
 	if err != nil {
-		return tcpRun{}, fmt.Errorf("running dnsperf over tcp: %w", err)
+		return tcpRun{}, fmt.Errorf("running dnsperf over %s: %w", mode, err)
 	}
 	return parseTCPRun(out)
 }

@@ -28,6 +28,10 @@ type ServerResult struct {
 	// runs; N=0 for the others.
 	TCP     stats.Summary
 	TCPLost int
+	// DoT and DoTLost are the same over DNS over TLS, offered
+	// Options.DoTRate; N=0 for a server that does not speak it.
+	DoT     stats.Summary
+	DoTLost int
 	// V6Answered and V6Ns are an XDP server's replies per second and ns
 	// per packet in XDP with the same load sent to the edge's IPv6
 	// address; N=0 for the others.
@@ -50,7 +54,7 @@ type ServerResult struct {
 type serverRuns struct {
 	res                            ServerResult
 	p50, p99, sent, answered, ns   []float64
-	saturated, tcp, v6, v6Ns       []float64
+	saturated, tcp, dot, v6, v6Ns  []float64
 	do0Ns, do0Answered, do1OverDO0 []float64
 }
 
@@ -64,7 +68,7 @@ func (m *serverRuns) result() ServerResult {
 	res.P50, res.P99 = stats.Summarize(m.p50), stats.Summarize(m.p99)
 	res.Offered, res.Answered, res.KernelNs = stats.Summarize(m.sent), stats.Summarize(m.answered), stats.Summarize(m.ns)
 	res.DO0Ns, res.DO0Answered, res.DO1OverDO0 = stats.Summarize(m.do0Ns), stats.Summarize(m.do0Answered), stats.Summarize(m.do1OverDO0)
-	res.Saturated, res.TCP = stats.Summarize(m.saturated), stats.Summarize(m.tcp)
+	res.Saturated, res.TCP, res.DoT = stats.Summarize(m.saturated), stats.Summarize(m.tcp), stats.Summarize(m.dot)
 	res.V6Answered, res.V6Ns = stats.Summarize(m.v6), stats.Summarize(m.v6Ns)
 	return res
 }
@@ -105,15 +109,25 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	m.p50, m.p99 = append(m.p50, p.p50), append(m.p99, p.p99)
 	res.Lost += p.lost
 	res.OtherLoad = max(res.OtherLoad, other)
-	if s.sockets && r.o.TCPRate > 0 {
+	stream := func(mode string, port, rate int, rates *[]float64, lost *int) error {
 		var tr tcpRun
-		other, err := r.quietly(func() (err error) { tr, err = r.dnsperfTCP(ctx); return err })
+		other, err := r.quietly(func() (err error) { tr, err = r.dnsperfStream(ctx, mode, port, rate); return err })
 		if err != nil {
-			return fmt.Errorf("%s over tcp: %w", s.name, err)
+			return fmt.Errorf("%s over %s: %w", s.name, mode, err)
 		}
-		m.tcp = append(m.tcp, tr.rate)
-		res.TCPLost += tr.lost
+		*rates, *lost = append(*rates, tr.rate), *lost+tr.lost
 		res.OtherLoad = max(res.OtherLoad, other)
+		return nil
+	}
+	if s.sockets && !s.signed && r.o.TCPRate > 0 {
+		if err := stream("tcp", 53, r.o.TCPRate, &m.tcp, &res.TCPLost); err != nil {
+			return err
+		}
+	}
+	if s.dot && r.o.DoTRate > 0 {
+		if err := stream("dot", dotPort, r.o.DoTRate, &m.dot, &res.DoTLost); err != nil {
+			return err
+		}
 	}
 
 	// kxdpgun brings its own program for the client veth, and leaves it.

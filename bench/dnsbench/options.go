@@ -35,7 +35,10 @@ type Options struct {
 	// TCPRate is what dnsperf offers the socket servers over TCP, from
 	// TCPClients connections that pipeline their queries, more than any
 	// answers. 0 skips it.
-	TCPRate     int
+	TCPRate int
+	// DoTRate is the same over DNS over TLS, to the servers that speak
+	// it. 0 skips it.
+	DoTRate     int
 	LatencyRate int           // queries per second dnsperf offers for the latency runs
 	Duration    time.Duration // one load run; kxdpgun takes whole seconds
 	Runs        int           // runs per measurement; reports give the median and the spread
@@ -89,6 +92,7 @@ func Defaults() Options {
 		SocketRate:         200_000,
 		SaturationRate:     400_000,
 		TCPRate:            400_000,
+		DoTRate:            400_000,
 		LatencyRate:        20_000,
 		Duration:           5 * time.Second,
 		Runs:               3,
@@ -134,8 +138,8 @@ func (o *Options) check() error {
 	if o.RRLSlice < 10*time.Millisecond {
 		return fmt.Errorf("rrl slice %v: want at least 10ms, so that a slice holds thousands of queries", o.RRLSlice)
 	}
-	if o.SaturationRate < 0 || o.TCPRate < 0 {
-		return fmt.Errorf("saturation rate %d, tcp rate %d: must not be negative", o.SaturationRate, o.TCPRate)
+	if o.SaturationRate < 0 || o.TCPRate < 0 || o.DoTRate < 0 {
+		return fmt.Errorf("saturation rate %d, tcp rate %d, dot rate %d: must not be negative", o.SaturationRate, o.TCPRate, o.DoTRate)
 	}
 	if o.PushRounds < 0 {
 		return fmt.Errorf("push rounds %d: must not be negative", o.PushRounds)

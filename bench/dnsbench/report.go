@@ -90,6 +90,7 @@ func Markdown(w io.Writer, res *Results) {
 	}
 	saturationMarkdown(w, res.Servers, o.SaturationRate)
 	tcpMarkdown(w, res.Servers, o.TCPRate)
+	dotMarkdown(w, res.Servers, o.DoTRate)
 	v6Markdown(w, res.Servers)
 	complianceMarkdown(w, res.Servers)
 	if res.ConstantWork != nil {
@@ -114,13 +115,27 @@ func saturationMarkdown(w io.Writer, servers []ServerResult, rate int) {
 // tcpMarkdown is the socket servers' answered rates over TCP, and the
 // fallback's over the best of the others'.
 func tcpMarkdown(w io.Writer, servers []ServerResult, rate int) {
-	if !rates(w, servers, func(s ServerResult) stats.Summary { return s.TCP },
-		fmt.Sprintf("Over TCP\n\ndnsperf offered each socket server %d k/s over TCP from %d connections, %d queries in flight in all: a resolver that pipelines.", rate/1000, tcpClients, tcpOutstanding)) {
+	streamMarkdown(w, servers, "TCP", func(s ServerResult) (stats.Summary, int) { return s.TCP, s.TCPLost },
+		fmt.Sprintf("Over TCP\n\ndnsperf offered each socket server %d k/s over TCP from %d connections, %d queries in flight in all: a resolver that pipelines.", rate/1000, tcpClients, tcpOutstanding))
+}
+
+// dotMarkdown is the same over DNS over TLS, for the servers that speak
+// it.
+func dotMarkdown(w io.Writer, servers []ServerResult, rate int) {
+	streamMarkdown(w, servers, "TLS", func(s ServerResult) (stats.Summary, int) { return s.DoT, s.DoTLost },
+		fmt.Sprintf("Over TLS\n\ndnsperf offered each server that speaks DNS over TLS %d k/s over TLS from %d connections, %d queries in flight in all.", rate/1000, tcpClients, tcpOutstanding))
+}
+
+// streamMarkdown writes rates' section of what get picks, then the
+// servers that lost queries over over.
+func streamMarkdown(w io.Writer, servers []ServerResult, over string, get func(ServerResult) (stats.Summary, int), head string) {
+	rate := func(s ServerResult) stats.Summary { r, _ := get(s); return r }
+	if !rates(w, servers, rate, head) {
 		return
 	}
 	for _, s := range servers {
-		if s.TCPLost > 0 {
-			fmt.Fprintf(w, "- %s lost %d queries over TCP.\n", s.Name, s.TCPLost)
+		if _, lost := get(s); lost > 0 {
+			fmt.Fprintf(w, "- %s lost %d queries over %s.\n", s.Name, lost, over)
 		}
 	}
 }

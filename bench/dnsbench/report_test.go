@@ -151,3 +151,23 @@ func TestV6Markdown(t *testing.T) {
 		t.Errorf("a section without IPv6 runs:\n%s", b.String())
 	}
 }
+
+// TestDoTMarkdown: the DNS-over-TLS rates of the servers that speak it,
+// the fallback's over NSD's, and none for the others.
+func TestDoTMarkdown(t *testing.T) {
+	k := func(k float64) stats.Summary { return stats.Summarize([]float64{k * 1e3}) }
+	var b bytes.Buffer
+	dotMarkdown(&b, []ServerResult{
+		{Name: "steadydns-fallback", TCP: k(300), DoT: k(150), DoTLost: 3},
+		{Name: "nsd", TCP: k(55), DoT: k(30)},
+		{Name: "gdnsd", TCP: k(90)},
+	}, 400_000)
+	for _, want := range []string{"## Over TLS", "| steadydns-fallback | 150 |", "| nsd | 30 |", "5.00× the best of the others", "steadydns-fallback lost 3 queries over TLS"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "gdnsd") {
+		t.Errorf("a server without DNS over TLS has a row:\n%s", b.String())
+	}
+}

@@ -26,6 +26,8 @@ type rig struct {
 	pass  bpf.PassObjects
 	bpffs string // a private bpffs mount, so no pin collides with a running edge
 	cmds  []string
+	// dotCert and dotKey are the PEM files of the servers' DNS over TLS.
+	dotCert, dotKey string
 }
 
 func newRig(o Options, dir string, z *zone) (r *rig, err error) {
@@ -48,6 +50,9 @@ func newRig(o Options, dir string, z *zone) (r *rig, err error) {
 	}
 	if err := unix.Mount("bpf", r.bpffs, "bpf", 0, "mode=0700"); err != nil {
 		return r, fmt.Errorf("mounting bpffs at %s: %w", r.bpffs, err)
+	}
+	if r.dotCert, r.dotKey, err = writeDoTCert(dir); err != nil {
+		return r, err
 	}
 	if err := bpf.LoadPassObjects(&r.pass, nil); err != nil {
 		return r, fmt.Errorf("loading the xdp pass program: %w", err)

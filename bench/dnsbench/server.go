@@ -26,21 +26,23 @@ type server struct {
 	// program, with one of the same queries asking DO=0 with EDNS, so
 	// DO=1's cost reads against answers that differ only in signatures.
 	pairDO0 bool
+	// dot: the server answers DNS over TLS on dotPort.
+	dot bool
 }
 
 // servers are every server the harness knows, in report order. The
 // reflector comes first: the others' ratios are to it.
 var servers = []server{
-	{"reflector", "bare XDP reflector: swaps addresses and ports, sets QR (the ceiling)", startReflector, false, false, false},
-	{"steadydns", "steadydns serve, XDP in native mode", startSteadydns(true), false, false, false},
-	{"steadydns-fallback", "steadydns serve with XDP off: the miekg/dns fallback alone", startSteadydns(false), true, false, false},
-	{"knot", "Knot DNS, UDP sockets, 1 UDP worker", startKnot(false), true, false, false},
-	{"knot-xdp", "Knot DNS in XDP mode (AF_XDP, 1 queue)", startKnot(true), false, false, false},
-	{"nsd", "NSD, 1 server process, no RRL, minimal responses", startNSD, true, false, false},
-	{"gdnsd", "gdnsd, 1 UDP thread", startGdnsd, true, false, false},
-	{"steadydns-signed", "steadydns serve, XDP in native mode, the zone signed online (ECDSA P-256), DO=1", startSteadydnsSigned, false, true, true},
-	{"knot-signed", "Knot DNS, UDP sockets, 1 UDP worker, mod-onlinesign (ECDSA P-256), DO=1", startKnotSigned(false), true, true, false},
-	{"knot-xdp-signed", "Knot DNS in XDP mode (AF_XDP, 1 queue), mod-onlinesign (ECDSA P-256), DO=1", startKnotSigned(true), false, true, false},
+	{"reflector", "bare XDP reflector: swaps addresses and ports, sets QR (the ceiling)", startReflector, false, false, false, false},
+	{"steadydns", "steadydns serve, XDP in native mode", startSteadydns(true), false, false, false, false},
+	{"steadydns-fallback", "steadydns serve with XDP off: the miekg/dns fallback alone", startSteadydns(false), true, false, false, true},
+	{"knot", "Knot DNS, UDP sockets, 1 UDP worker", startKnot(false), true, false, false, false},
+	{"knot-xdp", "Knot DNS in XDP mode (AF_XDP, 1 queue)", startKnot(true), false, false, false, false},
+	{"nsd", "NSD, 1 server process, no RRL, minimal responses", startNSD, true, false, false, true},
+	{"gdnsd", "gdnsd, 1 UDP thread", startGdnsd, true, false, false, false},
+	{"steadydns-signed", "steadydns serve, XDP in native mode, the zone signed online (ECDSA P-256), DO=1", startSteadydnsSigned, false, true, true, false},
+	{"knot-signed", "Knot DNS, UDP sockets, 1 UDP worker, mod-onlinesign (ECDSA P-256), DO=1", startKnotSigned(false), true, true, false, false},
+	{"knot-xdp-signed", "Knot DNS in XDP mode (AF_XDP, 1 queue), mod-onlinesign (ECDSA P-256), DO=1", startKnotSigned(true), false, true, false, false},
 }
 
 // ServerNames are the names --servers accepts.

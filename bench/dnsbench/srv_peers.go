@@ -127,6 +127,7 @@ func (r *rig) detachEdgeXDP() error {
 // positive answer unless minimal-responses is set: 168 bytes instead of
 // 106 for 4 A, where the other servers send the answer alone. reuseport
 // is left off: nsd.conf(5) calls it useful only with more than one server.
+// DNS over TLS is on dotPort (tls-port).
 const nsdConfig = `server:
     ip-address: %[2]s
     port: 53
@@ -143,6 +144,10 @@ const nsdConfig = `server:
     rrl-ratelimit: 0
     rrl-whitelist-ratelimit: 0
     minimal-responses: yes
+    ip-address: %[2]s@%[7]d
+    tls-port: %[7]d
+    tls-service-pem: %[5]s
+    tls-service-key: %[6]s
 remote-control:
     control-enable: no
 zone:
@@ -156,7 +161,7 @@ func startNSD(ctx context.Context, r *rig) (func() error, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, "nsd.conf")
-	cfg := fmt.Sprintf(nsdConfig, dir, r.env.Edge.V4, origin, r.zone.file)
+	cfg := fmt.Sprintf(nsdConfig, dir, r.env.Edge.V4, origin, r.zone.file, r.dotCert, r.dotKey, dotPort)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}

@@ -37,7 +37,7 @@ func startReflector(_ context.Context, r *rig) (func() error, error) {
 
 // steadydnsConfig is the serve config of the benchmark: the generated zone,
 // nothing health-checked, so every A and AAAA set is a static set in the
-// record table, and XDP on the server's veth or nowhere. Rate limiting,
+// record table, XDP on the server's veth or nowhere, and DNS over TLS. Rate limiting,
 // on by default, is off: one client asking at full rate is what it
 // limits, and the peers run without it too (nsdConfig); its cost is
 // measured on its own (constwork_rrl.go).
@@ -49,6 +49,10 @@ const steadydnsConfig = `server:
   bpffs: %s
   state_dir: %s
   rrl: {rate: 0}
+  tls:
+    listen: ["%s:%d"]
+    cert: %s
+    key: %s
 zones:
   - origin: %s
     file: %s
@@ -86,7 +90,8 @@ func (r *rig) startServe(ctx context.Context, name string, xdp, signed bool) (fu
 		ifaces = r.env.Edge.Link
 	}
 	path := filepath.Join(r.dir, name+".yaml")
-	cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"), origin, r.zone.file)
+	cfg := fmt.Sprintf(steadydnsConfig, ifaces, r.env.Edge.V4, r.env.Edge.V6, filepath.Join(r.bpffs, name), filepath.Join(r.dir, name+"-state"),
+		r.env.Edge.V4, dotPort, r.dotCert, r.dotKey, origin, r.zone.file)
 	if signed {
 		cfg += fmt.Sprintf(steadydnsDNSSEC, filepath.Join(r.dir, name+"-keys"))
 	}

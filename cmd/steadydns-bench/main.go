@@ -61,6 +61,7 @@ func run(args []string) error {
 	socketRate := fs.Int("socket-rate", d.SocketRate, "queries per second kxdpgun offers the servers that answer from UDP sockets")
 	saturation := fs.Int("saturation-rate", d.SaturationRate, "queries per second of a second load run for the socket servers, more than any answers; 0 skips it")
 	tcpRate := fs.Int("tcp-rate", d.TCPRate, "queries per second dnsperf offers the socket servers over TCP, more than any answers; 0 skips it")
+	dotRate := fs.Int("dot-rate", d.DoTRate, "queries per second dnsperf offers the servers that speak DNS over TLS, more than any answers; 0 skips it")
 	latency := fs.Int("latency-rate", d.LatencyRate, "queries per second dnsperf offers for latency")
 	duration := fs.Duration("duration", d.Duration, "one load run (whole seconds)")
 	runs := fs.Int("runs", d.Runs, "runs per measurement: the report gives the median and the range")
@@ -100,6 +101,8 @@ func run(args []string) error {
 			o.SaturationRate = *saturation
 		case "tcp-rate":
 			o.TCPRate = *tcpRate
+		case "dot-rate":
+			o.DoTRate = *dotRate
 		case "latency-rate":
 			o.LatencyRate = *latency
 		case "duration":
