@@ -447,6 +447,9 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 			}
 			in = in[:len(in)+n]
 		}
+		if tc.tls {
+			in = buffered(tc.c, in)
+		}
 		w.batch = time.Now()
 		out, outcomes := r.out[:0], r.outcomes[:0]
 		// flush observes the replies in out, then sends them.
@@ -509,6 +512,27 @@ func (t *tcpTable) answer(tc *tcpConn, first []byte, answered *int) bool {
 		}
 		if off == len(in) || (t.lim.MaxQueries > 0 && *answered >= t.lim.MaxQueries) || !w.batch.Before(tc.expires) {
 			return true
+		}
+	}
+}
+
+// buffered appends to in what a TLS session has already read and not yet
+// returned. A session's Read returns one record at a time, and a client
+// sends a record a query, so without this each query of a pipeline
+// would be answered, and written, alone. A read whose deadline has passed
+// returns a record the session holds whole, and otherwise fails at once
+// without a system call; the failure is a timeout, which leaves the
+// session usable, or the error the next read returns too.
+func buffered(c streamConn, in []byte) []byte {
+	c.SetReadDeadline(time.Unix(1, 0))
+	for {
+		if len(in) == cap(in) {
+			in = slices.Grow(in, tcpRead)
+		}
+		n, err := c.Read(in[len(in):cap(in)])
+		in = in[:len(in)+n]
+		if err != nil {
+			return in
 		}
 	}
 }
