@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -124,39 +123,18 @@ func TestDoTEndToEnd(t *testing.T) {
 	write(t, filepath.Join(e.dir, "dot.crt"), read("renewed.crt"))
 	write(t, filepath.Join(e.dir, "dot.key"), read("renewed.key"))
 	reload()
-	for deadline := time.Now().Add(10 * time.Second); !bytes.Equal(served(), pemDER("renewed")); {
-		if time.Now().After(deadline) {
-			t.Fatal("after a reload, new connections are not shown the renewed certificate")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, "the renewed certificate shown to new connections after a reload", func() bool {
+		return bytes.Equal(served(), pemDER("renewed"))
+	})
 
 	write(t, filepath.Join(e.dir, "dot.key"), "not a key\n")
 	reload()
-	waitMetric(t, env, "steadydns_reload_errors_total 1")
+	waitFor(t, "the refused reload counted", func() bool {
+		return strings.Contains(getText(t, env, "/metrics"), "\nsteadydns_reload_errors_total 1\n")
+	})
 	if !bytes.Equal(served(), pemDER("renewed")) {
 		t.Error("a refused reload changed the certificate served")
 	}
 	// detach, at the test's end, reads the config too.
 	write(t, filepath.Join(e.dir, "dot.key"), read("renewed.key"))
-}
-
-// waitMetric waits until the edge's /metrics has the line want.
-func waitMetric(t *testing.T, env *testenv.Env, want string) {
-	t.Helper()
-	c := env.Edge.HTTPClient()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		resp, err := c.Get("http://127.0.0.1:9153/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), "\n"+want+"\n") {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %q in /metrics", want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
