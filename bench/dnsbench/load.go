@@ -92,7 +92,7 @@ type perfRun struct {
 	completed, lost int
 }
 
-// tcpClients is how many connections dnsperf's TCP runs open, and
+// tcpClients is how many connections dnsperf's TCP and TLS runs open, and
 // tcpOutstanding how many queries they have in flight in all, about 16 a
 // connection: a resolver that pipelines over TCP.
 const (
@@ -100,30 +100,30 @@ const (
 	tcpOutstanding = 512
 )
 
-// tcpRun is one dnsperf run over TCP or TLS: answers per second, and
+// streamRun is one dnsperf run over TCP or TLS: answers per second, and
 // queries that had none.
-type tcpRun struct {
+type streamRun struct {
 	rate float64
 	lost int
 }
 
 // dnsperfStream offers rate queries per second from the client host over
 // mode, "tcp" or "dot", to port.
-func (r *rig) dnsperfStream(ctx context.Context, mode string, port, rate int) (tcpRun, error) {
+func (r *rig) dnsperfStream(ctx context.Context, mode string, port, rate int) (streamRun, error) {
 	c := r.command(ctx, r.env.Client, r.o.GenCPU, "dnsperf", "-m", mode, "-s", r.env.Edge.V4.String(), "-p", strconv.Itoa(port),
 		"-d", r.zone.queries, "-l", strconv.Itoa(r.o.seconds()), "-Q", strconv.Itoa(rate),
 		"-c", strconv.Itoa(tcpClients), "-q", strconv.Itoa(tcpOutstanding), "-t", "1")
 	r.record(c)
 	out, err := c.Output()
 	if err != nil {
-		return tcpRun{}, fmt.Errorf("running dnsperf over %s: %w", mode, err)
+		return streamRun{}, fmt.Errorf("running dnsperf over %s: %w", mode, err)
 	}
-	return parseTCPRun(out)
+	return parseStreamRun(out)
 }
 
-// parseTCPRun reads dnsperf's statistics.
-func parseTCPRun(out []byte) (tcpRun, error) {
-	var t tcpRun
+// parseStreamRun reads dnsperf's statistics.
+func parseStreamRun(out []byte) (streamRun, error) {
+	var t streamRun
 	var seen bool
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)

@@ -110,7 +110,7 @@ func (r *rig) measure(ctx context.Context, s server, m *serverRuns, round int) (
 	res.Lost += p.lost
 	res.OtherLoad = max(res.OtherLoad, other)
 	stream := func(mode string, port, rate int, rates *[]float64, lost *int) error {
-		var tr tcpRun
+		var tr streamRun
 		other, err := r.quietly(func() (err error) { tr, err = r.dnsperfStream(ctx, mode, port, rate); return err })
 		if err != nil {
 			return fmt.Errorf("%s over %s: %w", s.name, mode, err)

@@ -77,9 +77,9 @@ func TestSaturationMarkdown(t *testing.T) {
 	}
 }
 
-// TestParseTCPRun reads dnsperf's statistics: the rate and the lost
+// TestParseStreamRun reads dnsperf's statistics: the rate and the lost
 // queries, not the connections' latency that follows them.
-func TestParseTCPRun(t *testing.T) {
+func TestParseStreamRun(t *testing.T) {
 	out := `Statistics:
 
   Queries sent:         96116
@@ -96,11 +96,11 @@ Connection Statistics:
 
   Reconnections:        0
 `
-	got, err := parseTCPRun([]byte(out))
+	got, err := parseStreamRun([]byte(out))
 	if err != nil || got.rate != 96094.006223 || got.lost != 12 {
 		t.Errorf("%+v, %v; want 96094.006223 q/s and 12 lost", got, err)
 	}
-	if _, err := parseTCPRun([]byte("Error: failed to connect\n")); err == nil {
+	if _, err := parseStreamRun([]byte("Error: failed to connect\n")); err == nil {
 		t.Error("output without a rate read as a run")
 	}
 }
